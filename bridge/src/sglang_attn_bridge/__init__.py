@@ -1,0 +1,1 @@
+"""sglang attention bridge for HF transformers."""
