@@ -1,0 +1,21 @@
+"""One check's outcome: the unit every report format is built from."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class CheckResult:
+    """What a check found. ``detail`` is one line for the console; ``log`` holds the long form (traceback, output)."""
+
+    kind: str
+    target: str
+    passed: bool
+    detail: str = ""
+    seconds: float = 0.0
+    log: str = ""
+    allowed: bool = False  # passed only because the config allows a known problem (pip check)
+
+    @property
+    def status(self) -> str:
+        return "PASS" if self.passed else "FAIL"

@@ -1,0 +1,44 @@
+"""Runs a GateConfig's checks in the documented order, timing each one."""
+from __future__ import annotations
+
+import time
+from typing import Callable, Iterator, List, Optional
+
+from . import checks
+from .config import GateConfig
+from .result import CheckResult
+
+ORDER = ("provenance", "compile", "import", "signature", "platform", "pip-check", "command")
+
+
+def _planned(cfg: GateConfig) -> Iterator[Callable[[], "CheckResult | List[CheckResult]"]]:
+    for pkg, loc in cfg.provenance.items():
+        yield lambda pkg=pkg, loc=loc: checks.check_provenance(pkg, loc)
+    for target in cfg.compile:
+        yield lambda target=target: checks.check_compile(target)
+    for module in cfg.imports:
+        yield lambda module=module: checks.check_import(module)
+    for spec in cfg.signatures:
+        yield lambda spec=spec: checks.check_signature(spec)
+    if cfg.platform:
+        yield lambda: checks.check_platform(cfg.platform)
+    if cfg.pip_check is not None:
+        yield lambda: checks.check_pip(cfg.pip_check)
+    for cmd in cfg.commands:
+        yield lambda cmd=cmd: checks.check_command(cmd)
+
+
+def run_checks(cfg: GateConfig, on_result: Optional[Callable[[CheckResult], None]] = None) -> List[CheckResult]:
+    """Run every check of ``cfg``; ``on_result`` sees each result as soon as it exists (for streaming output)."""
+    results: List[CheckResult] = []
+    for check in _planned(cfg):
+        start = time.perf_counter()
+        got = check()
+        elapsed = time.perf_counter() - start
+        batch = got if isinstance(got, list) else [got]
+        for res in batch:
+            res.seconds = elapsed / len(batch)
+            results.append(res)
+            if on_result is not None:
+                on_result(res)
+    return results
