@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""Build, gate, verify and publish the miles/sglang images from the declarative specs in images/.
+
+Exit codes: 0 ok, 1 build or gate failed, 2 bad usage or bad spec, 3 no usable container engine.
+The flow is one way: spec -> plan -> render -> engine -> gates -> report (see README.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT))
+
+from toolkit import engine  # noqa: E402
+from toolkit.errors import BuildFailed, ToolkitError, UsageError  # noqa: E402
+from toolkit.plan import host_pip_ca, make_plan, parse_secret  # noqa: E402
+from toolkit.render import render  # noqa: E402
+from toolkit.spec import load_catalog  # noqa: E402
+
+
+def out(line: str) -> None:
+    print(line, flush=True)
+
+
+def cmd_list(args) -> int:
+    catalog = load_catalog()
+    aliases = {}
+    for alias, name in catalog.aliases.items():
+        aliases.setdefault(name, []).append(alias)
+    for name, v in sorted(catalog.variants.items(), key=lambda kv: (kv[1].family, kv[0])):
+        also = f" (alias: {', '.join(sorted(aliases[name]))})" if name in aliases else ""
+        out(f"{name:<16} {v.family:<6} {','.join(v.platforms):<24} {v.base}{also}")
+    return 0
+
+
+def cmd_render(args) -> int:
+    plan = make_plan(load_catalog().resolve(args.target), sets=args.set, revision="render")
+    text = render(plan)
+    if args.output:
+        Path(args.output).write_text(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def cmd_build(args) -> int:
+    from toolkit.base_image import ensure_base
+    from toolkit.context import stage
+    from toolkit.wheelhouse import ensure_wheelhouse
+
+    variant = load_catalog().resolve(args.target)
+    secrets = [parse_secret(s) for s in args.secret]
+    plan = make_plan(variant, tag=args.tag, sets=args.set, secrets=secrets, pip_ca=host_pip_ca(),
+                     no_cache=args.no_cache, progress=args.progress)
+    text = render(plan)
+    client = engine.connect()
+    engine.buildx_cmd()
+    ensure_base(client, plan.variant, log=out)
+    wheelhouse = ensure_wheelhouse(plan.variant, log=out)
+    ctx = stage(plan, text, wheelhouse)
+    hash_tag = f"{plan.variant.repository}:{plan.variant.tag_suffix}-{ctx.short_hash}"
+    out(f"target {plan.name}: base {plan.variant.base}, input hash {ctx.short_hash}, tag {plan.image}")
+    if args.skip_existing and engine.image_id(client, hash_tag):
+        out(f"skip: {hash_tag} exists locally (same input hash); nothing to build")
+        return 0
+    image_id = engine.build(plan, ctx, out=out)
+    # Only now, with every gate passed inside the build, do tags move.
+    for ref in (plan.image, hash_tag):
+        engine.tag(client, image_id, ref)
+        out(f"tagged {ref}")
+    if args.push:
+        for ref in (plan.image, hash_tag):
+            engine.push(client, ref, out=out)
+    return 0
+
+
+def cmd_verify(args) -> int:
+    raise UsageError("verify: not implemented yet")
+
+
+def cmd_bake(args) -> int:
+    raise UsageError("bake: not implemented yet")
+
+
+def cmd_lint(args) -> int:
+    raise UsageError("lint: not implemented yet")
+
+
+COMMAND_FUNCS = {"build": cmd_build, "render": cmd_render, "verify": cmd_verify, "bake": cmd_bake,
+                 "lint": cmd_lint, "list": cmd_list}
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="build.py", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    b = sub.add_parser("build", help="render, build with BuildKit, run the gates, tag (and push)")
+    b.add_argument("--target", required=True)
+    b.add_argument("--tag", help="image reference to move on success (default: <repository>:<variant>)")
+    b.add_argument("--push", action="store_true", help="push the tags after the gates passed")
+    b.add_argument("--no-cache", action="store_true")
+    b.add_argument("--progress", choices=("auto", "plain"), default="auto")
+    b.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a spec value")
+    b.add_argument("--secret", action="append", default=[], metavar="id=NAME,src=FILE", help="a BuildKit secret")
+    b.add_argument("--skip-existing", action="store_true", help="do nothing when an image with this input hash exists")
+
+    r = sub.add_parser("render", help="print (or write) the rendered Dockerfile")
+    r.add_argument("--target", required=True)
+    r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    r.add_argument("-o", "--output", metavar="FILE")
+
+    v = sub.add_parser("verify", help="run the target's gates inside an existing image")
+    v.add_argument("--target", required=True)
+    v.add_argument("--image", help="image to verify (default: the target's tag)")
+    v.add_argument("--json", metavar="FILE")
+    v.add_argument("--junit", metavar="FILE")
+    v.add_argument("--export-cst", metavar="FILE", help="write the gates as a container-structure-test config instead")
+
+    k = sub.add_parser("bake", help="write a buildx bake file (JSON) for a set of targets")
+    k.add_argument("--target", action="append", required=True)
+    k.add_argument("-o", "--output", metavar="FILE")
+    k.add_argument("--registry", help="registry/namespace for tags, e.g. ghcr.io/org")
+    k.add_argument("--cache", metavar="REF", help="registry cache ref for cache-from/cache-to")
+
+    lint = sub.add_parser("lint", help="overlay guard on patches + hadolint on every rendered target")
+    lint.add_argument("paths", nargs="*", metavar="PATCH_OR_DIR")
+
+    sub.add_parser("list", help="list targets")
+    return p
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0].startswith("--target"):
+        argv.insert(0, "build")  # `build.py --target T` is `build.py build --target T`
+    p = parser()
+    try:
+        args = p.parse_args(argv)
+    except SystemExit as e:
+        return 2 if e.code else 0
+    if args.command is None:
+        p.print_usage(sys.stderr)
+        return 2
+    try:
+        return COMMAND_FUNCS[args.command](args)
+    except ToolkitError as e:
+        print(f"build.py: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("build.py: interrupted", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The image toolkit: spec -> plan -> render -> engine -> gates -> report, one module per stage."""

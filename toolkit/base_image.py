@@ -1,0 +1,61 @@
+"""Make a family's base image locally when it is missing (no registry can be reached: DESIGN §4).
+
+debootstrap builds a root file system from Debian packages (its default mirror, or the one the machine's apt
+sources name); `docker import` turns it into an image with exactly the spec's tag.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from toolkit.errors import BuildFailed, UsageError
+
+
+def ensure_base(client, variant, log=print) -> bool:
+    """Return True when the base had to be made. Raises when it is missing and cannot be made here."""
+    import docker.errors
+
+    try:
+        client.images.get(variant.base)
+        return False
+    except docker.errors.ImageNotFound:
+        pass
+    recipe = variant.base_build.get("debootstrap")
+    if not recipe:
+        raise BuildFailed(f"base image {variant.base} is not present and this machine cannot pull it; "
+                          f"load it first (docker load / docker pull on a connected machine)")
+    if shutil.which("debootstrap") is None:
+        raise UsageError("debootstrap is not installed (run ci/setup.sh)")
+    suite, flavour = recipe.get("suite", "bookworm"), recipe.get("variant", "minbase")
+    include = recipe.get("include") or []
+    log(f"base image {variant.base} missing: debootstrap {suite} ({flavour}{', ' + ','.join(include) if include else ''})")
+    with tempfile.TemporaryDirectory(prefix="miles-rootfs-") as rootfs:
+        cmd = ["debootstrap", f"--variant={flavour}"]
+        if include:
+            cmd.append("--include=" + ",".join(include))
+        cmd += [suite, rootfs]
+        run = subprocess.run(cmd, capture_output=True, text=True)
+        if run.returncode != 0:
+            tail = "\n".join((run.stdout + run.stderr).splitlines()[-20:])
+            raise BuildFailed(f"debootstrap failed ({run.returncode}):\n{tail}")
+        # Keep the image small and its apt state clean.
+        for junk in ("var/cache/apt/archives", "var/lib/apt/lists"):
+            shutil.rmtree(f"{rootfs}/{junk}", ignore_errors=True)
+        tar = subprocess.Popen(["tar", "--numeric-owner", "-C", rootfs, "-c", "."], stdout=subprocess.PIPE)
+        imp = subprocess.run(["docker", "import", "-", variant.base], stdin=tar.stdout, capture_output=True, text=True)
+        tar.stdout.close()
+        if tar.wait() != 0 or imp.returncode != 0:
+            raise BuildFailed(f"docker import of {variant.base} failed: {imp.stderr.strip()}")
+    log(f"base image {variant.base} made locally")
+    return True
+
+
+if __name__ == "__main__":  # `python -m toolkit.base_image smoke` for a manual run
+    import docker
+
+    from toolkit.spec import load_catalog
+
+    ensure_base(docker.from_env(), load_catalog().resolve(sys.argv[1] if len(sys.argv) > 1 else "smoke"))

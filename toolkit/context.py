@@ -1,0 +1,93 @@
+"""Stage the build context: exactly the files a target's Dockerfile reads, and the input hash over them.
+
+A staged folder (instead of the project root plus a .dockerignore) makes the context explicit: what is hashed is
+what BuildKit receives, so the input hash can never miss an input (the failure mode of hand-kept glob lists).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from toolkit.spec import ROOT
+
+BUILD_DIR = ROOT / "build"
+BRIDGE_EXCLUDE = {"tests", "bench", "build", "dist", "__pycache__", ".pytest_cache"}
+VERIFY_EXCLUDE = {"__pycache__"}
+
+
+@dataclass(frozen=True)
+class Context:
+    path: Path
+    dockerfile: Path
+    input_hash: str  # sha256 hex over the Dockerfile, every context file and the resolved spec
+
+    @property
+    def short_hash(self) -> str:
+        return self.input_hash[:12]
+
+
+def _link_or_copy(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def context_files(plan, wheelhouse: Path | None) -> dict:
+    """Map of context-relative path -> source file. Pure function of the plan and the project tree."""
+    files = {}
+    for sub, exclude, dest in ((ROOT / "bridge", BRIDGE_EXCLUDE, "bridge"), (ROOT / "verify", VERIFY_EXCLUDE, "gates/verify")):
+        for dirpath, dirnames, filenames in os.walk(sub):
+            dirnames[:] = sorted(d for d in dirnames if d not in exclude and not d.endswith(".egg-info"))
+            for name in sorted(filenames):
+                if not name.endswith((".pyc", ".pyo")):
+                    s = Path(dirpath) / name
+                    files[f"{dest}/{s.relative_to(sub).as_posix()}"] = s
+    for p in plan.variant.patches:
+        files[f"patches/{Path(p['file']).name}"] = ROOT / p["file"]
+    if wheelhouse is not None:
+        for s in sorted(wheelhouse.iterdir()):
+            if s.is_file() and not s.name.startswith("."):
+                files[f"wheelhouse/{s.name}"] = s
+    return dict(sorted(files.items()))
+
+
+def input_hash(dockerfile_text: str, files: dict, plan, extra: bytes = b"") -> str:
+    h = hashlib.sha256()
+    h.update(b"dockerfile\0" + dockerfile_text.encode() + b"\0")
+    h.update(b"spec\0" + json.dumps(plan.variant.as_dict(), sort_keys=True).encode() + b"\0")
+    h.update(b"secrets\0" + json.dumps(sorted(sid for sid, _ in plan.secrets)).encode() + b"\0")
+    for rel, src in files.items():
+        fh = hashlib.sha256()
+        with open(src, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                fh.update(chunk)
+        h.update(rel.encode() + b"\0" + fh.hexdigest().encode() + b"\0")
+    h.update(extra)
+    return h.hexdigest()
+
+
+def stage(plan, dockerfile_text: str, wheelhouse: Path | None = None, build_dir: Path = BUILD_DIR) -> Context:
+    """Write build/<target>/context/ afresh: Dockerfile, bridge/, gates/ (verify/ + gates.json), patches/, wheelhouse/."""
+    files = context_files(plan, wheelhouse)
+    gates_json = json.dumps(plan.gates, indent=2, sort_keys=True) + "\n"
+    digest = input_hash(dockerfile_text, files, plan, gates_json.encode())
+    root = build_dir / plan.name / "context"
+    if root.exists():
+        shutil.rmtree(root)
+    root.mkdir(parents=True)
+    for rel, src in files.items():
+        _link_or_copy(src, root / rel)
+    (root / "gates").mkdir(exist_ok=True)
+    (root / "gates" / "gates.json").write_text(gates_json)
+    (root / "wheelhouse").mkdir(exist_ok=True)  # the smoke template bind-mounts it; empty elsewhere
+    (root / "patches").mkdir(exist_ok=True)
+    dockerfile = root / "Dockerfile"
+    dockerfile.write_text(dockerfile_text)
+    return Context(path=root, dockerfile=dockerfile, input_hash=digest)

@@ -1,0 +1,177 @@
+"""The one interface to the container engine: the docker SDK for the engine API, the buildx CLI for BuildKit.
+
+The SDK cannot drive BuildKit (secrets, bind mounts, cache export), so builds go through `docker buildx build`;
+everything else (ping, inspect, tag, push, containers) goes through the SDK.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+from toolkit.errors import BuildFailed, EngineUnavailable
+
+START_HINT = "start one with `sudo dockerd &` (or run ci/setup.sh), or point DOCKER_HOST at a running engine"
+STEP_RE = re.compile(r"^#(\d+) (.*)$")
+LOG_RE = re.compile(r"^\d+\.\d+ (.*)$")
+
+
+def connect():
+    """A docker SDK client for an engine that answers, else EngineUnavailable (exit 3)."""
+    try:
+        import docker
+
+        client = docker.from_env(timeout=600)
+        client.ping()
+        return client
+    except Exception as e:  # the SDK raises DockerException, requests errors or FileNotFoundError
+        reason = str(e).splitlines()[0][:160] if str(e) else type(e).__name__
+        raise EngineUnavailable(f"no Docker engine answers ({reason}); {START_HINT}") from None
+
+
+def buildx_cmd() -> list:
+    """`docker buildx`, verified to exist (it is a CLI plugin that some clients lack)."""
+    docker_bin = shutil.which("docker")
+    if docker_bin is None:
+        raise EngineUnavailable(f"no docker client on PATH; {START_HINT}")
+    probe = subprocess.run([docker_bin, "buildx", "version"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        raise EngineUnavailable("the docker client has no buildx plugin (Debian: docker-buildx; see ci/setup.sh)")
+    return [docker_bin, "buildx"]
+
+
+@dataclass
+class Step:
+    name: str
+    status: str = "running"
+    seconds: float | None = None
+    log: list = field(default_factory=list)
+
+
+class ProgressParser:
+    """Folds BuildKit's plain progress stream into steps; prints one line per finished step (or the raw stream)."""
+
+    def __init__(self, out, raw: bool):
+        self.out, self.raw = out, raw
+        self.steps: dict[str, Step] = {}
+        self.tail: list = []  # lines outside any step (the final error summary)
+
+    def feed(self, line: str) -> None:
+        line = line.rstrip("\n")
+        if self.raw:
+            self.out(line)
+        m = STEP_RE.match(line)
+        if not m:
+            self.tail.append(line)
+            return
+        sid, rest = m.groups()
+        step = self.steps.get(sid)
+        if step is None:
+            self.steps[sid] = Step(name=rest)
+            return
+        if rest.startswith("DONE "):
+            step.status, step.seconds = "done", float(rest[5:].rstrip("s"))
+            self._report(step)
+        elif rest == "CACHED":
+            step.status = "cached"
+            self._report(step)
+        elif rest.startswith("ERROR"):
+            step.status = "error"
+            step.log.append(rest)
+        else:
+            lm = LOG_RE.match(rest)
+            step.log.append(lm.group(1) if lm else rest)
+
+    def _report(self, step: Step) -> None:
+        if self.raw or not step.name.startswith("[") or step.name.startswith("[internal]"):
+            return
+        took = "cached" if step.status == "cached" else f"{step.seconds:.1f}s"
+        name = " ".join(step.name.split())
+        self.out(f"  {name[:100]:<100} {took:>8}")
+        if "-m verify" in step.name:  # the gate step: show its per-check lines
+            for ln in step.log:
+                if ln.startswith(("PASS", "FAIL")) or " passed" in ln:
+                    self.out(f"      {ln}")
+
+    def failed_step(self) -> Step | None:
+        errored = [s for s in self.steps.values() if s.status == "error"]
+        return errored[-1] if errored else None
+
+
+def build(plan, ctx, out=print) -> str:
+    """Run BuildKit on the staged context; return the image ID. Tags nothing (the caller tags after success)."""
+    cmd = buildx_cmd() + ["build", "--progress=plain", "-f", str(ctx.dockerfile)]
+    if len(plan.variant.platforms) == 1:
+        cmd += ["--platform", plan.variant.platforms[0]]
+    else:
+        cmd += ["--platform", ",".join(plan.variant.platforms)]
+    for sid, src in plan.secrets:
+        if not os.path.isfile(src):
+            raise BuildFailed(f"secret {sid}: no such file {src}")
+        cmd += ["--secret", f"id={sid},src={src}"]
+    labels = dict(plan.labels)
+    labels["io.miles.input-hash"] = ctx.input_hash
+    for k, v in sorted(labels.items()):
+        cmd += ["--label", f"{k}={v}"]
+    if plan.no_cache:
+        cmd.append("--no-cache")
+    with tempfile.TemporaryDirectory() as tmp:
+        iidfile = os.path.join(tmp, "iid")
+        cmd += ["--iidfile", iidfile, str(ctx.path)]
+        parser = ProgressParser(out, raw=plan.progress == "plain")
+        env = dict(os.environ, BUILDKIT_PROGRESS="plain", DOCKER_BUILDKIT="1")
+        started = time.monotonic()
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, bufsize=1)
+        for line in proc.stdout:
+            parser.feed(line)
+        rc = proc.wait()
+        if rc != 0 or not os.path.exists(iidfile):
+            step = parser.failed_step()
+            if step is not None:
+                out(f"FAILED step: {' '.join(step.name.split())}")
+                for ln in step.log[-50:]:
+                    out(f"  | {ln}")
+            else:
+                for ln in parser.tail[-50:]:
+                    out(f"  | {ln}")
+            reason = next((ln for ln in reversed(parser.tail) if ln.startswith("ERROR")), f"buildx exited {rc}")
+            raise BuildFailed(f"build of {plan.name} failed: {' '.join(step.name.split()) if step else reason}")
+        image_id = open(iidfile).read().strip()
+    out(f"built {plan.name} in {time.monotonic() - started:.1f}s: {image_id[:19]}")
+    return image_id
+
+
+def tag(client, image_id: str, ref: str) -> None:
+    repo, _, tag_ = ref.rpartition(":")
+    if not repo or "/" in tag_:
+        repo, tag_ = ref, "latest"
+    client.images.get(image_id).tag(repo, tag_)
+
+
+def image_id(client, ref: str) -> str | None:
+    import docker.errors
+
+    try:
+        return client.images.get(ref).id
+    except docker.errors.ImageNotFound:
+        return None
+
+
+def push(client, ref: str, out=print) -> str:
+    """Push a tag; return the registry's manifest digest. Raises BuildFailed on any error in the stream."""
+    repo, _, tag_ = ref.rpartition(":")
+    digest = None
+    for msg in client.images.push(repo, tag=tag_, stream=True, decode=True):
+        if "error" in msg:
+            raise BuildFailed(f"push of {ref} failed: {msg['error']}")
+        aux = msg.get("aux") or {}
+        digest = aux.get("Digest", digest)
+    if not digest:
+        raise BuildFailed(f"push of {ref} returned no digest")
+    out(f"pushed {ref}@{digest}")
+    return digest

@@ -1,0 +1,118 @@
+"""Turn a resolved variant (plus command-line choices) into a build plan: everything a build needs, decided once.
+
+The plan is plain data. Rendering, staging the context, building and gating all read it; none of them decide
+anything the plan could have decided.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+from dataclasses import dataclass, field
+
+from toolkit.errors import UsageError
+from toolkit.spec import ROOT, VARIANT, Variant, check, check_pins
+
+SECRET_PIP_CA = "pip-ca"
+SETTABLE = ("base", "args", "env", "pip", "components", "tag_suffix", "platforms")
+
+
+@dataclass(frozen=True)
+class Plan:
+    variant: Variant
+    image: str  # repository:tag the build moves on success
+    secrets: tuple = ()  # (id, src) pairs handed to BuildKit, never written into the context
+    labels: dict = field(default_factory=dict)  # applied at build time (they change with every commit)
+    no_cache: bool = False
+    progress: str = "auto"
+
+    @property
+    def name(self) -> str:
+        return self.variant.name
+
+    @property
+    def gates(self) -> dict:
+        """The verify/ runner's config (its JSON format is the spec's `gates` mapping as is)."""
+        return self.variant.gates
+
+
+def apply_sets(variant: Variant, sets: list[str]) -> Variant:
+    """`--set args.MAX_JOBS=8`, `--set base=img:tag`: dotted overrides, validated like the spec itself."""
+    if not sets:
+        return variant
+    data = {k: getattr(variant, k) for k in SETTABLE}
+    data["platforms"] = list(data["platforms"])
+    for item in sets:
+        key, eq, value = item.partition("=")
+        parts = key.split(".")
+        if not eq or not key or parts[0] not in SETTABLE:
+            raise UsageError(f"--set {item!r}: expected KEY=VALUE with KEY one of {', '.join(SETTABLE)} (dotted)")
+        node = data
+        for p in parts[:-1]:
+            node = node.setdefault(p, {})
+            if not isinstance(node, dict):
+                raise UsageError(f"--set {item!r}: {p} is not a mapping")
+        node[parts[-1]] = value.split(",") if parts == ["platforms"] else value
+    file = f"--set ({variant.spec_file} variants.{variant.name})"
+    check({k: v for k, v in data.items()}, {k: VARIANT[k] for k in SETTABLE}, file, "")
+    check_pins(data, file, "")
+    data["platforms"] = tuple(data["platforms"])
+    return dataclasses.replace(variant, **data)
+
+
+def source_revision() -> str:
+    """The project's git commit (with `-dirty` when the work tree has changes), for the OCI revision label."""
+    try:
+        rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
+        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True).stdout
+        return rev.stdout.strip() + ("-dirty" if dirty.strip() else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def make_plan(variant: Variant, *, tag=None, sets=(), secrets=(), pip_ca=None, no_cache=False,
+              progress="auto", revision=None) -> Plan:
+    variant = apply_sets(variant, list(sets))
+    all_secrets = list(secrets)
+    if pip_ca and not any(sid == SECRET_PIP_CA for sid, _ in all_secrets):
+        all_secrets.append((SECRET_PIP_CA, str(pip_ca)))
+    labels = {
+        "org.opencontainers.image.revision": revision or source_revision(),
+        "org.opencontainers.image.source": "miles-image-toolkit",
+    }
+    return Plan(
+        variant=variant,
+        image=tag or f"{variant.repository}:{variant.tag_suffix}",
+        secrets=tuple(all_secrets),
+        labels=labels,
+        no_cache=no_cache,
+        progress=progress,
+    )
+
+
+def host_pip_ca():
+    """The CA bundle the host's pip trusts (PIP_CERT or pip config), if any: builds need it behind a TLS proxy."""
+    import os
+
+    cert = os.environ.get("PIP_CERT")
+    if not cert:
+        try:
+            listing = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True,
+                                     text=True, timeout=60).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            listing = ""
+        for line in listing.splitlines():
+            key, _, value = line.partition("=")
+            if key.endswith(".cert"):
+                cert = value.strip().strip("'\"")
+    return cert if cert and os.path.isfile(cert) else None
+
+
+def parse_secret(text: str) -> tuple:
+    """`id=NAME,src=FILE` as docker build takes it."""
+    fields = dict(part.partition("=")[::2] for part in text.split(","))
+    sid, src = fields.get("id"), fields.get("src") or fields.get("source")
+    if not sid or not src or set(fields) - {"id", "src", "source", "type"}:
+        raise UsageError(f"--secret {text!r}: expected id=NAME,src=FILE")
+    return sid, src

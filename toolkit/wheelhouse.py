@@ -1,0 +1,50 @@
+"""Prepare, on the host, the wheels a family installs, for the image's Python and platform.
+
+The host's pip already knows how to reach an index through this machine's proxy (and where the local CPU torch
+lies); the build then installs offline from a bind mount, which is hermetic and fast on rebuild.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from toolkit.errors import BuildFailed
+from toolkit.spec import ROOT
+
+CACHE = ROOT / ".cache" / "wheelhouse"
+
+
+def requirements(variant) -> list[str]:
+    return [f"{name}=={version}" for name, version in sorted(variant.pip.items())]
+
+
+def ensure_wheelhouse(variant, log=print) -> Path | None:
+    """Download once per requirement set; a stamp records what the folder holds."""
+    if not variant.wheelhouse:
+        return None
+    reqs = requirements(variant)
+    py, plat = variant.wheelhouse["python_version"], variant.wheelhouse["platform"]
+    constraints = variant.wheelhouse.get("constraints")
+    pins = (ROOT / "images" / constraints).read_text() if constraints else ""
+    key = hashlib.sha256(json.dumps([reqs, py, plat, pins]).encode()).hexdigest()[:16]
+    dest = CACHE / f"{variant.family}-{key}"
+    stamp = dest / ".complete"
+    if stamp.exists():
+        return dest
+    dest.mkdir(parents=True, exist_ok=True)
+    log(f"wheelhouse: downloading {len(reqs)} requirements for cp{py.replace('.', '')} {plat} into {dest.relative_to(ROOT)}")
+    cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "--dest", str(dest),
+           "--python-version", py, "--implementation", "cp", "--platform", plat,
+           "--platform", "manylinux2014_x86_64", "--platform", "manylinux_2_17_x86_64", *reqs]
+    if constraints:
+        cmd += ["--constraint", str(ROOT / "images" / constraints)]
+    run = subprocess.run(cmd, capture_output=True, text=True)
+    if run.returncode != 0:
+        tail = "\n".join((run.stdout + run.stderr).splitlines()[-15:])
+        raise BuildFailed(f"wheelhouse download failed:\n{tail}")
+    stamp.write_text("\n".join(reqs) + "\n")
+    return dest
