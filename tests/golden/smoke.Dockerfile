@@ -1,0 +1,30 @@
+# Rendered by build.py from images/smoke.yaml, variant smoke. Do not edit: change the spec or the template.
+FROM miles-base:bookworm-minbase-py311
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+
+# ---- Python: a venv filled from the host-prepared wheelhouse. The wheelhouse is bind-mounted for this step only:
+# ---- no network, no wheel left in a layer.
+ENV VIRTUAL_ENV=/opt/venv PATH=/opt/venv/bin:$PATH PIP_DISABLE_PIP_VERSION_CHECK=1
+RUN python3 -m venv /opt/venv
+RUN --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
+    pip install --no-cache-dir --no-index --find-links /tmp/wheelhouse \
+        "setuptools==80.9.0" \
+        "torch==2.13.0" \
+        "transformers==5.24.0" \
+        "triton==3.9.0"
+
+# ---- The attention bridge: its own distribution, installed like any other package (no overlay into miles).
+# ---- Late and bind-mounted, so a bridge-only edit rebuilds this step and the gates, nothing before it.
+RUN --mount=type=bind,source=bridge,target=/tmp/sglang-attn-bridge,rw --mount=type=secret,id=pip-ca --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
+    if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
+    /opt/venv/bin/python -m pip install --no-cache-dir --no-deps --no-build-isolation --no-index --find-links /tmp/wheelhouse /tmp/sglang-attn-bridge
+
+# ---- Gates: verify/ runs with the image's own python against this target's gate list (gates/gates.json).
+# ---- Any failing check fails the build, so no tag ever points at an image that does not import.
+RUN --mount=type=bind,source=gates,target=/tmp/gates \
+    cd /tmp/gates && /opt/venv/bin/python -m verify --config gates.json
+
+LABEL org.opencontainers.image.title="miles" \
+      org.opencontainers.image.base.name="miles-base:bookworm-minbase-py311" \
+      io.miles.variant="smoke" \
+      io.miles.spec-digest="9643747320a0a5fd2b4cc7cca510e89ae73fd78587aaa5631df23373102fc613"

@@ -1,0 +1,101 @@
+"""Spec validation: every class of error gives one line `FILE: KEY: problem`, exit 2, and writes nothing."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+
+from support import run_build_py
+from toolkit.errors import SpecError, UsageError
+from toolkit.spec import load_catalog, load_family
+
+
+def edit(project, family, fn):
+    path = project / "images" / f"{family}.yaml"
+    data = yaml.safe_load(path.read_text())
+    fn(data)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+CASES = [
+    ("unknown key", "rocm", lambda d: d["variants"]["rocm700-mi30x"].update(bse="x:1"),
+     "images/rocm.yaml: variants.rocm700-mi30x.bse: unknown key"),
+    ("wrong type", "rocm", lambda d: d["variants"]["rocm700-mi30x"].update(args=["GPU_ARCH=gfx942"]),
+     "images/rocm.yaml: variants.rocm700-mi30x.args: expected a mapping, got list"),
+    ("wrong scalar type", "cuda", lambda d: d["args"].update(MAX_JOBS=64),
+     "images/cuda.yaml: args.MAX_JOBS: expected a string, got int 64"),
+    ("latest base", "rocm", lambda d: d["variants"]["rocm700-mi30x"].update(base="lmsysorg/sglang:latest"),
+     "images/rocm.yaml: variants.rocm700-mi30x.base: unpinned base image 'lmsysorg/sglang:latest': "
+     "'latest' moves; name a fixed tag or a digest"),
+    ("untagged base", "cuda", lambda d: d["variants"]["cu12-x86"].update(base="lmsysorg/sglang"),
+     "images/cuda.yaml: variants.cu12-x86.base: unpinned base image 'lmsysorg/sglang': name a tag or a digest"),
+    ("missing base", "rocm", lambda d: d.pop("base"), "images/rocm.yaml: base: missing required key"),
+    ("branch instead of commit", "rocm", lambda d: d["components"]["miles"].update(ref="main"),
+     "images/rocm.yaml: components.miles.ref: git component must be pinned to a 40-hex commit, got 'main'"),
+    ("unpinned pip", "cuda", lambda d: d["pip"].update(tilelang="latest"),
+     "images/cuda.yaml: pip.tilelang: pip package must be pinned to an exact version, got 'latest'"),
+    ("bad platform", "cuda", lambda d: d["variants"]["cu13"].update(platforms=["linux/s390x"]),
+     "images/cuda.yaml: variants.cu13.platforms[0]: unknown platform 'linux/s390x'"),
+    ("default names no variant", "rocm", lambda d: d.update(default="rocm999"),
+     "images/rocm.yaml: default: names no variant: 'rocm999'"),
+    ("gate platform", "rocm", lambda d: d["gates"].update(platform="metal"),
+     "images/rocm.yaml: gates.platform: must be one of rocm, cuda, cpu, got 'metal'"),
+]
+
+
+@pytest.mark.parametrize("label,family,mutate,message", CASES, ids=[c[0] for c in CASES])
+def test_invalid_spec_is_one_line_exit_2_and_writes_nothing(project_copy, label, family, mutate, message):
+    edit(project_copy, family, mutate)
+    out = project_copy / "Dockerfile.out"
+    proc = run_build_py("render", "--target", "smoke", "-o", str(out), cwd=project_copy)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert lines == [f"build.py: {message}"]
+    assert not out.exists()
+    assert not (project_copy / "build").exists()
+
+
+def test_invalid_yaml_names_file_and_line(project_copy):
+    path = project_copy / "images" / "smoke.yaml"
+    path.write_text(path.read_text() + "\nvariants: [unclosed\n")
+    proc = run_build_py("list", cwd=project_copy)
+    assert proc.returncode == 2
+    assert re.match(r"build\.py: images/smoke\.yaml: line \d+: invalid YAML", proc.stderr)
+
+
+def test_family_must_match_file_name(project_copy):
+    edit(project_copy, "smoke", lambda d: d.update(family="other"))
+    with pytest.raises(SpecError, match="family: must match the file name 'smoke'"):
+        load_family(project_copy / "images" / "smoke.yaml")
+
+
+def test_variants_inherit_and_override():
+    catalog = load_catalog()
+    mi30 = catalog.resolve("rocm700-mi30x")
+    mi35 = catalog.resolve("rocm720-mi35x")
+    assert mi30.args["GPU_ARCH"] == "gfx942" and mi35.args["GPU_ARCH"] == "gfx950"
+    assert mi30.args["MAX_JOBS"] == mi35.args["MAX_JOBS"]  # inherited
+    assert mi30.base == "lmsysorg/sglang:v0.5.10-rocm700-mi30x"
+    assert catalog.resolve("cu13").platforms == ("linux/amd64", "linux/arm64")
+    assert catalog.resolve("cu12-x86").args["CUDA_MAJOR"] == "12"
+    assert mi30.digest != mi35.digest
+
+
+def test_aliases_resolve_to_default_variants():
+    catalog = load_catalog()
+    assert catalog.resolve("rocm").name == "rocm720-mi35x"
+    assert catalog.resolve("cuda").name == "cu13-x86"
+    assert catalog.resolve("smoke").name == "smoke"
+    with pytest.raises(UsageError, match="unknown target 'rocm9'"):
+        catalog.resolve("rocm9")
+
+
+def test_every_variant_gates_the_bridge():
+    for v in load_catalog().variants.values():
+        assert "sglang_attn_bridge" in v.gates["imports"]
+        if v.family in ("rocm", "cuda"):
+            for mod in ("miles.backends.fsdp_utils", "miles.backends.megatron_utils", "sglang", "sgl_kernel"):
+                assert mod in v.gates["imports"], (v.name, mod)
