@@ -1,0 +1,87 @@
+"""Kernel tuning table: block sizes, warps and pipeline stages per head dimension, in one place.
+
+The forward's BLOCK_N is fixed at 64 on every device: it fixes the order of the softmax reduction, which is what
+makes our forward agree bit for bit with sglang's deterministic kernel (the bench checks that on the GPU). Its
+BLOCK_M and warps also follow sglang's Hopper choice (128 rows, 4 warps for D <= 64, else 8) because the matrix
+instruction layout decides how a row's partial sums are added. Everything else is free to tune.
+The interpreter (TRITON_INTERPRET=1, CPU) gets small tiles so the tests stay fast.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+
+
+@dataclass(frozen=True)
+class FwdConfig:
+    block_m: int
+    block_n: int
+    num_warps: int
+    num_stages: int
+    mask_all_tiles: bool = True  # apply the mask select on every tile, as sglang does (keeps bit-exactness safe)
+
+
+@dataclass(frozen=True)
+class BwdConfig:
+    block_m1: int  # dK/dV kernel: query rows per step
+    block_n1: int  # dK/dV kernel: keys owned by one program
+    block_m2: int  # dQ kernel: query rows owned by one program
+    block_n2: int  # dQ kernel: keys per step
+    num_warps: int
+    num_stages: int
+
+
+# head_dim bucket (next power of two) -> config
+GPU_FWD = {
+    16: FwdConfig(128, 64, 4, 2),
+    32: FwdConfig(128, 64, 4, 2),
+    64: FwdConfig(128, 64, 4, 3),
+    128: FwdConfig(128, 64, 8, 2),
+    256: FwdConfig(64, 64, 8, 1),
+}
+GPU_BWD = {
+    16: BwdConfig(64, 128, 128, 64, 8, 2),
+    32: BwdConfig(64, 128, 128, 64, 8, 2),
+    64: BwdConfig(64, 128, 128, 64, 8, 2),
+    128: BwdConfig(64, 128, 128, 64, 8, 2),
+    256: BwdConfig(32, 64, 64, 32, 8, 1),
+}
+INTERPRETER_FWD = FwdConfig(32, 64, 4, 1)
+INTERPRETER_BWD = BwdConfig(32, 32, 32, 32, 4, 1)
+
+
+def interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def _bucket(head_dim: int) -> int:
+    b = 16
+    while b < head_dim:
+        b *= 2
+    return b
+
+
+def fwd_config(head_dim: int) -> FwdConfig:
+    if interpreting():
+        return INTERPRETER_FWD
+    return GPU_FWD[_bucket(head_dim)]
+
+
+def bwd_config(head_dim: int) -> BwdConfig:
+    if interpreting():
+        return INTERPRETER_BWD
+    return GPU_BWD[_bucket(head_dim)]
+
+
+def set_config(head_dim: int, fwd: FwdConfig | None = None, bwd: BwdConfig | None = None, **changes) -> None:
+    """Replace one head-dim bucket's entries (the bench sweeps variants through this)."""
+    b = _bucket(head_dim)
+    if fwd is not None:
+        GPU_FWD[b] = fwd
+    if bwd is not None:
+        GPU_BWD[b] = bwd
+    if changes:
+        fwd_keys = {k: v for k, v in changes.items() if k in FwdConfig.__dataclass_fields__}
+        if fwd_keys:
+            GPU_FWD[b] = replace(GPU_FWD[b], **fwd_keys)

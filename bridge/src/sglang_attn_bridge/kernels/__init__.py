@@ -1,0 +1,1 @@
+"""Triton kernels: the forward (with log-sum-exp) and the FA2-form backward."""

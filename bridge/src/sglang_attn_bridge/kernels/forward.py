@@ -1,0 +1,142 @@
+"""Attention forward in Triton, with the per-row arithmetic of sglang's `extend_attention_fwd_unified`.
+
+Why this shape: the result bits of a forward are fixed by per-row arithmetic — 64-key tiles taken in order from key 0,
+scores scaled after the dot, a select to -inf, natural exp, an fp32 running max/denominator, `acc * rescale + P·V` —
+and by the matrix-instruction layout, not by how tiles are loaded. So this kernel keeps exactly that arithmetic and
+changes only what does not touch the bits: keys are read straight from the [B, S, H, D] views (no index gather), the
+loads are software-pipelined, tiles that are fully masked are skipped (they add exact zeros in sglang's kernel), and
+it also writes the log-sum-exp that the backward needs. With COMPUTE_O off it computes only the log-sum-exp (used when
+sglang's kernel produced the output).
+
+One program: BLOCK_M query rows of one head of one sequence. Sequences are described by five int32 arrays (row in
+the batch, first query/key position in that row, query/key length), so packed, padded and plain batches are all one
+launch. Causal masking is bottom-right aligned (key j visible to query i iff j <= i + len_k - len_q); WINDOW uses
+sglang's convention (visible iff i + prefix - j <= WINDOW), i.e. transformers' sliding_window - 1.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _tanh(x):
+    # the same tanh sglang's kernel uses, so softcapped scores round identically
+    return 2 * tl.sigmoid(2 * x) - 1
+
+
+@triton.jit
+def _fwd_tile(
+    acc, deno, e_max, q, k_base, v_base, start_n, offs_m, offs_n, offs_d, mask_m, mask_d,
+    len_k, prefix, sm_scale, sks, svs,
+    IS_CAUSAL: tl.constexpr, WINDOW: tl.constexpr, SOFTCAP: tl.constexpr,
+    COMPUTE_O: tl.constexpr, MASK: tl.constexpr, DOT_PREC: tl.constexpr,
+):
+    offs_kn = start_n + offs_n
+    mask_n = offs_kn < len_k
+    k = tl.load(k_base + offs_kn[None, :] * sks + offs_d[:, None], mask=mask_n[None, :] & mask_d[:, None], other=0.0)
+    qk = tl.dot(q, k, input_precision=DOT_PREC)
+    qk *= sm_scale
+    if SOFTCAP > 0:
+        qk = SOFTCAP * _tanh(qk / SOFTCAP)
+    if MASK:
+        visible = mask_m[:, None] & mask_n[None, :]
+        if IS_CAUSAL:
+            visible &= (offs_m[:, None] + prefix) >= offs_kn[None, :]
+        if WINDOW >= 0:
+            visible &= (offs_m[:, None] + prefix) <= (offs_kn[None, :] + WINDOW)
+            if not IS_CAUSAL:
+                visible &= offs_kn[None, :] <= (offs_m[:, None] + prefix + WINDOW)
+        qk = tl.where(visible, qk, float("-inf"))
+    row_max = tl.max(qk, 1)
+    row_max = tl.where(row_max == float("-inf"), -1e20, row_max)
+    n_e_max = tl.maximum(row_max, e_max)
+    re_scale = tl.exp(e_max - n_e_max)
+    p = tl.exp(qk - n_e_max[:, None])
+    deno = deno * re_scale + tl.sum(p, 1)
+    if COMPUTE_O:
+        v = tl.load(v_base + offs_kn[:, None] * svs + offs_d[None, :], mask=mask_n[:, None] & mask_d[None, :], other=0.0)
+        acc = acc * re_scale[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PREC)
+    return acc, deno, n_e_max
+
+
+@triton.jit
+def attn_fwd_kernel(
+    Q, K, V, O, LSE,
+    Row, QStart, KStart, LenQ, LenK,
+    sm_scale, v_scale,
+    sqb, sqs, sqh,
+    skb, sks, skh,
+    svb, svs, svh,
+    sob, sos, soh,
+    lse_sh, lse_sb,
+    group, num_m_blocks,
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    IS_CAUSAL: tl.constexpr, WINDOW: tl.constexpr, SOFTCAP: tl.constexpr,
+    COMPUTE_O: tl.constexpr, MASK_ALL: tl.constexpr, DOT_PREC: tl.constexpr,
+):
+    # heaviest causal blocks (the last rows) are launched first
+    m_block = num_m_blocks - 1 - tl.program_id(0)
+    head = tl.program_id(1)
+    seq = tl.program_id(2)
+    len_q = tl.load(LenQ + seq)
+    m0 = m_block * BLOCK_M
+    if m0 >= len_q:
+        return
+    len_k = tl.load(LenK + seq)
+    row = tl.load(Row + seq).to(tl.int64)
+    q_start = tl.load(QStart + seq).to(tl.int64)
+    k_start = tl.load(KStart + seq).to(tl.int64)
+    prefix = len_k - len_q
+    kv_head = head // group
+
+    offs_m = m0 + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, BLOCK_D)
+    mask_m = offs_m < len_q
+    mask_d = offs_d < HEAD_DIM
+
+    q_ptrs = Q + row * sqb + head * sqh + (q_start + offs_m)[:, None] * sqs + offs_d[None, :]
+    q = tl.load(q_ptrs, mask=mask_m[:, None] & mask_d[None, :], other=0.0)
+    k_base = K + row * skb + kv_head * skh + k_start * sks
+    v_base = V + row * svb + kv_head * svh + k_start * svs
+
+    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+    deno = tl.zeros([BLOCK_M], dtype=tl.float32)
+    e_max = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
+
+    lo = 0
+    hi = len_k
+    if IS_CAUSAL:
+        hi = tl.minimum(len_k, prefix + tl.minimum(m0 + BLOCK_M, len_q))
+        if WINDOW >= 0:
+            lo = tl.maximum(0, prefix + m0 - WINDOW) // BLOCK_N * BLOCK_N
+    # tiles in [lo, full_hi) are visible to every row of the block and skip the mask select
+    full_hi = lo
+    if not MASK_ALL and WINDOW < 0:
+        full_hi = hi // BLOCK_N * BLOCK_N
+        if IS_CAUSAL:
+            full_hi = tl.minimum(full_hi, (prefix + m0 + 1) // BLOCK_N * BLOCK_N)
+        full_hi = tl.maximum(full_hi, lo)
+    for start_n in range(lo, full_hi, BLOCK_N):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
+        acc, deno, e_max = _fwd_tile(
+            acc, deno, e_max, q, k_base, v_base, start_n, offs_m, offs_n, offs_d, mask_m, mask_d,
+            len_k, prefix, sm_scale, sks, svs,
+            IS_CAUSAL, WINDOW, SOFTCAP, COMPUTE_O, False, DOT_PREC,
+        )
+    for start_n in range(full_hi, hi, BLOCK_N):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
+        acc, deno, e_max = _fwd_tile(
+            acc, deno, e_max, q, k_base, v_base, start_n, offs_m, offs_n, offs_d, mask_m, mask_d,
+            len_k, prefix, sm_scale, sks, svs,
+            IS_CAUSAL, WINDOW, SOFTCAP, COMPUTE_O, True, DOT_PREC,
+        )
+
+    lse_ptrs = LSE + head * lse_sh + row * lse_sb + q_start + offs_m
+    tl.store(lse_ptrs, e_max + tl.log(deno), mask=mask_m)
+    if COMPUTE_O:
+        o_ptrs = O + row * sob + head * soh + (q_start + offs_m)[:, None] * sos + offs_d[None, :]
+        tl.store(o_ptrs, acc / deno[:, None] * v_scale, mask=mask_m[:, None] & mask_d[None, :])

@@ -1,0 +1,75 @@
+"""Drop-in for upstream's actor model construction: route attn_implementation="triton" through the bridge.
+
+Three branches, so existing callers keep their behaviour:
+  * not "triton"                      -> from_pretrained unchanged, 0 bridged layers;
+  * "triton" off ROCm, not opted in   -> from_pretrained unchanged (transformers rejects the unknown name, as before), 0;
+  * "triton" on ROCm, or opted in     -> load with "eager", register the bridge, switch to it, n bridged layers.
+Opt-in: enable_bridge=True, or SGLANG_ATTN_BRIDGE_ENABLE=1 (enable_bridge=False / =0 turns it off on ROCm too).
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import nullcontext
+
+import torch
+
+from .registration import DEFAULT_NAME, register
+
+ENABLE_ENV = "SGLANG_ATTN_BRIDGE_ENABLE"
+
+
+def _env_flag(name: str):
+    value = os.environ.get(name, "").strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    return None
+
+
+def bridge_enabled(enable_bridge=None) -> bool:
+    if enable_bridge is not None:
+        return bool(enable_bridge)
+    env = _env_flag(ENABLE_ENV)
+    if env is not None:
+        return env
+    return getattr(torch.version, "hip", None) is not None
+
+
+def _set_implementation(model, name: str) -> None:
+    setter = getattr(model, "set_attn_implementation", None)
+    if setter is not None:
+        setter(name)
+        return
+    for module in model.modules():  # transformers without set_attn_implementation
+        config = getattr(module, "config", None)
+        if config is not None and hasattr(config, "_attn_implementation"):
+            config._attn_implementation = name
+
+
+def count_bridged_layers(model, name: str = DEFAULT_NAME) -> int:
+    """Attention modules whose config now selects `name` (modules with a config and a head layout)."""
+    n = 0
+    for module in model.modules():
+        config = getattr(module, "config", None)
+        if config is None or getattr(config, "_attn_implementation", None) != name:
+            continue
+        if hasattr(module, "scaling") or type(module).__name__.endswith("Attention"):
+            n += 1
+    return n
+
+
+def build_model_with_attn_bridge(model_cls, checkpoint_path, attn_implementation, init_context=nullcontext, *,
+                                 enable_bridge=None, **from_pretrained_kwargs):
+    """-> (model, n_bridged_layers). `init_context` is a callable returning a context manager (e.g. meta init)."""
+    if attn_implementation != DEFAULT_NAME or not bridge_enabled(enable_bridge):
+        with init_context():
+            model = model_cls.from_pretrained(checkpoint_path, attn_implementation=attn_implementation,
+                                              **from_pretrained_kwargs)
+        return model, 0
+    with init_context():
+        model = model_cls.from_pretrained(checkpoint_path, attn_implementation="eager", **from_pretrained_kwargs)
+    register(DEFAULT_NAME)
+    _set_implementation(model, DEFAULT_NAME)
+    return model, count_bridged_layers(model, DEFAULT_NAME)

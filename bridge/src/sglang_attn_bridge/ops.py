@@ -1,0 +1,108 @@
+"""Launchers for the Triton kernels on [B, S, H, D] views described by a `Varlen` layout.
+
+Tensors stay in the strided views transformers hands us (only the last dim must be contiguous), so a plain, padded or
+packed batch needs no gather/scatter copies. Block sizes come from `config`.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+
+from . import config
+from .kernels.backward import delta_kernel, dkdv_kernel, dq_kernel
+from .kernels.forward import attn_fwd_kernel
+from .layout import Varlen
+
+
+def _last_dim_contiguous(t: torch.Tensor) -> torch.Tensor:
+    return t if t.stride(-1) == 1 else t.contiguous()
+
+
+def _prec(dtype: torch.dtype) -> str:
+    # fp32 inputs get true fp32 products; half types are exact in any mode
+    return "ieee" if dtype == torch.float32 else "tf32"
+
+
+def _lay_args(lay: Varlen):
+    return lay.row, lay.q_start, lay.k_start, lay.len_q, lay.len_k
+
+
+def _window(window) -> int:
+    return -1 if window is None else int(window)
+
+
+def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softcap=0.0, compute_o=True):
+    """q [B, Sq, Hq, D], k/v [B, Sk, Hkv, D] views -> (o [B, Sq, Hq, D] contiguous or None, lse [Hq, B*Sq] fp32).
+
+    `window` is in sglang's convention (query i sees key j iff i - j <= window), None for none.
+    """
+    q, k, v = (_last_dim_contiguous(t) for t in (q, k, v))
+    B, Sq, Hq, D = q.shape
+    Hkv = k.shape[2]
+    cfg = config.fwd_config(D)
+    lse = torch.empty((Hq, B * Sq), device=q.device, dtype=torch.float32)
+    o = None
+    if compute_o:
+        o = (torch.empty if lay.covers_all else torch.zeros)((B, Sq, Hq, D), device=q.device, dtype=q.dtype)
+    o_arg = o if o is not None else q
+    num_m = triton.cdiv(lay.max_q, cfg.block_m)
+    grid = (num_m, Hq, lay.n)
+    attn_fwd_kernel[grid](
+        q, k, v, o_arg, lse, *_lay_args(lay),
+        float(scale), 1.0,
+        q.stride(0), q.stride(1), q.stride(2),
+        k.stride(0), k.stride(1), k.stride(2),
+        v.stride(0), v.stride(1), v.stride(2),
+        o_arg.stride(0), o_arg.stride(1), o_arg.stride(2),
+        lse.stride(0), Sq,
+        Hq // Hkv, num_m,
+        HEAD_DIM=D, BLOCK_D=max(16, triton.next_power_of_2(D)),
+        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
+        IS_CAUSAL=bool(causal), WINDOW=_window(window), SOFTCAP=float(softcap or 0.0),
+        COMPUTE_O=bool(compute_o), MASK_ALL=cfg.mask_all_tiles, DOT_PREC=_prec(q.dtype),
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+    )
+    return o, lse
+
+
+def backward(do, q, k, v, o, lse, lay: Varlen, scale: float, causal: bool, window=None, softcap=0.0):
+    """Gradients in [B, S, H, D] layout (contiguous), each written by exactly one program."""
+    do, q, k, v, o = (_last_dim_contiguous(t) for t in (do, q, k, v, o))
+    B, Sq, Hq, D = q.shape
+    Sk, Hkv = k.shape[1], k.shape[2]
+    cfg = config.bwd_config(D)
+    block_d = max(16, triton.next_power_of_2(D))
+    alloc = torch.empty if lay.covers_all else torch.zeros
+    dq = alloc((B, Sq, Hq, D), device=q.device, dtype=q.dtype)
+    dk = alloc((B, Sk, Hkv, D), device=q.device, dtype=k.dtype)
+    dv = alloc((B, Sk, Hkv, D), device=q.device, dtype=v.dtype)
+    delta = torch.empty_like(lse)
+    common = dict(IS_CAUSAL=bool(causal), WINDOW=_window(window), SOFTCAP=float(softcap or 0.0))
+    prec = _prec(q.dtype)
+
+    delta_kernel[(triton.cdiv(lay.max_q, 64), Hq, lay.n)](
+        o, do, delta, lay.row, lay.q_start, lay.len_q,
+        o.stride(0), o.stride(1), o.stride(2), do.stride(0), do.stride(1), do.stride(2), lse.stride(0), Sq,
+        HEAD_DIM=D, BLOCK_D=block_d, BLOCK_M=64,
+    )
+    dkdv_kernel[(triton.cdiv(lay.max_k, cfg.block_n1), Hkv, lay.n)](
+        q, k, v, do, dk, dv, lse, delta, *_lay_args(lay), float(scale),
+        q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
+        v.stride(0), v.stride(1), v.stride(2), do.stride(0), do.stride(1), do.stride(2),
+        dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0), dv.stride(1), dv.stride(2),
+        lse.stride(0), Sq, Hq // Hkv,
+        HEAD_DIM=D, BLOCK_D=block_d, BLOCK_M=cfg.block_m1, BLOCK_N=cfg.block_n1, DOT_PREC=prec, **common,
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+    )
+    num_m = triton.cdiv(lay.max_q, cfg.block_m2)
+    dq_kernel[(num_m, Hq, lay.n)](
+        q, k, v, do, dq, lse, delta, *_lay_args(lay), float(scale),
+        q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
+        v.stride(0), v.stride(1), v.stride(2), do.stride(0), do.stride(1), do.stride(2),
+        dq.stride(0), dq.stride(1), dq.stride(2),
+        lse.stride(0), Sq, Hq // Hkv, num_m,
+        HEAD_DIM=D, BLOCK_D=block_d, BLOCK_M=cfg.block_m2, BLOCK_N=cfg.block_n2, DOT_PREC=prec, **common,
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+    )
+    return dq, dk, dv

@@ -1,0 +1,135 @@
+"""Find sglang's deterministic extend-attention forward across its API generations, and call it safely.
+
+Generations (DESIGN §5): <= 0.5.5 (srt path, no k_scale/v_scale); 0.5.10-0.5.14 (srt path, k_scale/v_scale are
+required positionals after v_buffer, so an old positional call shifts every argument and fails); 0.5.23 (moved to
+sglang.kernels, adds page_size/score_mod/aux_tensors). We read the signature instead of trusting a version string,
+call only by keyword, always pass sm_scale, and pass k_scale=1.0, v_scale=1.0 wherever the kernel takes them.
+A signature with a required parameter we do not know is refused: guessing is how the upstream call broke.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+from dataclasses import dataclass, field
+
+MODULES = (
+    "sglang.kernels.ops.attention.extend_attention",  # 0.5.23+
+    "sglang.srt.layers.attention.triton_ops.extend_attention",  # <= 0.5.14
+)
+FUNCTION = "extend_attention_fwd_unified"
+_KNOWN_REQUIRED = {
+    "q", "o", "k_buffer", "v_buffer", "k_scale", "v_scale",
+    "qo_indptr", "kv_indptr", "kv_indices", "prefix_lens", "max_len_extend",
+}
+_NEEDED = {"q", "o", "k_buffer", "v_buffer", "qo_indptr", "kv_indptr", "kv_indices", "prefix_lens", "max_len_extend",
+           "sm_scale"}
+
+
+@dataclass(frozen=True)
+class SglangKernel:
+    fn: object
+    module: str
+    generation: str
+    params: frozenset = field(default_factory=frozenset)
+
+    def call(self, q, o, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, prefix_lens, max_len_extend,
+             sm_scale, causal=True, sliding_window_size=-1, logit_cap=0.0):
+        kwargs = dict(q=q, o=o, k_buffer=k_buffer, v_buffer=v_buffer, qo_indptr=qo_indptr, kv_indptr=kv_indptr,
+                      kv_indices=kv_indices, prefix_lens=prefix_lens, max_len_extend=max_len_extend,
+                      sm_scale=float(sm_scale))
+        if "k_scale" in self.params:
+            kwargs.update(k_scale=1.0, v_scale=1.0)
+        optional = {"is_causal": bool(causal), "sliding_window_size": int(sliding_window_size),
+                    "logit_cap": float(logit_cap)}
+        defaults = {"is_causal": True, "sliding_window_size": -1, "logit_cap": 0.0}
+        for name, value in optional.items():
+            if name in self.params:
+                kwargs[name] = value
+            elif value != defaults[name]:
+                from .errors import BridgeUnsupported
+
+                raise BridgeUnsupported(f"sglang {self.generation} kernel has no '{name}' parameter")
+        return self.fn(**kwargs)
+
+
+def classify(fn, module: str) -> tuple[str, frozenset]:
+    """(generation label, parameter names) from a signature; raises TypeError for one we cannot call safely."""
+    params = inspect.signature(fn).parameters
+    names = frozenset(params)
+    required = {n for n, p in params.items() if p.default is inspect.Parameter.empty
+                and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+    unknown = required - _KNOWN_REQUIRED
+    missing = _NEEDED - names
+    if unknown or missing:
+        raise TypeError(f"{module}.{FUNCTION} has an unknown signature (unknown required {sorted(unknown)}, "
+                        f"missing {sorted(missing)}): {inspect.signature(fn)}")
+    if ("k_scale" in names) != ("v_scale" in names):
+        raise TypeError(f"{module}.{FUNCTION}: k_scale without v_scale (or the reverse) is not a known generation")
+    if module.startswith("sglang.kernels."):
+        gen = "0.5.23+ (sglang.kernels, page_size)" if "page_size" in names else "sglang.kernels (no page_size)"
+    elif "k_scale" in names:
+        gen = "0.5.10-0.5.14 (srt, k_scale/v_scale)"
+    else:
+        gen = "<=0.5.5 (srt, no k_scale)"
+    return gen, names
+
+
+@dataclass
+class Resolution:
+    kernel: SglangKernel | None
+    installed: bool
+    reason: str  # why there is no kernel (empty when there is one)
+
+
+_cached: Resolution | None = None
+
+
+def resolve(refresh: bool = False) -> Resolution:
+    """Locate sglang's kernel; cached. installed=True with kernel=None means sglang is present but unusable."""
+    global _cached
+    if _cached is not None and not refresh:
+        return _cached
+    try:
+        installed = importlib.util.find_spec("sglang") is not None
+    except (ImportError, ValueError):
+        installed = False
+    if not installed:
+        _cached = Resolution(None, False, "sglang is not installed")
+        return _cached
+    errors = []
+    for module in MODULES:
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError as e:
+            errors.append(f"{module}: {e}")
+            continue
+        except Exception as e:  # heavy sglang imports can fail in many ways; report, never hide
+            errors.append(f"{module}: import failed: {type(e).__name__}: {e}")
+            continue
+        fn = getattr(mod, FUNCTION, None)
+        if fn is None:
+            errors.append(f"{module} has no {FUNCTION}")
+            continue
+        try:
+            gen, params = classify(fn, module)
+        except (TypeError, ValueError) as e:
+            errors.append(str(e))
+            continue
+        _cached = Resolution(SglangKernel(fn, module, gen, params), True, "")
+        return _cached
+    _cached = Resolution(None, True, "; ".join(errors))
+    return _cached
+
+
+def sglang_version() -> str | None:
+    try:
+        from importlib.metadata import version
+
+        return version("sglang")
+    except Exception:
+        try:
+            return importlib.import_module("sglang.version").__version__
+        except Exception:
+            return None
