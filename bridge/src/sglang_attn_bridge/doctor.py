@@ -1,0 +1,140 @@
+"""`python -m sglang_attn_bridge.doctor`: what the bridge resolved, and a tiny self-check. Exit 1 on any problem.
+
+Prints versions, the forward kernel (sglang's, with its API generation, or the in-tree one), checks that the
+registration is visible to a fresh AttentionInterface, and on a GPU (or in the Triton interpreter) runs a small
+packed GQA forward+backward against a float64 reference. Without a GPU the self-check is skipped unless
+--require-gpu is given. --require-sglang makes a missing sglang kernel a problem (images that ship sglang).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+
+
+def _line(status: str, what: str, detail: str = "") -> None:
+    print(f"{status:4} {what:22} {detail}".rstrip())
+
+
+def _self_check(device: str) -> tuple[bool, str]:
+    import torch
+
+    from . import layout
+    from .function import attention
+    from .reference import reference_attention
+
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    tol = 2e-2 if dtype == torch.bfloat16 else 1e-4
+    gen = torch.Generator(device="cpu").manual_seed(1234)
+    lens = [48, 80]
+    t, hq, hkv, d = sum(lens), 4, 2, 64
+    q, k, v = (torch.randn(1, t, h, d, generator=gen).to(device, dtype).requires_grad_() for h in (hq, hkv, hkv))
+    cu = torch.tensor([0, 48, 128], dtype=torch.int32, device=device)
+    lay = layout.from_cu_seqlens(cu, cu, t, t)
+    o = attention(q, k, v, lay, d ** -0.5)
+    do = torch.randn(o.shape, generator=gen).to(device, dtype)
+    o.backward(do)
+    qd, kd, vd = (x.detach().double().cpu().requires_grad_() for x in (q, k, v))
+    worst = 0.0
+    outs = []
+    for s, e in ((0, 48), (48, 128)):
+        outs.append(reference_attention(qd[0, s:e].transpose(0, 1), kd[0, s:e].transpose(0, 1),
+                                        vd[0, s:e].transpose(0, 1), d ** -0.5).transpose(0, 1))
+    ref = torch.cat(outs)[None]
+    ref.backward(do.double().cpu())
+    for name, got, want in (("o", o, ref), ("dq", q.grad, qd.grad), ("dk", k.grad, kd.grad), ("dv", v.grad, vd.grad)):
+        got = got.detach().double().cpu()
+        if not torch.isfinite(got).all():
+            return False, f"{name} has non-finite values"
+        err = ((got - want.detach()).norm() / want.detach().norm()).item()
+        worst = max(worst, err)
+        if err > tol:
+            return False, f"{name} relative error {err:.2e} > {tol:.0e}"
+    return True, f"{device} {str(dtype).replace('torch.', '')} fwd+bwd, worst relative error {worst:.2e}"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m sglang_attn_bridge.doctor", description=__doc__.splitlines()[0])
+    ap.add_argument("--require-gpu", action="store_true", help="a missing GPU is a problem")
+    ap.add_argument("--require-sglang", action="store_true", help="a missing sglang kernel is a problem")
+    args = ap.parse_args(argv)
+    problems = 0
+
+    import torch
+
+    _line("INFO", "python", platform.python_version())
+    hip = getattr(torch.version, "hip", None)
+    _line("INFO", "torch", f"{torch.__version__} ({'hip ' + hip if hip else 'cuda ' + str(torch.version.cuda)})")
+    try:
+        import triton
+
+        _line("INFO", "triton", triton.__version__)
+        import transformers
+
+        _line("INFO", "transformers", transformers.__version__)
+    except Exception as e:
+        _line("FAIL", "import", f"{type(e).__name__}: {e}")
+        return 1
+
+    from . import __version__
+    from .function import FORWARD_ENV, select_forward
+    from .sglang_kernel import resolve, sglang_version
+
+    _line("INFO", "bridge", __version__)
+    res = resolve()
+    _line("INFO", "sglang", sglang_version() or ("installed, version unknown" if res.installed else "not installed"))
+    if res.kernel is not None:
+        _line("PASS", "sglang kernel", f"{res.kernel.module}.extend_attention_fwd_unified, API {res.kernel.generation}")
+    elif res.installed or args.require_sglang:
+        _line("FAIL", "sglang kernel", res.reason)
+        problems += 1
+    else:
+        _line("INFO", "sglang kernel", res.reason)
+    try:
+        kernel = select_forward()
+        _line("PASS", "forward", f"sglang ({res.kernel.generation})" if kernel else
+              f"in-tree Triton (BLOCK_N 64, natural exp, fp32 acc; {FORWARD_ENV}={os.environ.get(FORWARD_ENV, 'auto')})")
+    except Exception as e:
+        _line("FAIL", "forward", str(e))
+        problems += 1
+    _line("INFO", "backward", "in-tree Triton FA2 (varlen, GQA per KV head, no atomics)")
+
+    try:
+        from transformers import AttentionInterface
+        from transformers.masking_utils import AttentionMaskInterface
+
+        from .registration import register
+
+        name = register()
+        ok = name in AttentionInterface() and name in AttentionMaskInterface()
+        _line("PASS" if ok else "FAIL", "registration", f"'{name}' visible to new interface instances")
+        problems += not ok
+    except Exception as e:
+        _line("FAIL", "registration", f"{type(e).__name__}: {e}")
+        problems += 1
+
+    if torch.cuda.is_available():
+        device = "cuda"
+    elif os.environ.get("TRITON_INTERPRET") == "1":
+        device = "cpu"
+    else:
+        device = None
+    if device is None:
+        _line("FAIL" if args.require_gpu else "SKIP", "self-check", "no GPU")
+        problems += args.require_gpu
+    else:
+        try:
+            ok, detail = _self_check(device)
+        except Exception as e:
+            ok, detail = False, f"{type(e).__name__}: {e}"
+        _line("PASS" if ok else "FAIL", "self-check", detail)
+        problems += not ok
+
+    print(f"doctor: {'OK' if not problems else f'{problems} problem(s)'}")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
