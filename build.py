@@ -8,6 +8,7 @@ The flow is one way: spec -> plan -> render -> engine -> gates -> report (see RE
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -78,7 +79,19 @@ def cmd_build(args) -> int:
 
 
 def cmd_verify(args) -> int:
-    raise UsageError("verify: not implemented yet")
+    variant = load_catalog().resolve(args.target)
+    if args.export_cst:
+        from verify.cst import to_cst
+
+        Path(args.export_cst).write_text(json.dumps(to_cst(variant.gates, variant.python), indent=2) + "\n")
+        out(f"wrote {args.export_cst}: container-structure-test config for {variant.name}")
+        return 0
+    from toolkit.verify_image import verify_image
+
+    image = args.image or f"{variant.repository}:{variant.tag_suffix}"
+    rc = verify_image(engine.connect(), variant, image, json_path=args.json, junit_path=args.junit, out=out)
+    out(f"verify {variant.name} on {image}: {'PASS' if rc == 0 else 'FAIL'}")
+    return rc
 
 
 def cmd_bake(args) -> int:

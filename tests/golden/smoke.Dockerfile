@@ -27,4 +27,4 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="miles-base:bookworm-minbase-py311" \
       io.miles.variant="smoke" \
-      io.miles.spec-digest="9643747320a0a5fd2b4cc7cca510e89ae73fd78587aaa5631df23373102fc613"
+      io.miles.spec-digest="4b784f65373c8dbdf020f89c3696ca9f9c406fa00720efb92a45862cf8e40298"

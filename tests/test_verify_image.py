@@ -1,0 +1,39 @@
+"""`build.py verify`: the same gates, run inside an existing image through the docker SDK."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from support import run_build_py
+
+pytestmark = pytest.mark.docker
+
+
+def test_good_image_passes_and_writes_reports(tmp_path, smoke_image, docker_client):
+    before = {c.id for c in docker_client.containers.list(all=True)}
+    rep_json, rep_xml = tmp_path / "r.json", tmp_path / "r.xml"
+    proc = run_build_py("verify", "--target", "smoke", "--image", smoke_image, "--json", str(rep_json),
+                        "--junit", str(rep_xml))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "PASS  import      sglang_attn_bridge" in proc.stdout
+    report = json.loads(rep_json.read_text())
+    assert report and "FAIL" not in rep_json.read_text()
+    suite = ET.parse(rep_xml).getroot()
+    assert int(suite.get("tests")) >= 5 and suite.get("failures") == "0"
+    assert {c.id for c in docker_client.containers.list(all=True)} == before  # container removed
+
+
+def test_wrong_target_fails_and_names_what_is_missing(smoke_image):
+    proc = run_build_py("verify", "--target", "rocm", "--image", smoke_image)
+    assert proc.returncode == 1
+    assert "FAIL  import      miles.backends.fsdp_utils" in proc.stdout
+    assert "FAIL  platform    rocm" in proc.stdout
+    assert "extend_attention_fwd_unified" in proc.stdout
+
+
+def test_missing_image_is_a_usage_error():
+    proc = run_build_py("verify", "--target", "smoke", "--image", "miles:does-not-exist")
+    assert proc.returncode == 2 and "not present" in proc.stderr

@@ -1,0 +1,71 @@
+"""Run a target's gates inside an existing image (a pulled production image, say), through the docker SDK.
+
+verify/ and the gate config are copied into a fresh container with no network; the runner runs with the image's
+own python; reports are copied back; the container is always removed.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from pathlib import Path
+
+from toolkit.errors import BuildFailed, UsageError
+from toolkit.spec import ROOT
+
+WORKDIR = "/tmp/miles-gates"
+
+
+def _gates_tar(gates: dict) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for path in sorted((ROOT / "verify").rglob("*.py")):
+            tar.add(path, arcname=f"miles-gates/verify/{path.relative_to(ROOT / 'verify').as_posix()}")
+        data = (json.dumps(gates, indent=2, sort_keys=True) + "\n").encode()
+        info = tarfile.TarInfo("miles-gates/gates.json")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def _read_back(container, path: str) -> bytes | None:
+    import docker.errors
+
+    try:
+        stream, _ = container.get_archive(path)
+    except docker.errors.NotFound:
+        return None
+    with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+        member = tar.getmembers()[0]
+        return tar.extractfile(member).read()
+
+
+def verify_image(client, variant, image: str, json_path=None, junit_path=None, out=print) -> int:
+    """Return 0 when every gate passed, 1 otherwise (the runner's own exit code 2 means bad config: raised)."""
+    import docker.errors
+
+    try:
+        client.images.get(image)
+    except docker.errors.ImageNotFound:
+        raise UsageError(f"image {image} is not present on this engine (pull or load it first)") from None
+    cmd = ["-m", "verify", "--config", "gates.json", "--json", "report.json", "--junit", "report.xml"]
+    container = client.containers.create(image, command=cmd, entrypoint=[variant.python], working_dir=WORKDIR,
+                                         network_disabled=True, user="0")
+    try:
+        container.put_archive("/tmp", _gates_tar(variant.gates))
+        container.start()
+        rc = container.wait(timeout=1800).get("StatusCode", 1)
+        for line in container.logs(stdout=True, stderr=True).decode(errors="replace").splitlines():
+            out(line)
+        for dest, name in ((json_path, "report.json"), (junit_path, "report.xml")):
+            if dest:
+                data = _read_back(container, f"{WORKDIR}/{name}")
+                if data is None:
+                    raise BuildFailed(f"the gate runner wrote no {name} (exit {rc})")
+                Path(dest).write_bytes(data)
+    finally:
+        container.remove(force=True)
+    if rc == 2:
+        raise UsageError(f"the gate runner rejected the gate config of {variant.name} (see above)")
+    return 0 if rc == 0 else 1
