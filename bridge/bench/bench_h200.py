@@ -1,0 +1,248 @@
+"""Speed of the bridge on the GPU: tune per head dim, then one side-by-side table (issue 6).
+
+Shapes: causal bf16, Hq/Hkv 32/8 and 16/16, D 128 and 64, tokens 1x8192, 4x4096 and 16 packed sequences of mixed
+length summing to 16384. Columns: TFLOP/s and ms of forward and backward for the bridge (in-tree forward; backward),
+torch SDPA (default backend; flash backend where it runs), an upstream-style backward (upstream_baseline.py) and
+sglang's unified forward. Causal FLOPs: forward 2*S^2*H*D per sequence, backward 2.5x that. Medians of device-event
+timings. Writes bench.json and bench.md to $OUT.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import causal_flops, load_sglang, make_qkv, median_ms, packed_lengths  # noqa: E402
+from upstream_baseline import upstream_backward  # noqa: E402
+
+from sglang_attn_bridge import config, layout, ops  # noqa: E402
+
+OUT = os.environ.get("OUT", "out")
+QUICK = os.environ.get("BENCH_QUICK") == "1"
+
+
+def shapes():
+    for hq, hkv in ((32, 8), (16, 16)):
+        for d in (128, 64):
+            for name, batch, lens in (("1x8192", 1, [8192]), ("4x4096", 4, [4096] * 4),
+                                      ("16 packed=16384", 1, packed_lengths(16384, 16, seed=7))):
+                yield hq, hkv, d, name, batch, lens
+
+
+def inputs(hq, hkv, d, batch, lens):
+    """Batch rows for SDPA-style calls and a packed row for varlen ones (same values)."""
+    q, k, v, cu = make_qkv(lens, hq, hkv, d, torch.bfloat16)
+    t = sum(lens)
+    lay = layout.from_cu_seqlens(cu, cu, t, t)
+    return q, k, v, cu, lay
+
+
+def bridge_fwd(q, k, v, lay, d):
+    return lambda: ops.forward(q, k, v, lay, d ** -0.5, True)
+
+
+def bridge_bwd(q, k, v, lay, d):
+    o, lse = ops.forward(q, k, v, lay, d ** -0.5, True)
+    do = torch.randn_like(o)
+    return lambda: ops.backward(do, q, k, v, o, lse, lay, d ** -0.5, True)
+
+
+def sdpa_pair(q, k, v, cu, backend):
+    """SDPA on [B, H, S, D] per equal-length group (packed sequences: one call per sequence)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    segs = list(zip(cu.tolist()[:-1], cu.tolist()[1:]))
+    views = []
+    lens = [e - s for s, e in segs]
+    if len(set(lens)) == 1:  # equal lengths: one batched call
+        n = lens[0]
+        b = len(segs)
+        views.append(tuple(x[0].view(b, n, x.shape[2], x.shape[3]).transpose(1, 2).detach().requires_grad_()
+                           for x in (q, k, v)))
+    else:
+        for s, e in segs:
+            views.append(tuple(x[:, s:e].transpose(1, 2).detach().requires_grad_() for x in (q, k, v)))
+    ctx = (lambda: sdpa_kernel([SDPBackend.FLASH_ATTENTION])) if backend == "flash" else None
+
+    def fwd():
+        outs = []
+        for qq, kk, vv in views:
+            if ctx:
+                with ctx():
+                    outs.append(F.scaled_dot_product_attention(qq, kk, vv, is_causal=True, enable_gqa=True))
+            else:
+                outs.append(F.scaled_dot_product_attention(qq, kk, vv, is_causal=True, enable_gqa=True))
+        return outs
+
+    outs = fwd()
+    dos = [torch.randn_like(o) for o in outs]
+
+    def bwd():
+        for o, do, (qq, kk, vv) in zip(outs, dos, views):
+            torch.autograd.grad(o, (qq, kk, vv), do, retain_graph=True)
+
+    return fwd, bwd
+
+
+def sglang_fwd(mod, q, k, v, cu, lens, d):
+    t = sum(lens)
+    o = torch.empty_like(q[0])
+    idx = torch.arange(t, device="cuda")
+    pre = torch.zeros(len(lens), dtype=torch.int32, device="cuda")
+    fn = mod.extend_attention_fwd_unified
+    return lambda: fn(q=q[0], o=o, k_buffer=k[0], v_buffer=v[0], k_scale=1.0, v_scale=1.0, qo_indptr=cu,
+                      kv_indptr=cu, kv_indices=idx, prefix_lens=pre, max_len_extend=max(lens), sm_scale=d ** -0.5)
+
+
+def tflops(flops, ms):
+    return flops / ms / 1e9
+
+
+def tune(mod, log):
+    """Pick forward/backward configs per head dim on 1x8192 32/8; forward variants must stay bit-exact."""
+    chosen = {}
+    for d in (128, 64):
+        lens = [8192]
+        q, k, v, cu, lay = inputs(32, 8, d, 1, lens)
+        fl = causal_flops(lens, 32, d)
+        ref = None
+        if mod is not None:
+            ref = torch.empty_like(q[0])
+            sglang_fwd_fn = mod.extend_attention_fwd_unified
+            sglang_fwd_fn(q=q[0], o=ref, k_buffer=k[0], v_buffer=v[0], k_scale=1.0, v_scale=1.0, qo_indptr=cu,
+                          kv_indptr=cu, kv_indices=torch.arange(8192, device="cuda"),
+                          prefix_lens=torch.zeros(1, dtype=torch.int32, device="cuda"), max_len_extend=8192,
+                          sm_scale=d ** -0.5)
+        warps = 4 if d <= 64 else 8
+        fwd_cands = [config.FwdConfig(128, 64, warps, s, m) for s in (1, 2, 3) for m in (True, False)]
+        fwd_cands += [config.FwdConfig(64, 64, 4, 2, True), config.FwdConfig(128, 64, 4 if warps == 8 else 8, 2, True)]
+        best = None
+        for c in fwd_cands if not QUICK else fwd_cands[:2]:
+            config.set_config(d, fwd=c)
+            try:
+                o = ops.forward(q, k, v, lay, d ** -0.5, True)[0][0]
+                exact = bool(torch.equal(o, ref)) if ref is not None else None
+                ms = median_ms(bridge_fwd(q, k, v, lay, d), reps=20)
+            except Exception as e:
+                log.append(dict(kind="fwd", d=d, cfg=str(c), error=repr(e)[:200]))
+                print(f"tune fwd D{d} {c}: ERROR {e!r}"[:300], flush=True)
+                continue
+            log.append(dict(kind="fwd", d=d, cfg=str(c), ms=ms, tflops=tflops(fl, ms), bitexact=exact))
+            print(f"tune fwd D{d} {c}: {ms:.3f} ms {tflops(fl, ms):.0f} TF/s exact={exact}", flush=True)
+            if (exact is not False) and (best is None or ms < best[0]):
+                best = (ms, c)
+        if best:
+            config.set_config(d, fwd=best[1])
+        bwd_cands = [
+            config.BwdConfig(64, 128, 128, 64, 8, 2), config.BwdConfig(64, 128, 128, 64, 8, 3),
+            config.BwdConfig(32, 128, 128, 32, 4, 3), config.BwdConfig(64, 64, 64, 64, 4, 2),
+            config.BwdConfig(64, 128, 128, 64, 4, 2), config.BwdConfig(32, 64, 64, 32, 4, 3),
+            config.BwdConfig(64, 128, 64, 64, 8, 2), config.BwdConfig(128, 128, 128, 128, 8, 2),
+        ]
+        best_b = None
+        for c in bwd_cands if not QUICK else bwd_cands[:2]:
+            config.set_config(d, bwd=c)
+            try:
+                ms = median_ms(bridge_bwd(q, k, v, lay, d), reps=10)
+            except Exception as e:
+                log.append(dict(kind="bwd", d=d, cfg=str(c), error=repr(e)[:200]))
+                print(f"tune bwd D{d} {c}: ERROR {e!r}"[:300], flush=True)
+                continue
+            log.append(dict(kind="bwd", d=d, cfg=str(c), ms=ms, tflops=tflops(2.5 * fl, ms)))
+            print(f"tune bwd D{d} {c}: {ms:.3f} ms {tflops(2.5 * fl, ms):.0f} TF/s", flush=True)
+            if best_b is None or ms < best_b[0]:
+                best_b = (ms, c)
+        if best_b:
+            config.set_config(d, bwd=best_b[1])
+        chosen[d] = dict(fwd=str(config.GPU_FWD[d]), bwd=str(config.GPU_BWD[d]))
+    return chosen
+
+
+def main():
+    t0 = time.time()
+    torch.manual_seed(0)
+    mod = load_sglang()
+    log = []
+    chosen = tune(mod, log) if os.environ.get("BENCH_TUNE", "1") == "1" else {}
+    print("chosen:", chosen, flush=True)
+    table = []
+    for hq, hkv, d, name, batch, lens in shapes():
+        q, k, v, cu, lay = inputs(hq, hkv, d, batch, lens)
+        fl = causal_flops(lens, hq, d)
+        row = dict(shape=f"{hq}/{hkv} D{d} {name}")
+        cols = {
+            "bridge_fwd": lambda: bridge_fwd(q, k, v, lay, d),
+            "bridge_bwd": lambda: bridge_bwd(q, k, v, lay, d),
+            "sdpa_fwd": lambda: sdpa_pair(q, k, v, cu, "default")[0],
+            "sdpa_bwd": lambda: sdpa_pair(q, k, v, cu, "default")[1],
+            "flash_fwd": lambda: sdpa_pair(q, k, v, cu, "flash")[0],
+            "flash_bwd": lambda: sdpa_pair(q, k, v, cu, "flash")[1],
+        }
+        if mod is not None:
+            cols["sglang_fwd"] = lambda: sglang_fwd(mod, q, k, v, cu, lens, d)
+        o_up, _ = ops.forward(q, k, v, lay, d ** -0.5, True)
+        do_up = torch.randn_like(o_up)
+        cols["upstream_bwd"] = lambda: (lambda: upstream_backward(do_up, q, k, v, o_up, cu, d ** -0.5))
+        for col, make in cols.items():
+            try:
+                fn = make()
+                ms = median_ms(fn, reps=10 if col == "upstream_bwd" else 25)
+                mult = 2.5 if col.endswith("bwd") else 1.0
+                row[col] = dict(ms=round(ms, 4), tflops=round(tflops(mult * fl, ms), 1))
+            except Exception as e:
+                row[col] = dict(error=repr(e)[:160])
+        table.append(row)
+        print(json.dumps(row), flush=True)
+        del q, k, v
+        torch.cuda.empty_cache()
+    os.makedirs(OUT, exist_ok=True)
+    gpu = torch.cuda.get_device_name(0)
+    meta = dict(date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), gpu=gpu, torch=torch.__version__,
+                triton=__import__("triton").__version__, chosen=chosen,
+                sglang=getattr(sys.modules.get("sglang"), "__version__", None))
+    with open(os.path.join(OUT, "bench.json"), "w") as f:
+        json.dump(dict(meta=meta, table=table, tune=log), f, indent=1)
+    md = markdown(meta, table)
+    with open(os.path.join(OUT, "bench.md"), "w") as f:
+        f.write(md)
+    print(md)
+    print(f"bench done in {time.time() - t0:.0f}s")
+
+
+def _cell(row, col):
+    c = row.get(col)
+    if not c:
+        return "-"
+    if "error" in c:
+        return "n/a"
+    return f"{c['tflops']:.0f} ({c['ms']:.2f})"
+
+
+def markdown(meta, table):
+    cols = ["bridge_fwd", "sdpa_fwd", "flash_fwd", "sglang_fwd", "bridge_bwd", "sdpa_bwd", "flash_bwd",
+            "upstream_bwd"]
+    lines = [f"{meta['gpu']}, {meta['date']}, torch {meta['torch']}, triton {meta['triton']}, "
+             f"sglang {meta['sglang']}", "",
+             "TFLOP/s (ms), causal bf16; backward FLOPs = 2.5x forward", "",
+             "| shape | " + " | ".join(cols) + " | bwd/sdpa | bwd/upstream | fwd/sdpa |",
+             "|" + "---|" * (len(cols) + 4)]
+    for row in table:
+        def r(a, b):
+            try:
+                return f"{row[b]['ms'] / row[a]['ms']:.2f}x"
+            except (KeyError, TypeError, ZeroDivisionError):
+                return "-"
+        lines.append(f"| {row['shape']} | " + " | ".join(_cell(row, c) for c in cols)
+                     + f" | {r('bridge_bwd', 'sdpa_bwd')} | {r('bridge_bwd', 'upstream_bwd')} "
+                     f"| {r('bridge_fwd', 'sdpa_fwd')} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,39 @@
+"""An upstream-style attention backward, as the bridge's speed yardstick (issue 6, column c).
+
+What upstream's bridge did, rebuilt on our kernels so only the structure differs: GQA K/V expanded with repeat,
+a Python loop over the sequences of a packed batch, the log-sum-exp recomputed instead of kept from the forward,
+64x64 blocks and one pipeline stage.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from sglang_attn_bridge import config, layout, ops
+
+UPSTREAM_BWD = config.BwdConfig(64, 64, 64, 64, 4, 1)
+
+
+def upstream_backward(do, q, k, v, o, cu, scale):
+    """q/o/do [1, T, Hq, D], k/v [1, T, Hkv, D], cu int32 -> dq, dk, dv (loop over sequences)."""
+    group = q.shape[2] // k.shape[2]
+    saved = dict(config.GPU_BWD)
+    for key in config.GPU_BWD:
+        config.GPU_BWD[key] = UPSTREAM_BWD
+    try:
+        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        bounds = cu.tolist()
+        for s, e in zip(bounds[:-1], bounds[1:]):
+            n = e - s
+            qs, os_, dos = q[:, s:e], o[:, s:e], do[:, s:e]
+            ks = k[:, s:e].repeat_interleave(group, dim=2)
+            vs = v[:, s:e].repeat_interleave(group, dim=2)
+            lay = layout.dense(1, n, n, q.device)
+            lse = ops.forward(qs, ks, vs, lay, scale, True, compute_o=False)[1]
+            gq, gk, gv = ops.backward(dos, qs, ks, vs, os_, lse, lay, scale, True)
+            dq[:, s:e] = gq
+            dk[:, s:e] = gk.unflatten(2, (k.shape[2], group)).sum(3)
+            dv[:, s:e] = gv.unflatten(2, (k.shape[2], group)).sum(3)
+        return dq, dk, dv
+    finally:
+        config.GPU_BWD.update(saved)
