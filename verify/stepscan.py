@@ -89,8 +89,8 @@ def _logical_lines(text: str, kind: str) -> List[Tuple[int, str, bool]]:
                 line = re.sub(r"^\s*(-\s+)?([A-Za-z_][\w.-]*:\s+)?", "", line)
                 if len(line) >= 2 and line[0] == line[-1] and line[0] in "'\"":
                     line = line[1:-1]
-        elif stripped.startswith("#") and kind in ("dockerfile", "make"):
-            continue  # comment lines inside a continued RUN/recipe are dropped by those tools
+        elif (stripped.startswith("#") or not stripped) and kind in ("dockerfile", "make"):
+            continue  # comment and empty lines inside a continued RUN/recipe are dropped by those tools
         if line.endswith("\\"):
             buf.append(line[:-1])
             continue

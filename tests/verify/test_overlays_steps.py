@@ -135,3 +135,15 @@ def test_directory_walk_picks_scanned_types(tmp_path):
     found = sorted((f.path.replace(str(tmp_path), ""), f.rule) for f in lint_paths([str(tmp_path)]))
     assert found == [("/Dockerfile.rocm", "patch-no-dry-run"), ("/templates/partials/overlay.j2", "apply-no-check"),
                      ("/templates/partials/overlay.j2", "unidiff-zero")]
+
+
+def test_template_statements_inside_a_continued_run_keep_it_one_step():
+    text = """
+        RUN --mount=type=bind,source=patches,target=/tmp/patches \\
+        {% if p.ref is defined %}
+            test "$(git -C /opt/m rev-parse HEAD)" = "{{ p.ref }}" && \\
+        {% endif %}
+            git -C /opt/m apply --check /tmp/patches/a.patch && \\
+            git -C /opt/m apply /tmp/patches/a.patch || true
+        """
+    assert scan(text, "patches.j2") == [(1, "or-true"), (1, "or-true")]
