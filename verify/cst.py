@@ -1,0 +1,131 @@
+"""Export a gate config as a container-structure-test (CST) config, for teams that already run that tool.
+
+Decision: the exported file works against ANY image, including a pulled production image without /verify in it.
+
+- Each import becomes a readable ``python -c "import X"`` commandTest (exit 0 and an ``imported X`` line).
+- Each other gate (compile, signature, platform, pip check, provenance) becomes one commandTest that runs OUR
+  runner on a one-check config shown in the test's args: the runner's modules travel inside the test as a base64
+  zip (about 23 kB) that a short bootstrap unpacks into a temp dir (the image's TMPDIR must be writable). So CST
+  and ``python -m verify`` can never disagree about what a gate means. With ``runner_dir`` (the directory that
+  contains ``verify/`` in the image) the bootstrap imports it from there instead and the blob is left out.
+- Each configured command becomes a plain commandTest of its argv (``{python}`` replaced).
+
+CST reads YAML, and YAML is a superset of JSON, so the file is written as JSON (checked with the real binary).
+"""
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import sys
+from typing import Any, Dict, List, Optional
+
+from . import bundle
+from .config import ConfigError, from_dict
+
+SCHEMA_VERSION = "2.0.0"
+_GO_SPECIAL = set("\\.+*?()|[]{}^$")
+
+_BOOT_EMBEDDED = (
+    "import base64,io,os,sys,tempfile,zipfile\n"
+    "d=tempfile.mkdtemp(prefix='verify-')\n"
+    "zipfile.ZipFile(io.BytesIO(base64.b64decode('{blob}'))).extractall(d)\n"
+    "sys.path.insert(0,d)\n"
+    "c=os.path.join(d,'gates.json')\n"
+    "open(c,'w').write(sys.argv[1])\n"
+    "from verify.__main__ import main\n"
+    "sys.exit(main(['--config',c]))\n"
+)
+_BOOT_IN_IMAGE = (
+    "import os,sys,tempfile\n"
+    "sys.path.insert(0,{runner_dir!r})\n"
+    "fd,c=tempfile.mkstemp(prefix='verify-',suffix='.json')\n"
+    "os.write(fd,sys.argv[1].encode()); os.close(fd)\n"
+    "from verify.__main__ import main\n"
+    "sys.exit(main(['--config',c]))\n"
+)
+
+
+def _go_escape(text: str) -> str:
+    """Escape for Go's RE2 (CST's regexps), which rejects Python's escapes of spaces and other non-punctuation."""
+    return "".join("\\" + c if c in _GO_SPECIAL else c for c in text)
+
+
+def _runner_test(name: str, kind: str, target: str, one_check: Dict[str, Any], python: str, boot: str) -> dict:
+    return {
+        "name": name,
+        "command": python,
+        "args": ["-c", boot, json.dumps(one_check, sort_keys=True)],
+        "exitCode": 0,
+        "expectedOutput": ["(?m)^PASS +%s +%s " % (_go_escape(kind), _go_escape(target))],
+        "excludedOutput": ["(?m)^FAIL "],
+    }
+
+
+def to_cst(config: Dict[str, Any], python: str, runner_dir: Optional[str] = None) -> Dict[str, Any]:
+    """The CST config (schemaVersion 2.0.0) for a gate config; raises ConfigError if ``config`` is invalid."""
+    cfg = from_dict(config, "gate config")
+    if runner_dir:
+        boot = _BOOT_IN_IMAGE.format(runner_dir=runner_dir)
+    else:
+        boot = _BOOT_EMBEDDED.format(blob=base64.b64encode(bundle.zip_bytes()).decode("ascii"))
+    tests: List[dict] = []
+    for pkg, loc in cfg.provenance.items():
+        tests.append(_runner_test("provenance %s" % pkg, "provenance", pkg, {"provenance": {pkg: loc}}, python, boot))
+    for target in cfg.compile:
+        tests.append(_runner_test("compile %s" % target, "compile", target, {"compile": [target]}, python, boot))
+    for module in cfg.imports:
+        tests.append({
+            "name": "import %s" % module,
+            "command": python,
+            "args": ["-c", "import importlib; importlib.import_module(%r); print('imported %s')" % (module, module)],
+            "exitCode": 0,
+            "expectedOutput": ["(?m)^imported %s$" % _go_escape(module)],
+        })
+    for sig in cfg.signatures:
+        entry: Dict[str, Any] = {"target": sig.target, "import": sig.use_import}
+        if sig.keywords is not None:
+            entry["keywords"] = sig.keywords
+        tests.append(_runner_test("signature %s" % sig.target, "signature", sig.target, {"signatures": [entry]},
+                                  python, boot))
+    if cfg.platform:
+        tests.append(_runner_test("platform %s" % cfg.platform, "platform", cfg.platform,
+                                  {"platform": cfg.platform}, python, boot))
+    if cfg.pip_check is not None:
+        allow = [{"match": r.match, "reason": r.reason} for r in cfg.pip_check]
+        test = _runner_test("pip check", "pip-check", "", {"pip_check": {"allow": allow}}, python, boot)
+        test["expectedOutput"] = ["(?m)^PASS +pip-check "]
+        tests.append(test)
+    for cmd in cfg.commands:
+        argv = [a.replace("{python}", python) for a in cmd.argv]
+        tests.append({"name": "command %s" % cmd.name, "command": argv[0], "args": argv[1:], "exitCode": 0})
+    return {"schemaVersion": SCHEMA_VERSION, "commandTests": tests}
+
+
+def write_cst(config: Dict[str, Any], python: str, path: str, runner_dir: Optional[str] = None) -> None:
+    """Write to_cst(...) as JSON (CST parses it as YAML)."""
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(to_cst(config, python, runner_dir), fh, indent=2)
+        fh.write("\n")
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """``python -m verify.cst --config gates.json --python /opt/venv/bin/python -o cst.json``"""
+    p = argparse.ArgumentParser(prog="python -m verify.cst", description=__doc__.split("\n")[0])
+    p.add_argument("--config", required=True, help="gate config JSON")
+    p.add_argument("--python", required=True, help="the image's python")
+    p.add_argument("--runner-dir", help="directory in the image that contains verify/ (default: embed it)")
+    p.add_argument("-o", "--output", required=True)
+    args = p.parse_args(argv)
+    try:
+        with open(args.config, encoding="utf-8") as fh:
+            data = json.load(fh)
+        write_cst(data, args.python, args.output, args.runner_dir)
+    except (OSError, ValueError) as exc:  # ConfigError and JSONDecodeError are ValueErrors
+        sys.stderr.write("verify.cst: error: %s: %s\n" % (args.config, exc))
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
