@@ -120,8 +120,10 @@ def tune(mod, log):
                           prefix_lens=torch.zeros(1, dtype=torch.int32, device="cuda"), max_len_extend=8192,
                           sm_scale=d ** -0.5)
         warps = 4 if d <= 64 else 8
-        fwd_cands = [config.FwdConfig(128, 64, warps, s, m) for s in (1, 2, 3) for m in (True, False)]
-        fwd_cands += [config.FwdConfig(64, 64, 4, 2, True), config.FwdConfig(128, 64, 4 if warps == 8 else 8, 2, True)]
+        F = config.FwdConfig
+        fwd_cands = [F(128, 64, warps, s, i) for s in (2, 3, 4) for i in (0, 1, 2)]
+        fwd_cands += [F(64, 64, 4, s, i) for s in (2, 3) for i in (1, 2)]
+        fwd_cands += [F(128, 64, warps, 3, 1, True), F(128, 64, 4 if warps == 8 else 8, 3, 1)]
         best = None
         for c in fwd_cands if not QUICK else fwd_cands[:2]:
             config.set_config(d, fwd=c)

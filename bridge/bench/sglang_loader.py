@@ -44,7 +44,8 @@ def load(wheel: str) -> types.ModuleType:
 
     root = Path(tempfile.mkdtemp(prefix="sglang_kernels_"))
     with zipfile.ZipFile(wheel) as zf:
-        version = next((n.split("-")[1] for n in zf.namelist() if n.endswith(".dist-info/METADATA")), "?")
+        version = next((n.split("/")[0][len("sglang-"):-len(".dist-info")] for n in zf.namelist()
+                        if n.endswith(".dist-info/METADATA")), "?")
         for f in FILES:
             (root / f).write_bytes(zf.read(f"{PKG}/{f}"))
     for name in ("sglang", "sglang.kernels", "sglang.kernels.ops", "sglang.srt"):

@@ -19,7 +19,10 @@ class FwdConfig:
     block_n: int
     num_warps: int
     num_stages: int
-    mask_all_tiles: bool = True  # apply the mask select on every tile, as sglang does (keeps bit-exactness safe)
+    # tiles every row of the block fully sees: 0 = sglang's full mask select, 1 = a select on the key bound only
+    # (cheaper, still stops `qk*scale - max` being fused into an FMA), 2 = no select (can break bit-exactness)
+    interior: int = 1
+    warp_spec: bool = False  # tl.range(warp_specialize=True) on the interior loop
 
 
 @dataclass(frozen=True)
@@ -36,8 +39,8 @@ class BwdConfig:
 GPU_FWD = {
     16: FwdConfig(128, 64, 4, 2),
     32: FwdConfig(128, 64, 4, 2),
-    64: FwdConfig(128, 64, 4, 3),
-    128: FwdConfig(128, 64, 8, 2),
+    64: FwdConfig(64, 64, 4, 2),
+    128: FwdConfig(128, 64, 8, 3),
     256: FwdConfig(64, 64, 8, 1),
 }
 GPU_BWD = {

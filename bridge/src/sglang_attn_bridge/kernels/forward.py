@@ -40,7 +40,11 @@ def _fwd_tile(
     qk *= sm_scale
     if SOFTCAP > 0:
         qk = SOFTCAP * _tanh(qk / SOFTCAP)
-    if MASK:
+    if MASK == 1:
+        # a select on the key bound alone: every key here is visible, but keeping a select keeps the compiler
+        # from fusing `qk * scale - max` into one FMA, which would round differently from sglang's kernel
+        qk = tl.where(mask_n[None, :], qk, float("-inf"))
+    if MASK == 2:
         visible = mask_m[:, None] & mask_n[None, :]
         if IS_CAUSAL:
             visible &= (offs_m[:, None] + prefix) >= offs_kn[None, :]
@@ -75,7 +79,7 @@ def attn_fwd_kernel(
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     IS_CAUSAL: tl.constexpr, WINDOW: tl.constexpr, SOFTCAP: tl.constexpr,
-    COMPUTE_O: tl.constexpr, MASK_ALL: tl.constexpr, DOT_PREC: tl.constexpr,
+    COMPUTE_O: tl.constexpr, INTERIOR: tl.constexpr, DOT_PREC: tl.constexpr, WARP_SPEC: tl.constexpr,
 ):
     # heaviest causal blocks (the last rows) are launched first
     m_block = num_m_blocks - 1 - tl.program_id(0)
@@ -115,24 +119,33 @@ def attn_fwd_kernel(
             lo = tl.maximum(0, prefix + m0 - WINDOW) // BLOCK_N * BLOCK_N
     # tiles in [lo, full_hi) are visible to every row of the block and skip the mask select
     full_hi = lo
-    if not MASK_ALL and WINDOW < 0:
+    if INTERIOR != 0 and WINDOW < 0:
         full_hi = hi // BLOCK_N * BLOCK_N
         if IS_CAUSAL:
             full_hi = tl.minimum(full_hi, (prefix + m0 + 1) // BLOCK_N * BLOCK_N)
         full_hi = tl.maximum(full_hi, lo)
-    for start_n in range(lo, full_hi, BLOCK_N):
-        start_n = tl.multiple_of(start_n, BLOCK_N)
-        acc, deno, e_max = _fwd_tile(
-            acc, deno, e_max, q, k_base, v_base, start_n, offs_m, offs_n, offs_d, mask_m, mask_d,
-            len_k, prefix, sm_scale, sks, svs,
-            IS_CAUSAL, WINDOW, SOFTCAP, COMPUTE_O, False, DOT_PREC,
-        )
+    if WARP_SPEC:
+        for start_n in tl.range(lo, full_hi, BLOCK_N, warp_specialize=True):
+            start_n = tl.multiple_of(start_n, BLOCK_N)
+            acc, deno, e_max = _fwd_tile(
+                acc, deno, e_max, q, k_base, v_base, start_n, offs_m, offs_n, offs_d, mask_m, mask_d,
+                len_k, prefix, sm_scale, sks, svs,
+                IS_CAUSAL, WINDOW, SOFTCAP, COMPUTE_O, 2 - INTERIOR, DOT_PREC,
+            )
+    else:
+        for start_n in range(lo, full_hi, BLOCK_N):
+            start_n = tl.multiple_of(start_n, BLOCK_N)
+            acc, deno, e_max = _fwd_tile(
+                acc, deno, e_max, q, k_base, v_base, start_n, offs_m, offs_n, offs_d, mask_m, mask_d,
+                len_k, prefix, sm_scale, sks, svs,
+                IS_CAUSAL, WINDOW, SOFTCAP, COMPUTE_O, 2 - INTERIOR, DOT_PREC,
+            )
     for start_n in range(full_hi, hi, BLOCK_N):
         start_n = tl.multiple_of(start_n, BLOCK_N)
         acc, deno, e_max = _fwd_tile(
             acc, deno, e_max, q, k_base, v_base, start_n, offs_m, offs_n, offs_d, mask_m, mask_d,
             len_k, prefix, sm_scale, sks, svs,
-            IS_CAUSAL, WINDOW, SOFTCAP, COMPUTE_O, True, DOT_PREC,
+            IS_CAUSAL, WINDOW, SOFTCAP, COMPUTE_O, 2, DOT_PREC,
         )
 
     lse_ptrs = LSE + head * lse_sh + row * lse_sb + q_start + offs_m
