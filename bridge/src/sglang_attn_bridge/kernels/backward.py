@@ -16,7 +16,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-LOG2E = tl.constexpr(1.4426950408889634)
+# log2(e) is written out as a literal in the kernels: the interpreter mishandles constexpr globals
 
 
 @triton.jit
@@ -74,12 +74,12 @@ def _dkdv_step(
     mask_m = offs_m < len_q
     qT = tl.load(q_base + offs_m[None, :] * sqs + offs_d[:, None], mask=mask_m[None, :] & mask_d[:, None], other=0.0)
     do = tl.load(do_base + offs_m[:, None] * sds + offs_d[None, :], mask=mask_m[:, None] & mask_d[None, :], other=0.0)
-    lse2 = tl.load(lse_base + offs_m, mask=mask_m, other=0.0) * LOG2E
+    lse2 = tl.load(lse_base + offs_m, mask=mask_m, other=0.0) * 1.4426950408889634
     delta = tl.load(delta_base + offs_m, mask=mask_m, other=0.0)
     sT = tl.dot(k, qT, input_precision=DOT_PREC)  # [N, M]
     if SOFTCAP > 0:
-        t = _tanh(sT * (qk_scale2 / LOG2E / SOFTCAP))
-        pT = tl.exp2(SOFTCAP * LOG2E * t - lse2[None, :])
+        t = _tanh(sT * (qk_scale2 / 1.4426950408889634 / SOFTCAP))
+        pT = tl.exp2(SOFTCAP * 1.4426950408889634 * t - lse2[None, :])
     else:
         pT = tl.exp2(sT * qk_scale2 - lse2[None, :])
     if MASK:
@@ -116,7 +116,7 @@ def dkdv_kernel(
     q_start = tl.load(QStart + seq).to(tl.int64)
     k_start = tl.load(KStart + seq).to(tl.int64)
     prefix = len_k - len_q
-    qk_scale2 = sm_scale * LOG2E
+    qk_scale2 = sm_scale * 1.4426950408889634
 
     offs_n = n0 + tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
@@ -177,8 +177,8 @@ def _dq_step(
     vT = tl.load(v_base + offs_n[None, :] * svs + offs_d[:, None], mask=mask_n[None, :] & mask_d[:, None], other=0.0)
     s = tl.dot(q, kT, input_precision=DOT_PREC)
     if SOFTCAP > 0:
-        t = _tanh(s * (qk_scale2 / LOG2E / SOFTCAP))
-        p = tl.exp2(SOFTCAP * LOG2E * t - lse2[:, None])
+        t = _tanh(s * (qk_scale2 / 1.4426950408889634 / SOFTCAP))
+        p = tl.exp2(SOFTCAP * 1.4426950408889634 * t - lse2[:, None])
     else:
         p = tl.exp2(s * qk_scale2 - lse2[:, None])
     if MASK:
@@ -214,7 +214,7 @@ def dq_kernel(
     k_start = tl.load(KStart + seq).to(tl.int64)
     prefix = len_k - len_q
     kv_head = head // group
-    qk_scale2 = sm_scale * LOG2E
+    qk_scale2 = sm_scale * 1.4426950408889634
 
     offs_m = m0 + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
@@ -224,7 +224,7 @@ def dq_kernel(
     tok = (q_start + offs_m)[:, None]
     q = tl.load(Q + row * sqb + head * sqh + tok * sqs + offs_d[None, :], mask=qmask, other=0.0)
     do = tl.load(DO + row * sdob + head * sdoh + tok * sdos + offs_d[None, :], mask=qmask, other=0.0)
-    lse2 = tl.load(LSE + head * lse_sh + row * lse_sb + q_start + offs_m, mask=mask_m, other=0.0) * LOG2E
+    lse2 = tl.load(LSE + head * lse_sh + row * lse_sb + q_start + offs_m, mask=mask_m, other=0.0) * 1.4426950408889634
     delta = tl.load(Delta + head * lse_sh + row * lse_sb + q_start + offs_m, mask=mask_m, other=0.0)
     k_base = K + row * skb + kv_head * skh + k_start * sks
     v_base = V + row * svb + kv_head * svh + k_start * svs
