@@ -15,7 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from toolkit import engine  # noqa: E402
+from toolkit import engine, registry  # noqa: E402
 from toolkit.errors import BuildFailed, ToolkitError, UsageError  # noqa: E402
 from toolkit.plan import host_pip_ca, make_plan, parse_secret  # noqa: E402
 from toolkit.render import render  # noqa: E402
@@ -50,31 +50,41 @@ def cmd_render(args) -> int:
 def cmd_build(args) -> int:
     from toolkit.base_image import ensure_base
     from toolkit.context import stage
+    from toolkit.lint import zero_context_findings
     from toolkit.wheelhouse import ensure_wheelhouse
 
     variant = load_catalog().resolve(args.target)
     secrets = [parse_secret(s) for s in args.secret]
     plan = make_plan(variant, tag=args.tag, sets=args.set, secrets=secrets, pip_ca=host_pip_ca(),
                      no_cache=args.no_cache, progress=args.progress)
+    refused = zero_context_findings(plan.variant)
+    if refused:
+        raise UsageError(f"refusing to build {plan.name}: zero-context hunk(s) in its patches: " + "; ".join(refused))
     text = render(plan)
     client = engine.connect()
     engine.buildx_cmd()
     ensure_base(client, plan.variant, log=out)
     wheelhouse = ensure_wheelhouse(plan.variant, log=out)
     ctx = stage(plan, text, wheelhouse)
-    hash_tag = f"{plan.variant.repository}:{plan.variant.tag_suffix}-{ctx.short_hash}"
+    plan = registry.with_registry(plan, args.registry)
+    hash_tag = registry.hash_tag(plan, ctx.short_hash, args.registry)
     out(f"target {plan.name}: base {plan.variant.base}, input hash {ctx.short_hash}, tag {plan.image}")
-    if args.skip_existing and engine.image_id(client, hash_tag):
-        out(f"skip: {hash_tag} exists locally (same input hash); nothing to build")
-        return 0
+    if args.skip_existing:
+        where, note = registry.find_existing(client, hash_tag, args.registry, pushing=args.push)
+        if note:
+            out(f"note: {note}")
+        if where:
+            out(f"skip: {hash_tag} exists {where} (same input hash); nothing to build")
+            return 0
     image_id = engine.build(plan, ctx, out=out)
     # Only now, with every gate passed inside the build, do tags move.
     for ref in (plan.image, hash_tag):
         engine.tag(client, image_id, ref)
         out(f"tagged {ref}")
     if args.push:
-        for ref in (plan.image, hash_tag):
-            engine.push(client, ref, out=out)
+        digests = {engine.push(client, ref, out=out) for ref in (plan.image, hash_tag)}
+        for digest in sorted(digests):
+            out(f"digest: {registry.repository_of(hash_tag)}@{digest}")
     return 0
 
 
@@ -95,11 +105,38 @@ def cmd_verify(args) -> int:
 
 
 def cmd_bake(args) -> int:
-    raise UsageError("bake: not implemented yet")
+    from toolkit.bake import bake_file
+    from toolkit.base_image import ensure_base
+    from toolkit.context import stage
+    from toolkit.lint import zero_context_findings
+    from toolkit.wheelhouse import ensure_wheelhouse
+
+    log = out if args.output else (lambda line: print(line, file=sys.stderr, flush=True))
+    catalog, pip_ca, staged = load_catalog(), host_pip_ca(), []
+    for name in dict.fromkeys(catalog.resolve(t).name for t in args.target):
+        plan = make_plan(catalog.variants[name], pip_ca=pip_ca)
+        if plan.variant.base_build:  # a base made on this machine: only a local (docker driver) builder sees it
+            ensure_base(engine.connect(), plan.variant, log=log)
+        ctx = stage(plan, render(plan), ensure_wheelhouse(plan.variant, log=log))
+        log(f"target {plan.name}: input hash {ctx.short_hash}, context {ctx.path}")
+        staged.append((plan, ctx))
+    text = json.dumps(bake_file(staged, registry=args.registry, cache=args.cache), indent=2) + "\n"
+    if args.output:
+        Path(args.output).write_text(text)
+        log(f"wrote {args.output}: {len(staged)} target(s); run `docker buildx bake -f {args.output}`")
+    else:
+        sys.stdout.write(text)
+    return 0
 
 
 def cmd_lint(args) -> int:
-    raise UsageError("lint: not implemented yet")
+    from toolkit.lint import lint
+
+    findings = lint(load_catalog(), args.paths)
+    for finding in findings:
+        out(finding)
+    out(f"lint: {len(findings)} finding(s)")
+    return 1 if findings else 0
 
 
 COMMAND_FUNCS = {"build": cmd_build, "render": cmd_render, "verify": cmd_verify, "bake": cmd_bake,
@@ -118,7 +155,9 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--progress", choices=("auto", "plain"), default="auto")
     b.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a spec value")
     b.add_argument("--secret", action="append", default=[], metavar="id=NAME,src=FILE", help="a BuildKit secret")
-    b.add_argument("--skip-existing", action="store_true", help="do nothing when an image with this input hash exists")
+    b.add_argument("--skip-existing", action="store_true",
+                   help="do nothing when an image with this input hash exists locally or in the target registry")
+    b.add_argument("--registry", help="registry/namespace the tags live in, e.g. ghcr.io/org (REGISTRY/repository:tag)")
 
     r = sub.add_parser("render", help="print (or write) the rendered Dockerfile")
     r.add_argument("--target", required=True)

@@ -28,7 +28,7 @@ def test_smoke_image_imports_the_bridge_and_carries_labels(docker_client, smoke_
     assert "/opt/venv/lib/python3.11/site-packages/sglang_attn_bridge/" in out
     labels = docker_client.images.get(smoke_image).labels
     assert labels["io.miles.variant"] == "smoke"
-    assert labels["org.opencontainers.image.base.name"] == "miles-base:bookworm-minbase-py311"
+    assert labels["org.opencontainers.image.base.name"] == "miles-base:bookworm-minbase-py311-git"
     assert len(labels["io.miles.spec-digest"]) == 64 and len(labels["io.miles.input-hash"]) == 64
     assert labels["org.opencontainers.image.revision"]
     # The content-hash tag points at the same image.

@@ -39,7 +39,7 @@ RUN --mount=type=secret,id=pip-ca \
     git -C /root/TransformerEngine fetch -q --depth 1 https://github.com/ROCm/TransformerEngine.git 0690c5f91e30d85e9a2d12d8241648504ba3f195 && \
     git -C /root/TransformerEngine checkout -q FETCH_HEAD && \
     git -C /root/TransformerEngine submodule update -q --init --recursive --depth 1 && \
-    cd /root/TransformerEngine && NVTE_FUSED_ATTN=0 pip install --no-cache-dir --no-build-isolation . && \
+    NVTE_FUSED_ATTN=0 pip install --no-cache-dir --no-build-isolation /root/TransformerEngine && \
     rm -rf /root/TransformerEngine
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \

@@ -1,5 +1,5 @@
 # Rendered by build.py from images/smoke.yaml, variant smoke. Do not edit: change the spec or the template.
-FROM miles-base:bookworm-minbase-py311
+FROM miles-base:bookworm-minbase-py311-git
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 
 # ---- Python: a venv filled from the host-prepared wheelhouse. The wheelhouse is bind-mounted for this step only:
@@ -25,6 +25,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
     cd /tmp/gates && /opt/venv/bin/python -m verify --config gates.json
 
 LABEL org.opencontainers.image.title="miles" \
-      org.opencontainers.image.base.name="miles-base:bookworm-minbase-py311" \
+      org.opencontainers.image.base.name="miles-base:bookworm-minbase-py311-git" \
       io.miles.variant="smoke" \
-      io.miles.spec-digest="4b784f65373c8dbdf020f89c3696ca9f9c406fa00720efb92a45862cf8e40298"
+      io.miles.spec-digest="b591c428e50a184833f7671186de19585e3642acaf75711802f29bee18150578"
