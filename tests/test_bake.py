@@ -1,0 +1,137 @@
+"""The bake file: a pure function of plans and staged contexts (unit), what buildx itself reads from it (`bake --print`
+on every target), and one real bake build of smoke, whose gates still guard the tags."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from support import run_build_py
+from toolkit.bake import bake_file, target_name
+from toolkit.context import Context
+from toolkit.errors import UsageError
+from toolkit.plan import make_plan
+from toolkit.spec import load_catalog
+
+HASH = "0123456789ab" + "c" * 52
+
+
+def staged_for(tmp_path, names, secrets=(), hashes=None):
+    catalog = load_catalog()
+    staged = []
+    for name in names:
+        plan = make_plan(catalog.resolve(name), secrets=secrets, revision="r" * 40)
+        path = tmp_path / plan.name / "context"
+        staged.append((plan, Context(path=path, dockerfile=path / "Dockerfile", input_hash=(hashes or {}).get(name, HASH))))
+    return staged
+
+
+def test_every_target_becomes_a_bake_target_with_tags_labels_platforms(tmp_path):
+    names = sorted(load_catalog().variants)
+    doc = bake_file(staged_for(tmp_path, names, secrets=[("pip-ca", "/ca.pem")]))
+    assert doc["group"] == {"default": {"targets": [target_name(n) for n in names]}}
+    assert set(doc["target"]) == {target_name(n) for n in names}
+    catalog = load_catalog()
+    for name in names:
+        t, v = doc["target"][target_name(name)], catalog.variants[name]
+        assert t["context"] == str(tmp_path / name / "context") and t["dockerfile"] == "Dockerfile"
+        assert t["platforms"] == list(v.platforms)
+        assert t["args"] == v.args
+        assert t["tags"] == [f"{v.repository}:{v.tag_suffix}", f"{v.repository}:{v.tag_suffix}-{HASH[:12]}"]
+        assert t["labels"]["io.miles.input-hash"] == HASH
+        assert t["labels"]["org.opencontainers.image.revision"] == "r" * 40
+        assert t["secret"] == ["id=pip-ca,src=/ca.pem"]
+        assert "cache-from" not in t and "cache-to" not in t
+    assert doc["target"]["cu13"]["platforms"] == ["linux/amd64", "linux/arm64"]
+
+
+def test_registry_and_cache_refs(tmp_path):
+    doc = bake_file(staged_for(tmp_path, ["rocm", "smoke"]), registry="ghcr.io/org/", cache="ghcr.io/org/miles-cache")
+    rocm = doc["target"]["rocm720-mi35x"]
+    assert rocm["tags"] == ["ghcr.io/org/miles:rocm720-mi35x", f"ghcr.io/org/miles:rocm720-mi35x-{HASH[:12]}"]
+    assert rocm["cache-from"] == ["type=registry,ref=ghcr.io/org/miles-cache:rocm720-mi35x"]
+    assert rocm["cache-to"] == ["type=registry,ref=ghcr.io/org/miles-cache:rocm720-mi35x,mode=max"]
+    assert "secret" not in rocm  # no secret asked for, none invented
+
+
+def test_bake_file_is_pure_and_names_are_sanitised(tmp_path):
+    staged = staged_for(tmp_path, ["smoke", "rocm"])
+    assert json.dumps(bake_file(staged)) == json.dumps(bake_file(staged))
+    assert target_name("rocm7.2-mi35x") == "rocm7_2-mi35x"
+    plan, ctx = staged[0]
+    with pytest.raises(UsageError, match="two targets"):
+        bake_file([(plan, ctx), (plan, ctx)])
+
+
+def bake_print(path: Path, *targets) -> dict:
+    proc = subprocess.run(["docker", "buildx", "bake", "--print", "-f", str(path), *targets], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+@pytest.mark.docker
+def test_buildx_reads_the_generated_file_for_every_target(tmp_path):
+    names = sorted(load_catalog().variants)
+    out = tmp_path / "bake.json"
+    args = [a for n in names for a in ("--target", n)]
+    proc = run_build_py("bake", *args, "--registry", "registry.example:5000/ml", "--cache",
+                        "registry.example:5000/ml/cache", "-o", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    ours = json.loads(out.read_text())
+    printed = bake_print(out)
+    assert printed["group"]["default"]["targets"] == [target_name(n) for n in names]
+    assert set(printed["target"]) == set(ours["target"])
+    for name, t in printed["target"].items():
+        mine = ours["target"][name]
+        assert Path(t["context"]) == Path(mine["context"]) and Path(mine["context"], "Dockerfile").is_file()
+        assert t["dockerfile"] == "Dockerfile"
+        assert t["platforms"] == mine["platforms"]
+        assert t["tags"] == mine["tags"] and t["tags"][0].startswith("registry.example:5000/ml/miles:")
+        assert t["labels"] == mine["labels"] and len(t["labels"]["io.miles.input-hash"]) == 64
+        assert t.get("args", {}) == mine["args"]
+        assert t.get("secret", []) == mine.get("secret", [])
+        assert t["cache-from"] == mine["cache-from"] and t["cache-to"] == mine["cache-to"]
+    # A subset selects just those targets, as a matrix job does.
+    assert list(bake_print(out, "smoke")["target"]) == ["smoke"]
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_real_bake_build_of_smoke_tags_only_a_gated_image(tmp_path, docker_client, project_copy):
+    registry = "bake-test.invalid"  # a name only: nothing is pushed, and miles:smoke is left alone
+    out = tmp_path / "bake.json"
+    proc = run_build_py("bake", "--target", "smoke", "--registry", registry, "-o", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    target = json.loads(out.read_text())["target"]["smoke"]
+    meta = tmp_path / "meta.json"
+    run = subprocess.run(["docker", "buildx", "bake", "-f", str(out), "--metadata-file", str(meta), "--progress",
+                          "plain"], capture_output=True, text=True, timeout=1200)
+    assert run.returncode == 0, run.stderr[-4000:]
+    assert "-m verify --config gates.json" in run.stderr  # the gate step is part of the bake build
+    try:
+        image = docker_client.images.get(target["tags"][1])
+        assert image.labels["io.miles.input-hash"] == target["labels"]["io.miles.input-hash"]
+        assert image.labels["io.miles.variant"] == "smoke"
+        assert json.loads(meta.read_text())["smoke"]["containerimage.digest"] == image.id
+        assert docker_client.images.get(target["tags"][0]).id == image.id
+    finally:
+        for ref in target["tags"]:
+            subprocess.run(["docker", "rmi", ref], capture_output=True)
+
+    # The same bake of a project whose bridge does not compile: the gate fails the build and no tag appears.
+    init = project_copy / "bridge" / "src" / "sglang_attn_bridge" / "__init__.py"
+    init.write_text(init.read_text() + "\ndef broken(:\n")
+    broken = tmp_path / "broken.json"
+    proc = run_build_py("bake", "--target", "smoke", "--registry", registry, "-o", str(broken), cwd=project_copy)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    tags = json.loads(broken.read_text())["target"]["smoke"]["tags"]
+    run = subprocess.run(["docker", "buildx", "bake", "-f", str(broken), "--progress", "plain"], capture_output=True,
+                         text=True, timeout=1200)
+    assert run.returncode != 0
+    assert "FAIL" in run.stderr and "sglang_attn_bridge" in run.stderr
+    for ref in tags:
+        assert subprocess.run(["docker", "image", "inspect", ref], capture_output=True).returncode != 0, ref

@@ -1,0 +1,60 @@
+"""A buildx bake file (JSON) for a set of staged targets: the build matrix as data, for any BuildKit builder.
+
+Pure: plans and staged contexts in, a dict out (the caller writes it). Every target carries what `build.py build`
+would pass to `docker buildx build`: context, Dockerfile, platforms, args, labels (input hash included), the
+`<variant>` and `<variant>-<hash12>` tags, secrets, and registry cache when a cache reference is given. The gates
+are RUN steps of the Dockerfile, so a target whose gates fail produces no image: bake's tags and `--push` only
+ever apply to gated images.
+"""
+
+from __future__ import annotations
+
+import re
+
+from toolkit.errors import UsageError
+from toolkit.registry import hash_tag, with_registry
+
+INPUT_HASH_LABEL = "io.miles.input-hash"
+
+
+def target_name(variant_name: str) -> str:
+    """Bake target names allow [A-Za-z0-9_-]; variant names may also hold '.'."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", variant_name)
+
+
+def cache_refs(cache: str, name: str) -> tuple:
+    """Registry cache, one tag per target (`REF:<target>`), exported with every layer (mode=max)."""
+    ref = f"{cache}:{name}"
+    return [f"type=registry,ref={ref}"], [f"type=registry,ref={ref},mode=max"]
+
+
+def bake_target(plan, ctx, registry: str | None = None, cache: str | None = None) -> dict:
+    name = target_name(plan.name)
+    labels = dict(plan.labels)
+    labels[INPUT_HASH_LABEL] = ctx.input_hash
+    target = {
+        "context": str(ctx.path),
+        "dockerfile": ctx.dockerfile.relative_to(ctx.path).as_posix(),
+        "platforms": list(plan.variant.platforms),
+        "args": dict(sorted(plan.variant.args.items())),
+        "labels": dict(sorted(labels.items())),
+        "tags": [with_registry(plan, registry).image, hash_tag(plan, ctx.short_hash, registry)],
+    }
+    if plan.secrets:
+        target["secret"] = [f"id={sid},src={src}" for sid, src in plan.secrets]
+    if cache:
+        target["cache-from"], target["cache-to"] = cache_refs(cache, name)
+    if plan.no_cache:
+        target["no-cache"] = True
+    return target
+
+
+def bake_file(staged, registry: str | None = None, cache: str | None = None) -> dict:
+    """`staged`: (plan, context) pairs in the order asked for. Returns the bake JSON document."""
+    targets = {}
+    for plan, ctx in staged:
+        name = target_name(plan.name)
+        if name in targets:
+            raise UsageError(f"two targets map to the bake name {name!r}")
+        targets[name] = bake_target(plan, ctx, registry, cache)
+    return {"group": {"default": {"targets": list(targets)}}, "target": targets}

@@ -1,0 +1,84 @@
+"""Image references in a target registry, and whether an image with a given input hash is already there.
+
+Remote lookups go through `docker buildx imagetools inspect`: it reads the manifest only (nothing is pulled), with
+the same credentials (`docker login`) and the same plain-HTTP rule for loopback registries as a push.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+
+from toolkit import engine
+
+
+class LookupFailed(Exception):
+    """The registry could not say yes or no (unreachable, unauthorized): the caller builds instead of guessing."""
+
+
+def qualify(ref: str, registry: str | None) -> str:
+    """`miles:smoke` -> `REGISTRY/miles:smoke` (REGISTRY may carry a namespace: `ghcr.io/org`)."""
+    return f"{registry.rstrip('/')}/{ref}" if registry else ref
+
+
+def with_registry(plan, registry: str | None):
+    """The plan with its moving tag inside the registry (an explicit --tag is left as the user wrote it)."""
+    if not registry:
+        return plan
+    return dataclasses.replace(plan, image=qualify(plan.image, registry))
+
+
+def hash_tag(plan, short_hash: str, registry: str | None = None) -> str:
+    """The content-addressed tag `<repository>:<variant>-<hash12>`, in the registry when one is given."""
+    return qualify(f"{plan.variant.repository}:{plan.variant.tag_suffix}-{short_hash}", registry)
+
+
+def repository_of(ref: str) -> str:
+    """`host:5000/miles:smoke-abc` -> `host:5000/miles` (the part a by-digest reference keeps)."""
+    name, _, tag = ref.rpartition(":")
+    return name if name and "/" not in tag else ref
+
+
+def registry_host(ref: str) -> str:
+    """The registry a reference points at (Docker's rule: a first component with '.' or ':' or 'localhost')."""
+    first, sep, _ = ref.partition("/")
+    return first if sep and ("." in first or ":" in first or first == "localhost") else "docker.io"
+
+
+def remote_digest(ref: str, timeout: float = 120) -> str | None:
+    """The manifest digest of `ref` in its registry, None when the registry says it does not exist."""
+    cmd = engine.buildx_cmd() + ["imagetools", "inspect", "--format", "{{json .Manifest}}", ref]
+    try:
+        run = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise LookupFailed(f"registry lookup of {ref} timed out after {timeout:.0f}s") from None
+    if run.returncode == 0:
+        try:
+            return json.loads(run.stdout)["digest"]
+        except (ValueError, KeyError, TypeError):
+            raise LookupFailed(f"registry lookup of {ref}: unexpected answer {run.stdout[:200]!r}") from None
+    err = " ".join(run.stderr.split())
+    if err.endswith(": not found") or "manifest unknown" in err or "name unknown" in err.lower():
+        return None
+    raise LookupFailed(f"registry lookup of {ref} failed: {err[:300] or f'exit {run.returncode}'}")
+
+
+def find_existing(client, ref: str, registry: str | None, pushing: bool) -> tuple:
+    """Where an image tagged `ref` (a hash tag) already is: ("locally" | "in registry R" | None, note or None).
+
+    With a registry to push to, only the registry counts (a local image alone would leave the registry without it).
+    A lookup that fails is reported in the note and counts as absent: building again is always safe.
+    """
+    if not pushing and engine.image_id(client, ref):
+        return "locally", None
+    if registry or pushing:
+        try:
+            digest = remote_digest(ref)
+        except LookupFailed as e:
+            return None, str(e)
+        if digest:
+            return f"in registry {registry or registry_host(ref)} ({repository_of(ref)}@{digest})", None
+    if pushing and engine.image_id(client, ref):
+        return None, f"{ref} exists locally but not in {registry or registry_host(ref)}: building (cached) to push it"
+    return None, None
