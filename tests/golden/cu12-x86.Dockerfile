@@ -87,5 +87,5 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16-cu129" \
       io.miles.variant="cu12-x86" \
-      io.miles.spec-digest="c90d920d5cf8a3bb3b1b8678d3589b3a3690c5a8d2cac8309c0573756540942c"
+      io.miles.spec-digest="51b0e28478d800add2aca9e50dea87cf724c9bd76e9dbf23cc9afaa54727cc70"
 WORKDIR /root/

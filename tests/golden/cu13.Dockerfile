@@ -87,5 +87,5 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16-cu130" \
       io.miles.variant="cu13" \
-      io.miles.spec-digest="d0f3393077ae73235ae520c5162aa4735ecd729aba6cf75de471cea3f897b6d2"
+      io.miles.spec-digest="2c9f4b719f7896c2d8697daed0e7a668d15ee485c105c2dde0e24d0bb635ef0e"
 WORKDIR /root/

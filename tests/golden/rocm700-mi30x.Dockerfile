@@ -105,6 +105,6 @@ ENV HIP_FORCE_DEV_KERNARG=1 \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.10-rocm700-mi30x" \
       io.miles.variant="rocm700-mi30x" \
-      io.miles.spec-digest="822a8e7923c07f7d0b7ce2ce07003a1fe9f0af274d14ba5a0ec5dad811af21d9"
+      io.miles.spec-digest="5719e6352f81bad6cba159273424ac3a65ecb063aef641ebf1f5cae7d40d3551"
 WORKDIR /root/
 CMD ["/bin/bash"]

@@ -105,6 +105,6 @@ ENV HIP_FORCE_DEV_KERNARG=1 \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="rocm/sgl-dev:v0.5.14-rocm700-mi35x-20260627" \
       io.miles.variant="rocm700-mi35x" \
-      io.miles.spec-digest="2560882b20e5b7687929ea9042aa4d195edb869a9784a014d41a272c26828d18"
+      io.miles.spec-digest="0315907bc9d38e2abb742cf5b5efa992ce8e4d1b5c64d1c1304343ba1fcf6176"
 WORKDIR /root/
 CMD ["/bin/bash"]
