@@ -126,8 +126,10 @@ def end_to_end():
     torch.manual_seed(0)
     base = Qwen3ForCausalLM(cfg).to("cuda", torch.bfloat16)
     models = {}
+    import copy
+
     for impl in ("eager", "triton"):
-        m = Qwen3ForCausalLM(cfg).to("cuda", torch.bfloat16)
+        m = Qwen3ForCausalLM(copy.deepcopy(cfg)).to("cuda", torch.bfloat16)  # set_attn_implementation edits config
         m.load_state_dict(base.state_dict())
         m.set_attn_implementation(impl)
         models[impl] = m
@@ -146,14 +148,16 @@ def end_to_end():
         rel = ((grads["triton"] - grads["eager"]).norm() / grads["eager"].norm()).item()
         record("e2e-train", f"qwen3 bf16 step {step}", rel < 5e-2 and abs(losses["triton"][-1] - losses["eager"][-1]) < 2e-2,
                f"loss {losses['triton'][-1]:.4f} vs eager {losses['eager'][-1]:.4f}, grad rel {rel:.2e}")
-    m = models["triton"]
-    with torch.no_grad():
+    assert models["triton"].config._attn_implementation == "triton"
+    assert models["eager"].config._attn_implementation == "eager"
+    for impl, m in models.items():
+      with torch.no_grad():
         a, b = torch.randint(0, 512, (1, 100), device="cuda"), torch.randint(0, 512, (1, 157), device="cuda")
         packed = m(input_ids=torch.cat([a, b], 1),
                    position_ids=torch.cat([torch.arange(100), torch.arange(157)])[None].cuda()).logits
         sep = torch.cat([m(input_ids=a).logits, m(input_ids=b).logits], 1)
-    diff = (packed.float() - sep.float()).abs().max().item()
-    record("e2e-packed", "qwen3 bf16 packed 100+157", diff < 5e-2, f"max|packed - separate| = {diff:.3g}")
+      diff = (packed.float() - sep.float()).abs().max().item()
+      record("e2e-packed", f"qwen3 bf16 {impl} packed 100+157", diff < 5e-2, f"max|packed - separate| = {diff:.3g}")
 
 
 def main():

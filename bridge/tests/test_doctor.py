@@ -1,0 +1,29 @@
+"""The doctor CLI: exit codes for a healthy install and for a broken sglang."""
+
+import subprocess
+import sys
+
+from sglang_attn_bridge import doctor, sglang_kernel
+
+
+def test_doctor_ok_in_interpreter(no_sglang, capsys):
+    assert doctor.main([]) == 0  # TRITON_INTERPRET=1 here: the self-check runs on the CPU
+    out = capsys.readouterr().out
+    assert "PASS self-check" in out and "in-tree Triton" in out and "doctor: OK" in out
+
+
+def test_doctor_fails_on_broken_sglang(monkeypatch, capsys):
+    monkeypatch.setattr(sglang_kernel, "_cached", sglang_kernel.Resolution(None, True, "import failed: boom"))
+    assert doctor.main([]) == 1
+    assert "FAIL sglang kernel" in capsys.readouterr().out
+
+
+def test_doctor_require_flags(no_sglang, monkeypatch, capsys):
+    assert doctor.main(["--require-sglang"]) == 1
+    monkeypatch.delenv("TRITON_INTERPRET")
+    assert doctor.main(["--require-gpu"]) == 1
+
+
+def test_doctor_runs_as_module():
+    r = subprocess.run([sys.executable, "-m", "sglang_attn_bridge.doctor", "--help"], capture_output=True, text=True)
+    assert r.returncode == 0 and "require-gpu" in r.stdout
