@@ -9,9 +9,10 @@ import pytest
 
 from support import run_build_py
 
-pytestmark = pytest.mark.docker
 
 
+
+@pytest.mark.docker
 def test_good_image_passes_and_writes_reports(tmp_path, smoke_image, docker_client):
     before = {c.id for c in docker_client.containers.list(all=True)}
     rep_json, rep_xml = tmp_path / "r.json", tmp_path / "r.xml"
@@ -26,6 +27,7 @@ def test_good_image_passes_and_writes_reports(tmp_path, smoke_image, docker_clie
     assert {c.id for c in docker_client.containers.list(all=True)} == before  # container removed
 
 
+@pytest.mark.docker
 def test_wrong_target_fails_and_names_what_is_missing(smoke_image):
     proc = run_build_py("verify", "--target", "rocm", "--image", smoke_image)
     assert proc.returncode == 1
@@ -34,6 +36,23 @@ def test_wrong_target_fails_and_names_what_is_missing(smoke_image):
     assert "extend_attention_fwd_unified" in proc.stdout
 
 
+@pytest.mark.docker
 def test_missing_image_is_a_usage_error():
     proc = run_build_py("verify", "--target", "smoke", "--image", "miles:does-not-exist")
     assert proc.returncode == 2 and "not present" in proc.stderr
+
+
+@pytest.mark.parametrize("target", ["smoke", "rocm"])
+def test_export_cst_writes_the_targets_gates(tmp_path, target):
+    from toolkit.spec import load_catalog
+    from verify.cst import to_cst
+
+    dest = tmp_path / "cst.json"
+    proc = run_build_py("verify", "--target", target, "--export-cst", str(dest))
+    assert proc.returncode == 0, proc.stderr
+    variant = load_catalog().resolve(target)
+    config = json.loads(dest.read_text())
+    assert config == to_cst(variant.gates, variant.python)
+    names = " ".join(t["name"] for t in config["commandTests"])
+    for module in variant.gates["imports"]:
+        assert module in names
