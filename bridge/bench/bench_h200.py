@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 import sys
 import time
 
@@ -125,6 +126,8 @@ def tune(mod, log):
         fwd_cands += [F(64, 64, 4, s, i) for s in (2, 3) for i in (1, 2)]
         fwd_cands += [F(128, 64, warps, 3, 1, True), F(128, 64, 4 if warps == 8 else 8, 3, 1)]
         best = None
+        if os.environ.get("BENCH_TUNE_FWD", "1") != "1":
+            fwd_cands = []
         for c in fwd_cands if not QUICK else fwd_cands[:2]:
             config.set_config(d, fwd=c)
             try:
@@ -141,27 +144,49 @@ def tune(mod, log):
                 best = (ms, c)
         if best:
             config.set_config(d, fwd=best[1])
-        bwd_cands = [
-            config.BwdConfig(64, 128, 128, 64, 8, 2), config.BwdConfig(64, 128, 128, 64, 8, 3),
-            config.BwdConfig(32, 128, 128, 32, 4, 3), config.BwdConfig(64, 64, 64, 64, 4, 2),
-            config.BwdConfig(64, 128, 128, 64, 4, 2), config.BwdConfig(32, 64, 64, 32, 4, 3),
-            config.BwdConfig(64, 128, 64, 64, 8, 2), config.BwdConfig(128, 128, 128, 128, 8, 2),
-        ]
-        best_b = None
-        for c in bwd_cands if not QUICK else bwd_cands[:2]:
+        # the two backward kernels are independent: tune each alone (delta + that kernel), then combine
+        base = config.GPU_BWD[d]
+        o, lse = ops.forward(q, k, v, lay, d ** -0.5, True)
+        do = torch.randn_like(o)
+        best_kv, best_q = None, None
+        for bm, bn, w, st in ((64, 128, 8, 3), (64, 128, 8, 2), (64, 128, 8, 4), (32, 128, 8, 3), (64, 64, 4, 3),
+                              (32, 64, 4, 3), (128, 64, 8, 2), (32, 128, 4, 2)):
+            c = replace(base, block_m1=bm, block_n1=bn, num_warps=w, num_stages=st)
             config.set_config(d, bwd=c)
             try:
-                ms = median_ms(bridge_bwd(q, k, v, lay, d), reps=10)
+                ms = median_ms(lambda: ops.backward(do, q, k, v, o, lse, lay, d ** -0.5, True, parts=("dkdv",)),
+                               reps=10)
             except Exception as e:
-                log.append(dict(kind="bwd", d=d, cfg=str(c), error=repr(e)[:200]))
-                print(f"tune bwd D{d} {c}: ERROR {e!r}"[:300], flush=True)
+                print(f"tune dkdv D{d} {(bm, bn, w, st)}: ERROR {e!r}"[:300], flush=True)
                 continue
-            log.append(dict(kind="bwd", d=d, cfg=str(c), ms=ms, tflops=tflops(2.5 * fl, ms)))
-            print(f"tune bwd D{d} {c}: {ms:.3f} ms {tflops(2.5 * fl, ms):.0f} TF/s", flush=True)
-            if best_b is None or ms < best_b[0]:
-                best_b = (ms, c)
-        if best_b:
-            config.set_config(d, bwd=best_b[1])
+            log.append(dict(kind="dkdv", d=d, cfg=(bm, bn, w, st), ms=ms))
+            print(f"tune dkdv D{d} {(bm, bn, w, st)}: {ms:.3f} ms", flush=True)
+            if best_kv is None or ms < best_kv[0]:
+                best_kv = (ms, (bm, bn, w, st))
+        for bm, bn, w, st in ((128, 64, 8, 3), (128, 64, 8, 2), (64, 64, 4, 3), (64, 32, 4, 3), (128, 32, 8, 3),
+                              (64, 64, 4, 4), (128, 128, 8, 2), (64, 128, 8, 2)):
+            c = replace(base, block_m2=bm, block_n2=bn, num_warps2=w, num_stages2=st)
+            config.set_config(d, bwd=c)
+            try:
+                ms = median_ms(lambda: ops.backward(do, q, k, v, o, lse, lay, d ** -0.5, True, parts=("dq",)),
+                               reps=10)
+            except Exception as e:
+                print(f"tune dq D{d} {(bm, bn, w, st)}: ERROR {e!r}"[:300], flush=True)
+                continue
+            log.append(dict(kind="dq", d=d, cfg=(bm, bn, w, st), ms=ms))
+            print(f"tune dq D{d} {(bm, bn, w, st)}: {ms:.3f} ms", flush=True)
+            if best_q is None or ms < best_q[0]:
+                best_q = (ms, (bm, bn, w, st))
+        c = base
+        if best_kv:
+            c = replace(c, block_m1=best_kv[1][0], block_n1=best_kv[1][1], num_warps=best_kv[1][2],
+                        num_stages=best_kv[1][3])
+        if best_q:
+            c = replace(c, block_m2=best_q[1][0], block_n2=best_q[1][1], num_warps2=best_q[1][2],
+                        num_stages2=best_q[1][3])
+        config.set_config(d, bwd=c)
+        ms = median_ms(bridge_bwd(q, k, v, lay, d), reps=10)
+        print(f"tuned bwd D{d} {c}: {ms:.3f} ms {tflops(2.5 * fl, ms):.0f} TF/s", flush=True)
         chosen[d] = dict(fwd=str(config.GPU_FWD[d]), bwd=str(config.GPU_BWD[d]))
     return chosen
 

@@ -33,21 +33,23 @@ class BwdConfig:
     block_n2: int  # dQ kernel: keys per step
     num_warps: int
     num_stages: int
+    num_warps2: int = 0  # dQ kernel's own warps/stages (0: same as the dK/dV kernel)
+    num_stages2: int = 0
 
 
 # head_dim bucket (next power of two) -> config
 GPU_FWD = {
     16: FwdConfig(128, 64, 4, 2),
     32: FwdConfig(128, 64, 4, 2),
-    64: FwdConfig(64, 64, 4, 2),
+    64: FwdConfig(64, 64, 4, 3, interior=2),
     128: FwdConfig(128, 64, 8, 3),
     256: FwdConfig(64, 64, 8, 1),
 }
 GPU_BWD = {
     16: BwdConfig(64, 128, 128, 64, 8, 2),
     32: BwdConfig(64, 128, 128, 64, 8, 2),
-    64: BwdConfig(64, 128, 128, 64, 8, 2),
-    128: BwdConfig(64, 128, 128, 64, 8, 2),
+    64: BwdConfig(32, 64, 64, 32, 4, 3),
+    128: BwdConfig(64, 128, 128, 64, 8, 3),
     256: BwdConfig(32, 64, 64, 32, 8, 1),
 }
 INTERPRETER_FWD = FwdConfig(32, 64, 4, 1)

@@ -66,8 +66,10 @@ def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softc
     return o, lse
 
 
-def backward(do, q, k, v, o, lse, lay: Varlen, scale: float, causal: bool, window=None, softcap=0.0):
-    """Gradients in [B, S, H, D] layout (contiguous), each written by exactly one program."""
+def backward(do, q, k, v, o, lse, lay: Varlen, scale: float, causal: bool, window=None, softcap=0.0,
+             parts=("dkdv", "dq")):
+    """Gradients in [B, S, H, D] layout (contiguous), each written by exactly one program. `parts` lets the bench
+    time the dK/dV and dQ kernels apart."""
     do, q, k, v, o = (_last_dim_contiguous(t) for t in (do, q, k, v, o))
     B, Sq, Hq, D = q.shape
     Sk, Hkv = k.shape[1], k.shape[2]
@@ -86,23 +88,25 @@ def backward(do, q, k, v, o, lse, lay: Varlen, scale: float, causal: bool, windo
         o.stride(0), o.stride(1), o.stride(2), do.stride(0), do.stride(1), do.stride(2), lse.stride(0), Sq,
         HEAD_DIM=D, BLOCK_D=block_d, BLOCK_M=64,
     )
-    dkdv_kernel[(triton.cdiv(lay.max_k, cfg.block_n1), Hkv, lay.n)](
-        q, k, v, do, dk, dv, lse, delta, *_lay_args(lay), float(scale),
-        q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
-        v.stride(0), v.stride(1), v.stride(2), do.stride(0), do.stride(1), do.stride(2),
-        dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0), dv.stride(1), dv.stride(2),
-        lse.stride(0), Sq, Hq // Hkv,
-        HEAD_DIM=D, BLOCK_D=block_d, BLOCK_M=cfg.block_m1, BLOCK_N=cfg.block_n1, DOT_PREC=prec, **common,
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
-    )
+    if "dkdv" in parts:
+        dkdv_kernel[(triton.cdiv(lay.max_k, cfg.block_n1), Hkv, lay.n)](
+            q, k, v, do, dk, dv, lse, delta, *_lay_args(lay), float(scale),
+            q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
+            v.stride(0), v.stride(1), v.stride(2), do.stride(0), do.stride(1), do.stride(2),
+            dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0), dv.stride(1), dv.stride(2),
+            lse.stride(0), Sq, Hq // Hkv,
+            HEAD_DIM=D, BLOCK_D=block_d, BLOCK_M=cfg.block_m1, BLOCK_N=cfg.block_n1, DOT_PREC=prec, **common,
+            num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        )
     num_m = triton.cdiv(lay.max_q, cfg.block_m2)
-    dq_kernel[(num_m, Hq, lay.n)](
-        q, k, v, do, dq, lse, delta, *_lay_args(lay), float(scale),
-        q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
-        v.stride(0), v.stride(1), v.stride(2), do.stride(0), do.stride(1), do.stride(2),
-        dq.stride(0), dq.stride(1), dq.stride(2),
-        lse.stride(0), Sq, Hq // Hkv, num_m,
-        HEAD_DIM=D, BLOCK_D=block_d, BLOCK_M=cfg.block_m2, BLOCK_N=cfg.block_n2, DOT_PREC=prec, **common,
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
-    )
+    if "dq" in parts:
+        dq_kernel[(num_m, Hq, lay.n)](
+            q, k, v, do, dq, lse, delta, *_lay_args(lay), float(scale),
+            q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
+            v.stride(0), v.stride(1), v.stride(2), do.stride(0), do.stride(1), do.stride(2),
+            dq.stride(0), dq.stride(1), dq.stride(2),
+            lse.stride(0), Sq, Hq // Hkv, num_m,
+            HEAD_DIM=D, BLOCK_D=block_d, BLOCK_M=cfg.block_m2, BLOCK_N=cfg.block_n2, DOT_PREC=prec, **common,
+            num_warps=cfg.num_warps2 or cfg.num_warps, num_stages=cfg.num_stages2 or cfg.num_stages,
+        )
     return dq, dk, dv
