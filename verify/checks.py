@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 import traceback
 import types
 from typing import List, Optional, Tuple
@@ -236,37 +237,66 @@ def check_platform(platform: str) -> CheckResult:
 
 # --- pip check -----------------------------------------------------------------------------------------------
 
+class PipRun:
+    """A ``pip check`` started in the background (it is read-only, so it can overlap the in-process checks)."""
+
+    def __init__(self, timeout: float = 600.0):
+        env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1", PYTHONWARNINGS="ignore")
+        self.timeout = timeout
+        self.started = time.perf_counter()
+        self.error: Optional[str] = None
+        self.proc: Optional[subprocess.Popen] = None
+        try:
+            self.proc = subprocess.Popen([sys.executable, "-m", "pip", "check"], stdout=subprocess.PIPE,
+                                         stderr=subprocess.PIPE, env=env, universal_newlines=True, errors="replace")
+        except OSError as exc:
+            self.error = str(exc)
+
+    def results(self, allow: List[AllowRule]) -> List[CheckResult]:
+        """Wait for pip and judge its output: one result per conflict line; allowed lines pass, marked allowed."""
+        results = self._judge(allow)
+        seconds = (time.perf_counter() - self.started) / len(results)
+        for res in results:
+            res.seconds = seconds
+        return results
+
+    def _judge(self, allow: List[AllowRule]) -> List[CheckResult]:
+        if self.proc is None:
+            return [CheckResult("pip-check", "pip check", False, _short(self.error or "pip did not start"))]
+        try:
+            left = self.timeout - (time.perf_counter() - self.started)
+            stdout, stderr = self.proc.communicate(timeout=max(1.0, left))
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.communicate()
+            return [CheckResult("pip-check", "pip check", False, "timed out after %gs" % self.timeout)]
+        log = stdout + stderr
+        lines = [ln.strip() for ln in stdout.splitlines() if ln.strip()]
+        lines = [ln for ln in lines if not ln.startswith("No broken requirements found")]
+        if "No module named pip" in stderr:
+            return [CheckResult("pip-check", "pip check", False, "pip is not installed for %s" % sys.executable,
+                                log=log)]
+        if not lines:
+            if self.proc.returncode == 0:
+                return [CheckResult("pip-check", "pip check", True, "No broken requirements found.", log=log)]
+            last = (stderr.strip().splitlines() or ["(no output)"])[-1]
+            return [CheckResult("pip-check", "pip check", False,
+                                _short("exit %d: %s" % (self.proc.returncode, last)), log=log)]
+        results = []
+        for line in lines:
+            pkg = line.split()[0]
+            rule = next((r for r in allow if r.match in line), None)
+            if rule is not None:
+                results.append(CheckResult("pip-check", pkg, True, _short("allowed (%s): %s" % (rule.reason, line)),
+                                           log=line, allowed=True))
+            else:
+                results.append(CheckResult("pip-check", pkg, False, _short(line), log=log))
+        return results
+
+
 def check_pip(allow: List[AllowRule], timeout: float = 600.0) -> List[CheckResult]:
-    """``pip check`` with the image's python: one result per conflict line; allowed lines pass, marked allowed."""
-    env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1", PYTHONWARNINGS="ignore")
-    argv = [sys.executable, "-m", "pip", "check"]
-    try:
-        proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, timeout=timeout,
-                              universal_newlines=True, errors="replace")
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return [CheckResult("pip-check", "pip check", False, _short(str(exc)))]
-    log = proc.stdout + proc.stderr
-    lines = [ln.strip() for ln in proc.stdout.splitlines() if ln.strip()]
-    lines = [ln for ln in lines if not ln.startswith("No broken requirements found")]
-    if "No module named pip" in proc.stderr:
-        return [CheckResult("pip-check", "pip check", False, "pip is not installed for %s" % sys.executable,
-                            log=log)]
-    if not lines:
-        if proc.returncode == 0:
-            return [CheckResult("pip-check", "pip check", True, "No broken requirements found.", log=log)]
-        last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-        return [CheckResult("pip-check", "pip check", False, _short("exit %d: %s" % (proc.returncode, last)),
-                            log=log)]
-    results = []
-    for line in lines:
-        pkg = line.split()[0]
-        rule = next((r for r in allow if r.match in line), None)
-        if rule is not None:
-            results.append(CheckResult("pip-check", pkg, True, _short("allowed (%s): %s" % (rule.reason, line)),
-                                       log=line, allowed=True))
-        else:
-            results.append(CheckResult("pip-check", pkg, False, _short(line), log=log))
-    return results
+    """``pip check`` with the image's python, run to completion now."""
+    return PipRun(timeout).results(allow)
 
 
 # --- provenance ----------------------------------------------------------------------------------------------

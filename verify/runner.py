@@ -12,6 +12,8 @@ ORDER = ("provenance", "compile", "import", "signature", "platform", "pip-check"
 
 
 def _planned(cfg: GateConfig) -> Iterator[Callable[[], "CheckResult | List[CheckResult]"]]:
+    # pip check is a read-only subprocess: start it now so it overlaps the imports; report it in its place.
+    pip = checks.PipRun() if cfg.pip_check is not None else None
     for pkg, loc in cfg.provenance.items():
         yield lambda pkg=pkg, loc=loc: checks.check_provenance(pkg, loc)
     for target in cfg.compile:
@@ -22,8 +24,8 @@ def _planned(cfg: GateConfig) -> Iterator[Callable[[], "CheckResult | List[Check
         yield lambda spec=spec: checks.check_signature(spec)
     if cfg.platform:
         yield lambda: checks.check_platform(cfg.platform)
-    if cfg.pip_check is not None:
-        yield lambda: checks.check_pip(cfg.pip_check)
+    if pip is not None:
+        yield lambda: pip.results(cfg.pip_check or [])
     for cmd in cfg.commands:
         yield lambda cmd=cmd: checks.check_command(cmd)
 
@@ -37,7 +39,8 @@ def run_checks(cfg: GateConfig, on_result: Optional[Callable[[CheckResult], None
         elapsed = time.perf_counter() - start
         batch = got if isinstance(got, list) else [got]
         for res in batch:
-            res.seconds = elapsed / len(batch)
+            if not res.seconds:  # a check that timed itself (the background pip check) keeps its own time
+                res.seconds = elapsed / len(batch)
             results.append(res)
             if on_result is not None:
                 on_result(res)

@@ -199,8 +199,8 @@ def _same_input(a: Set[str], b: Set[str]) -> bool:
 def _pinned_vars(text: str) -> Set[str]:
     """Variables whose every assignment in the file is a full commit id."""
     values: Dict[str, Set[str]] = {}
-    pattern = re.compile(r"(?:^|[\s;&|])(?:ARG\s+|ENV\s+|export\s+)?([A-Za-z_]\w*)\s*(?:[:?]?=|:\s+|\s+(?=[0-9a-f]{40}))"
-                         r"\s*[\"']?([^\s\"';&|]*)", re.M)
+    pattern = re.compile(r"(?:^|[\s;&|])(?:ARG\s+|ENV\s+|export\s+)?([A-Za-z_]\w*)\s*"
+                         r"(?:[:?]?=|:\s+|\s+(?=[0-9a-f]{40}))\s*[\"']?([^\s\"';&|]*)", re.M)
     for name, value in pattern.findall(text):
         values.setdefault(name, set()).add(value)
     return {n for n, vals in values.items() if vals and all(_SHA.match(v) for v in vals)}

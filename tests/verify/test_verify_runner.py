@@ -239,7 +239,8 @@ def test_commands_and_check_order(tmp_path, run_verify, write_tree, lines):
     cfg = tmp_path / "gates.json"
     cfg.write_text("""{
       "commands": [{"name": "doctor-ok", "argv": ["{python}", "-c", "print('resolved triton kernels')"]},
-                   {"name": "doctor-bad", "argv": ["{python}", "-c", "import sys; print('one'); print('no kernel'); sys.exit(3)"]}],
+                   {"name": "doctor-bad",
+                    "argv": ["{python}", "-c", "import sys; print('one'); print('no kernel'); sys.exit(3)"]}],
       "pip_check": {},
       "platform": "cpu",
       "signatures": [{"target": "orderpkg:f", "keywords": ["a"], "import": false}],
