@@ -26,6 +26,7 @@ from sglang_attn_bridge import config, layout, ops  # noqa: E402
 
 OUT = os.environ.get("OUT", "out")
 QUICK = os.environ.get("BENCH_QUICK") == "1"
+FAST = {}  # head dim -> (ms, best non-bit-exact forward config): what exactness costs
 
 
 def shapes():
@@ -122,9 +123,14 @@ def tune(mod, log):
                           sm_scale=d ** -0.5)
         warps = 4 if d <= 64 else 8
         F = config.FwdConfig
-        fwd_cands = [F(128, 64, warps, s, i) for s in (2, 3, 4) for i in (0, 1, 2)]
-        fwd_cands += [F(64, 64, 4, s, i) for s in (2, 3) for i in (1, 2)]
-        fwd_cands += [F(128, 64, warps, 3, 1, True), F(128, 64, 4 if warps == 8 else 8, 3, 1)]
+        if d == 128:
+            fwd_cands = [F(128, 64, 8, 3, 1), F(128, 64, 8, 2, 1), F(64, 64, 4, 3, 1),
+                         F(128, 64, 8, 3, 1, exact=False), F(128, 64, 8, 2, 2, exact=False),
+                         F(64, 64, 4, 3, 2, exact=False), F(128, 64, 8, 4, 2, exact=False)]
+        else:
+            fwd_cands = [F(64, 64, 4, 3, 2), F(64, 64, 4, 4, 2), F(128, 64, 4, 3, 1),
+                         F(64, 64, 4, 3, 2, exact=False), F(128, 64, 4, 3, 2, exact=False),
+                         F(128, 64, 8, 3, 2, exact=False), F(64, 64, 4, 4, 2, exact=False)]
         best = None
         if os.environ.get("BENCH_TUNE_FWD", "1") != "1":
             fwd_cands = []
@@ -140,8 +146,10 @@ def tune(mod, log):
                 continue
             log.append(dict(kind="fwd", d=d, cfg=str(c), ms=ms, tflops=tflops(fl, ms), bitexact=exact))
             print(f"tune fwd D{d} {c}: {ms:.3f} ms {tflops(fl, ms):.0f} TF/s exact={exact}", flush=True)
-            if (exact is not False) and (best is None or ms < best[0]):
+            if c.exact and (exact is not False) and (best is None or ms < best[0]):
                 best = (ms, c)
+            if not c.exact and (d not in FAST or ms < FAST[d][0]):
+                FAST[d] = (ms, c)
         if best:
             config.set_config(d, fwd=best[1])
         # the two backward kernels are independent: tune each alone (delta + that kernel), then combine
@@ -211,6 +219,19 @@ def main():
             "flash_fwd": lambda: sdpa_pair(q, k, v, cu, "flash")[0],
             "flash_bwd": lambda: sdpa_pair(q, k, v, cu, "flash")[1],
         }
+        if d in FAST:
+            def fast_fwd(q=q, k=k, v=v, lay=lay, d=d):
+                cfg = FAST[d][1]
+
+                def run():
+                    saved = config.GPU_FWD[d]
+                    config.GPU_FWD[d] = cfg
+                    try:
+                        return ops.forward(q, k, v, lay, d ** -0.5, True)
+                    finally:
+                        config.GPU_FWD[d] = saved
+                return run
+            cols["fast_fwd"] = fast_fwd
         if mod is not None:
             cols["sglang_fwd"] = lambda: sglang_fwd(mod, q, k, v, cu, lens, d)
         o_up, _ = ops.forward(q, k, v, lay, d ** -0.5, True)
@@ -232,6 +253,7 @@ def main():
     gpu = torch.cuda.get_device_name(0)
     meta = dict(date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), gpu=gpu, torch=torch.__version__,
                 triton=__import__("triton").__version__, chosen=chosen,
+                fast={d: str(c) for d, (_, c) in FAST.items()},
                 sglang=getattr(sys.modules.get("sglang"), "__version__", None))
     with open(os.path.join(OUT, "bench.json"), "w") as f:
         json.dump(dict(meta=meta, table=table, tune=log), f, indent=1)
@@ -252,7 +274,7 @@ def _cell(row, col):
 
 
 def markdown(meta, table):
-    cols = ["bridge_fwd", "sdpa_fwd", "flash_fwd", "sglang_fwd", "bridge_bwd", "sdpa_bwd", "flash_bwd",
+    cols = ["bridge_fwd", "fast_fwd", "sdpa_fwd", "flash_fwd", "sglang_fwd", "bridge_bwd", "sdpa_bwd", "flash_bwd",
             "upstream_bwd"]
     lines = [f"{meta['gpu']}, {meta['date']}, torch {meta['torch']}, triton {meta['triton']}, "
              f"sglang {meta['sglang']}", "",

@@ -99,3 +99,12 @@ def test_forward_is_repeatable_and_lse_is_right():
     assert torch.allclose(lse1.double(), torch.logsumexp(s, -1), atol=1e-5)
     _, lse3 = ops.forward(q, k, v, lay, 0.125, True, compute_o=False)
     assert torch.allclose(lse3, lse1)
+
+
+def test_non_exact_fast_variant_is_still_correct(monkeypatch):
+    """The exp2/in-place-accumulate forward (a bench yardstick, off by default) computes the same function."""
+    from sglang_attn_bridge import config
+
+    monkeypatch.setattr(config, "INTERPRETER_FWD", config.FwdConfig(32, 64, 4, 1, interior=1, exact=False))
+    _check([70, 33, 5], [70, 33, 5], 4, 2, 64, torch.float32, scale=0.2, grad=False)
+    _check([64, 20], [64, 20], 4, 2, 64, torch.float32, scale=0.2, hf_window=10, grad=False)

@@ -23,6 +23,7 @@ class FwdConfig:
     # (cheaper, still stops `qk*scale - max` being fused into an FMA), 2 = no select (can break bit-exactness)
     interior: int = 1
     warp_spec: bool = False  # tl.range(warp_specialize=True) on the interior loop
+    exact: bool = True  # False: exp2/in-place P.V arithmetic (faster, NOT bit-exact with sglang; bench yardstick)
 
 
 @dataclass(frozen=True)

@@ -66,6 +66,40 @@ def _fwd_tile(
 
 
 @triton.jit
+def _fwd_tile_fast(
+    acc, deno, e_max, q, k_base, v_base, start_n, offs_m, offs_n, offs_d, mask_m, mask_d,
+    len_k, prefix, qk_scale2, sks, svs,
+    IS_CAUSAL: tl.constexpr, WINDOW: tl.constexpr, COMPUTE_O: tl.constexpr, MASK: tl.constexpr,
+    DOT_PREC: tl.constexpr,
+):
+    """Not bit-exact with sglang (exp2 with the scale folded in, P.V accumulated in place): the yardstick for what
+    the exact arithmetic costs. e_max is kept in log2 units here."""
+    offs_kn = start_n + offs_n
+    mask_n = offs_kn < len_k
+    k = tl.load(k_base + offs_kn[None, :] * sks + offs_d[:, None], mask=mask_n[None, :] & mask_d[:, None], other=0.0)
+    qk = tl.dot(q, k, input_precision=DOT_PREC)
+    if MASK:
+        visible = mask_m[:, None] & mask_n[None, :]
+        if IS_CAUSAL:
+            visible &= (offs_m[:, None] + prefix) >= offs_kn[None, :]
+        if WINDOW >= 0:
+            visible &= (offs_m[:, None] + prefix) <= (offs_kn[None, :] + WINDOW)
+            if not IS_CAUSAL:
+                visible &= offs_kn[None, :] <= (offs_m[:, None] + prefix + WINDOW)
+        qk = tl.where(visible, qk, float("-inf"))
+    m_new = tl.maximum(e_max, tl.max(qk, 1) * qk_scale2)
+    m_new = tl.where(m_new == float("-inf"), -1e20, m_new)
+    p = tl.math.exp2(qk * qk_scale2 - m_new[:, None])
+    alpha = tl.math.exp2(e_max - m_new)
+    deno = deno * alpha + tl.sum(p, 1)
+    if COMPUTE_O:
+        v = tl.load(v_base + offs_kn[:, None] * svs + offs_d[None, :], mask=mask_n[:, None] & mask_d[None, :], other=0.0)
+        acc = acc * alpha[:, None]
+        acc = tl.dot(p.to(v.dtype), v, acc, input_precision=DOT_PREC)
+    return acc, deno, m_new
+
+
+@triton.jit
 def attn_fwd_kernel(
     Q, K, V, O, LSE,
     Row, QStart, KStart, LenQ, LenK,
@@ -80,6 +114,7 @@ def attn_fwd_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     IS_CAUSAL: tl.constexpr, WINDOW: tl.constexpr, SOFTCAP: tl.constexpr,
     COMPUTE_O: tl.constexpr, INTERIOR: tl.constexpr, DOT_PREC: tl.constexpr, WARP_SPEC: tl.constexpr,
+    FAST: tl.constexpr = False,
 ):
     # heaviest causal blocks (the last rows) are launched first
     m_block = num_m_blocks - 1 - tl.program_id(0)
@@ -124,29 +159,45 @@ def attn_fwd_kernel(
         if IS_CAUSAL:
             full_hi = tl.minimum(full_hi, (prefix + m0 + 1) // BLOCK_N * BLOCK_N)
         full_hi = tl.maximum(full_hi, lo)
-    if WARP_SPEC:
-        for start_n in tl.range(lo, full_hi, BLOCK_N, warp_specialize=True):
-            start_n = tl.multiple_of(start_n, BLOCK_N)
-            acc, deno, e_max = _fwd_tile(
-                acc, deno, e_max, q, k_base, v_base, start_n, offs_m, offs_n, offs_d, mask_m, mask_d,
-                len_k, prefix, sm_scale, sks, svs,
-                IS_CAUSAL, WINDOW, SOFTCAP, COMPUTE_O, 2 - INTERIOR, DOT_PREC,
-            )
-    else:
+    if FAST:
+        qk_scale2 = sm_scale * 1.4426950408889634
         for start_n in range(lo, full_hi, BLOCK_N):
             start_n = tl.multiple_of(start_n, BLOCK_N)
+            acc, deno, e_max = _fwd_tile_fast(
+                acc, deno, e_max, q, k_base, v_base, start_n, offs_m, offs_n, offs_d, mask_m, mask_d,
+                len_k, prefix, qk_scale2, sks, svs, IS_CAUSAL, WINDOW, COMPUTE_O, False, DOT_PREC,
+            )
+        for start_n in range(full_hi, hi, BLOCK_N):
+            start_n = tl.multiple_of(start_n, BLOCK_N)
+            acc, deno, e_max = _fwd_tile_fast(
+                acc, deno, e_max, q, k_base, v_base, start_n, offs_m, offs_n, offs_d, mask_m, mask_d,
+                len_k, prefix, qk_scale2, sks, svs, IS_CAUSAL, WINDOW, COMPUTE_O, True, DOT_PREC,
+            )
+        e_max = e_max * 0.6931471805599453  # back to natural-log units for the LSE
+    else:
+        if WARP_SPEC:
+            for start_n in tl.range(lo, full_hi, BLOCK_N, warp_specialize=True):
+                start_n = tl.multiple_of(start_n, BLOCK_N)
+                acc, deno, e_max = _fwd_tile(
+                    acc, deno, e_max, q, k_base, v_base, start_n, offs_m, offs_n, offs_d, mask_m, mask_d,
+                    len_k, prefix, sm_scale, sks, svs,
+                    IS_CAUSAL, WINDOW, SOFTCAP, COMPUTE_O, 2 - INTERIOR, DOT_PREC,
+                )
+        else:
+            for start_n in range(lo, full_hi, BLOCK_N):
+                start_n = tl.multiple_of(start_n, BLOCK_N)
+                acc, deno, e_max = _fwd_tile(
+                    acc, deno, e_max, q, k_base, v_base, start_n, offs_m, offs_n, offs_d, mask_m, mask_d,
+                    len_k, prefix, sm_scale, sks, svs,
+                    IS_CAUSAL, WINDOW, SOFTCAP, COMPUTE_O, 2 - INTERIOR, DOT_PREC,
+                )
+        for start_n in range(full_hi, hi, BLOCK_N):
+            start_n = tl.multiple_of(start_n, BLOCK_N)
             acc, deno, e_max = _fwd_tile(
                 acc, deno, e_max, q, k_base, v_base, start_n, offs_m, offs_n, offs_d, mask_m, mask_d,
                 len_k, prefix, sm_scale, sks, svs,
-                IS_CAUSAL, WINDOW, SOFTCAP, COMPUTE_O, 2 - INTERIOR, DOT_PREC,
+                IS_CAUSAL, WINDOW, SOFTCAP, COMPUTE_O, 2, DOT_PREC,
             )
-    for start_n in range(full_hi, hi, BLOCK_N):
-        start_n = tl.multiple_of(start_n, BLOCK_N)
-        acc, deno, e_max = _fwd_tile(
-            acc, deno, e_max, q, k_base, v_base, start_n, offs_m, offs_n, offs_d, mask_m, mask_d,
-            len_k, prefix, sm_scale, sks, svs,
-            IS_CAUSAL, WINDOW, SOFTCAP, COMPUTE_O, 2, DOT_PREC,
-        )
 
     lse_ptrs = LSE + head * lse_sh + row * lse_sb + q_start + offs_m
     tl.store(lse_ptrs, e_max + tl.log(deno), mask=mask_m)
