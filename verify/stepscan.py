@@ -243,6 +243,11 @@ def _scan_line(line_no: int, text: str, recipe: bool, state: _State) -> List[Ste
             continue
         name = os.path.basename(words[0])
         step = None
+        if name in ("sh", "bash", "dash", "ash", "zsh"):
+            opt = next((i for i, w in enumerate(words[1:-1], 1) if re.match(r"^-[a-zA-Z]*c[a-zA-Z]*$", w)), None)
+            if opt is not None:  # `sh -c SCRIPT`, `bash -ec SCRIPT`: scan the script string too
+                found.extend(_scan_line(line_no, words[opt + 1], False, state))
+                continue
         if name == "git":
             sub, args = _git_subcommand(words)
             if sub in ("checkout", "switch", "reset"):

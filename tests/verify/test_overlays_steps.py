@@ -147,3 +147,11 @@ def test_template_statements_inside_a_continued_run_keep_it_one_step():
             git -C /opt/m apply /tmp/patches/a.patch || true
         """
     assert scan(text, "patches.j2") == [(1, "or-true"), (1, "or-true")]
+
+
+def test_steps_inside_sh_c_strings_are_scanned():
+    assert scan("RUN sh -c 'git apply --check a.patch && git apply a.patch || true'\n") == [(1, "or-true")] * 2
+    assert scan('RUN bash -ec "patch -p1 < a.patch"\n') == [(1, "patch-no-dry-run")]
+    assert scan('RUN bash -e script.sh "patch -p1 < a.patch"\n') == []  # a plain argument, not a script
+    assert scan('RUN bash -e -c "patch -p1 < a.patch"\n') == [(1, "patch-no-dry-run")]
+    assert scan("RUN echo 'git apply --unidiff-zero x'\n") == [(1, "unidiff-zero")]  # the flag is flagged anywhere
