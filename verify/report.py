@@ -4,10 +4,12 @@ from __future__ import annotations
 import json
 import re
 import sys
-import xml.etree.ElementTree as ET
-from typing import List
+from typing import TYPE_CHECKING, List
 
 from .result import CheckResult
+
+if TYPE_CHECKING:
+    import xml.etree.ElementTree as ET
 
 _XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
@@ -52,8 +54,10 @@ def _clean(text: str) -> str:
     return _XML_BAD.sub("?", text)
 
 
-def to_junit(results: List[CheckResult], suite: str = "verify") -> ET.Element:
+def to_junit(results: List[CheckResult], suite: str = "verify") -> "ET.Element":
     """``<testsuites><testsuite><testcase classname=verify.KIND name=TARGET><failure message=...>log``."""
+    import xml.etree.ElementTree as ET  # imported when a JUnit report is asked for, not at every start-up
+
     failed = sum(1 for r in results if not r.passed)
     total_time = "%.3f" % sum(r.seconds for r in results)
     root = ET.Element("testsuites", name=suite, tests=str(len(results)), failures=str(failed), errors="0",
@@ -73,4 +77,6 @@ def to_junit(results: List[CheckResult], suite: str = "verify") -> ET.Element:
 
 
 def write_junit(results: List[CheckResult], path: str) -> None:
+    import xml.etree.ElementTree as ET
+
     ET.ElementTree(to_junit(results)).write(path, encoding="utf-8", xml_declaration=True)
