@@ -1,0 +1,90 @@
+"""A real registry for push tests: Debian's `docker-registry` (distribution 2.x) on 127.0.0.1, a free port, its own
+storage; started and stopped by the test that uses it. The engine treats 127.0.0.0/8 as insecure, so plain HTTP works."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+REGISTRY_BIN = "docker-registry"
+CONFIG = """version: 0.1
+log:
+  level: warn
+storage:
+  filesystem:
+    rootdirectory: {root}
+http:
+  addr: 127.0.0.1:{port}
+"""
+
+
+@dataclass
+class LocalRegistry:
+    host: str  # 127.0.0.1:PORT
+    proc: subprocess.Popen
+    log: Path
+
+    def get(self, path: str):
+        with urllib.request.urlopen(f"http://{self.host}{path}", timeout=10) as r:
+            return json.loads(r.read())
+
+    def catalog(self) -> list:
+        return self.get("/v2/_catalog")["repositories"]
+
+    def tags(self, repository: str) -> list:
+        try:
+            return sorted(self.get(f"/v2/{repository}/tags/list").get("tags") or [])
+        except urllib.error.HTTPError as e:
+            if e.code == 404:
+                return []
+            raise
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def available() -> bool:
+    return shutil.which(REGISTRY_BIN) is not None
+
+
+@contextmanager
+def local_registry():
+    """Yield a running LocalRegistry; its process and storage are gone afterwards."""
+    with tempfile.TemporaryDirectory(prefix="miles-registry-") as tmp:
+        port = free_port()
+        config = Path(tmp) / "config.yml"
+        config.write_text(CONFIG.format(root=Path(tmp) / "data", port=port))
+        log = Path(tmp) / "registry.log"
+        with open(log, "w") as logf:
+            proc = subprocess.Popen([REGISTRY_BIN, "serve", str(config)], stdout=logf, stderr=subprocess.STDOUT)
+        reg = LocalRegistry(host=f"127.0.0.1:{port}", proc=proc, log=log)
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    reg.get("/v2/")
+                    break
+                except (urllib.error.URLError, ConnectionError, OSError):
+                    if proc.poll() is not None or time.monotonic() > deadline:
+                        raise RuntimeError(f"docker-registry did not start: {log.read_text()[-2000:]}") from None
+                    time.sleep(0.1)
+            yield reg
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()

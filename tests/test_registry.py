@@ -1,0 +1,119 @@
+"""Push after gates, against a real registry (Debian's docker-registry on 127.0.0.1): build -> gates -> tag -> push,
+the printed digest pulled back and verified; a failing gate leaves the registry untouched; --skip-existing finds the
+hash tag in the registry and says so."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+import pytest
+
+from registry_fixture import available, local_registry
+from support import run_build_py
+from toolkit import registry as reg
+from toolkit.plan import make_plan
+from toolkit.spec import load_catalog
+
+DIGEST_LINE = re.compile(r"^digest: (\S+)@(sha256:[0-9a-f]{64})$", re.M)
+
+
+def test_refs_are_qualified_by_the_registry():
+    plan = make_plan(load_catalog().resolve("smoke"), revision="r")
+    assert reg.hash_tag(plan, "0123456789ab") == "miles:smoke-0123456789ab"
+    assert reg.hash_tag(plan, "0123456789ab", "127.0.0.1:5000") == "127.0.0.1:5000/miles:smoke-0123456789ab"
+    assert reg.with_registry(plan, "ghcr.io/org/").image == "ghcr.io/org/miles:smoke"
+    assert reg.with_registry(plan, None) is plan
+    assert reg.repository_of("127.0.0.1:5000/miles:smoke-abc") == "127.0.0.1:5000/miles"
+    assert reg.repository_of("localhost:5000/miles") == "localhost:5000/miles"
+    assert reg.registry_host("ghcr.io/org/miles:x") == "ghcr.io"
+    assert reg.registry_host("localhost/miles:x") == "localhost"
+    assert reg.registry_host("org/miles:x") == "docker.io"
+    assert reg.registry_host("miles:x") == "docker.io"
+
+
+@pytest.fixture
+def registry():
+    if not available():
+        pytest.fail("docker-registry is not installed (ci/setup.sh installs it)")
+    with local_registry() as r:
+        yield r
+
+
+def _drop_local(docker_client, repository: str) -> None:
+    """Remove every local tag of `repository` (so a later pull really comes from the registry)."""
+    for image in docker_client.images.list(name=repository):
+        for ref in image.tags:
+            if ref.startswith(repository + ":"):
+                docker_client.images.remove(ref)
+
+
+@pytest.mark.docker
+def test_remote_lookup_says_yes_no_or_cannot_tell(registry, docker_client):
+    base = load_catalog().resolve("smoke").base
+    docker_client.images.get(base)  # made locally by any smoke build
+    ref = f"{registry.host}/lookup/base:one"
+    docker_client.images.get(base).tag(f"{registry.host}/lookup/base", "one")
+    try:
+        assert reg.remote_digest(ref) is None
+        pushed = [m for m in docker_client.images.push(f"{registry.host}/lookup/base", tag="one", stream=True,
+                                                       decode=True)]
+        digest = next(m["aux"]["Digest"] for m in pushed if "aux" in m)
+        assert reg.remote_digest(ref) == digest
+        assert reg.remote_digest(f"{registry.host}/lookup/base:two") is None
+        assert reg.remote_digest(f"{registry.host}/lookup/other:one") is None
+    finally:
+        docker_client.images.remove(ref)
+    registry.proc.terminate()
+    registry.proc.wait()
+    with pytest.raises(reg.LookupFailed, match="connection refused"):
+        reg.remote_digest(ref)
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_push_after_gates_then_pull_by_digest_and_verify(registry, docker_client):
+    proc = run_build_py("build", "--target", "smoke", "--push", "--registry", registry.host)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    hash12 = re.search(r"input hash ([0-9a-f]{12})", proc.stdout).group(1)
+    (repo, digest), = DIGEST_LINE.findall(proc.stdout)
+    assert repo == f"{registry.host}/miles"
+    assert registry.catalog() == ["miles"]
+    assert registry.tags("miles") == sorted(["smoke", f"smoke-{hash12}"])
+    lines = proc.stdout.splitlines()
+    assert max(i for i, ln in enumerate(lines) if ln.startswith("tagged ")) < \
+        min(i for i, ln in enumerate(lines) if ln.startswith("pushed "))
+    assert reg.remote_digest(f"{repo}:smoke-{hash12}") == digest
+
+    # Pull back by digest (local tags of that repository dropped first) and run the gates in what came back.
+    _drop_local(docker_client, repo)
+    ref = f"{repo}@{digest}"
+    pull = subprocess.run(["docker", "pull", ref], capture_output=True, text=True, timeout=600)
+    assert pull.returncode == 0, pull.stderr
+    assert ref in docker_client.images.get(ref).attrs["RepoDigests"]
+    verify = run_build_py("verify", "--target", "smoke", "--image", ref)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+
+    # Same inputs again: the registry already holds the hash tag, so nothing is built or pushed, and it says where.
+    again = run_build_py("build", "--target", "smoke", "--push", "--skip-existing", "--registry", registry.host)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"skip: {repo}:smoke-{hash12} exists in registry {registry.host} ({repo}@{digest})" in again.stdout
+    assert "pushed" not in again.stdout and "built" not in again.stdout
+    try:
+        docker_client.images.remove(ref)
+    except Exception:
+        pass
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_failing_gate_leaves_the_registry_untouched(registry, project_copy, docker_client):
+    init = project_copy / "bridge" / "src" / "sglang_attn_bridge" / "__init__.py"
+    init.write_text(init.read_text() + "\ndef broken(:\n")
+    proc = run_build_py("build", "--target", "smoke", "--push", "--registry", registry.host, cwd=project_copy)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "FAIL" in proc.stdout and "sglang_attn_bridge" in proc.stdout
+    assert "tagged" not in proc.stdout and "pushed" not in proc.stdout
+    assert registry.catalog() == []
+    assert registry.tags("miles") == []
+    assert not docker_client.images.list(name=f"{registry.host}/miles")
