@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Gate overhead (issue 3): the full gate vs a bare `python -c "import <same modules>"` in the same image.
 
-One long-lived container per run (network disabled, verify/ copied in); each command is timed from the host
-around `docker exec`, alternating bare / runner-imports-only / full gate so drift hits all alike, after one
-warm-up round. Prints a markdown table with min and median and the full gate's per-check seconds.
+One long-lived container per run (network disabled, verify/ copied in). Each command is timed INSIDE the container
+by a small python wrapper: wall seconds (what a build waits for) and CPU seconds of the command and its children
+(what it costs; robust when other work shares the machine). Rounds alternate bare / runner-imports-only / full gate
+so drift hits all alike, after one warm-up round. Prints markdown tables: min and median of each, ratios against
+the bare import, and the full gate's per-check seconds.
 
     python ci/bench_gates.py [--image miles:smoke] [--config gates.json] [--python /opt/venv/bin/python] [-n 7]
 """
@@ -15,7 +17,6 @@ import json
 import statistics
 import sys
 import tarfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,13 +46,25 @@ def _put(container, files):
     container.put_archive(RUNNER_DIR, buf.getvalue())
 
 
-def _timed(container, argv):
-    start = time.perf_counter()
-    code, out = container.exec_run(argv, workdir=RUNNER_DIR)
-    elapsed = time.perf_counter() - start
-    if code != 0:
-        raise SystemExit("bench_gates: %s exited %d:\n%s" % (argv, code, out.decode(errors="replace")[-2000:]))
-    return elapsed
+WRAP = (
+    "import json, resource, subprocess, sys, time\n"
+    "argv = json.loads(sys.argv[1])\n"
+    "t = time.perf_counter()\n"
+    "p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)\n"
+    "wall = time.perf_counter() - t\n"
+    "ru = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+    "print(json.dumps({'rc': p.returncode, 'wall': wall, 'cpu': ru.ru_utime + ru.ru_stime,"
+    " 'out': p.stdout.decode(errors='replace')[-2000:]}))\n"
+)
+
+
+def _timed(container, python, argv):
+    """(wall, cpu) seconds of one run, measured inside the container."""
+    code, out = container.exec_run([python, "-c", WRAP, json.dumps(argv)], workdir=RUNNER_DIR)
+    got = json.loads(out.decode().strip().splitlines()[-1]) if code == 0 else {"rc": code, "out": out.decode()}
+    if got["rc"] != 0:
+        raise SystemExit("bench_gates: %s exited %d:\n%s" % (argv, got["rc"], got["out"]))
+    return got["wall"], got["cpu"]
 
 
 def main(argv=None) -> int:
@@ -81,24 +94,29 @@ def main(argv=None) -> int:
         files = {name[len("verify/"):]: data for name, data in bundle.runner_files().items()}
         _put(container, {"verify/" + k: v for k, v in files.items()})
         _put(container, {"gates.json": json.dumps(gates).encode()})
-        times = {name: [] for name in cases}
+        walls = {name: [] for name in cases}
+        cpus = {name: [] for name in cases}
         for round_no in range(args.repeat + 1):
             for name, cmd in cases.items():
-                t = _timed(container, cmd)
+                wall, cpu = _timed(container, args.python, cmd)
                 if round_no:  # round 0 warms the page cache
-                    times[name].append(t)
+                    walls[name].append(wall)
+                    cpus[name].append(cpu)
         _, report = container.exec_run(["cat", "/tmp/r.json"])
         checks = json.loads(report)["checks"]
     finally:
         container.remove(force=True)
 
-    bare = statistics.median(times["bare python -c import"])
-    print("image %s, %d runs each after one warm-up; seconds per run, timed around docker exec\n"
+    bare = "bare python -c import"
+    print("image %s, %d runs each after one warm-up; seconds per run, measured inside the container\n"
           % (args.image, args.repeat))
-    print("| command | min | median | median vs bare |")
-    print("|---|---|---|---|")
-    for name, ts in times.items():
-        print("| %s | %.2f | %.2f | %.2fx |" % (name, min(ts), statistics.median(ts), statistics.median(ts) / bare))
+    print("| command | wall min | wall median | CPU min | CPU median | wall min vs bare | CPU min vs bare |")
+    print("|---|---|---|---|---|---|---|")
+    for name in cases:
+        w, c = walls[name], cpus[name]
+        print("| %s | %.2f | %.2f | %.2f | %.2f | %.2fx | %.2fx |" % (
+            name, min(w), statistics.median(w), min(c), statistics.median(c), min(w) / min(walls[bare]),
+            min(c) / min(cpus[bare])))
     print("\nfull gate, last run, per check (seconds inside the runner):\n")
     print("| check | target | seconds |")
     print("|---|---|---|")
