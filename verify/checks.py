@@ -48,11 +48,11 @@ def _innermost(exc: BaseException) -> Optional[Tuple[str, int]]:
 def describe_exception(exc: BaseException) -> str:
     """``Class: message at file:line`` in one line."""
     msg = exc.msg if isinstance(exc, SyntaxError) and exc.msg else str(exc)
-    text = "%s: %s" % (type(exc).__name__, msg)
+    text = _short("%s: %s" % (type(exc).__name__, msg), 240)  # shorten the message, never the location
     where = _innermost(exc)
     if where is not None:
         text += " at %s:%d" % where
-    return _short(text)
+    return text
 
 
 def _import(module: str) -> Tuple[Optional[types.ModuleType], Optional[CheckResult]]:

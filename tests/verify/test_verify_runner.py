@@ -36,6 +36,15 @@ def test_missing_dependency_names_the_importing_line(tmp_path, run_verify, write
     assert "%s:2" % (tmp_path / "needsdep" / "__init__.py") in fail
 
 
+def test_long_message_keeps_the_location(tmp_path, run_verify, write_tree, lines):
+    write_tree(tmp_path, {"noisy/__init__.py": "x = 1\nraise ImportError('libfoo.so: ' + 'x' * 2000)\n"})
+    proc = run_verify("--import", "noisy", pythonpath=[tmp_path])
+    (fail,) = lines(proc, "FAIL")
+    assert "ImportError: libfoo.so: xxx" in fail
+    assert "... at %s:2  (" % (tmp_path / "noisy" / "__init__.py") in fail
+    assert len(fail) < 400
+
+
 def test_lazy_submodule_syntax_error_passes_import_fails_compile(tmp_path, run_verify, write_tree, lines):
     write_tree(tmp_path, {
         "lazypkg/__init__.py": """
