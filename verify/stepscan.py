@@ -3,8 +3,9 @@
 Rules (each finding is ``FILE:LINE rule: message``):
 
 - ``unidiff-zero``: any use of ``--unidiff-zero``; it lets zero-context hunks apply by line number alone.
-- ``3way-unpinned``: ``git apply --3way``/``-3`` is allowed only after the same file checked out a pinned base:
-  an earlier ``git checkout|switch --detach|reset --hard REF`` where REF is a full 40/64-hex commit id, a variable
+- ``3way-unpinned``: ``git apply --3way``/``-3`` is allowed only after the same file pinned its base: an earlier
+  ``git checkout|switch --detach|reset --hard REF``, or an assertion ``test "$(git rev-parse HEAD)" = REF``
+  (``[ ... ]``/``==`` too), where REF is a full 40/64-hex commit id, a variable
   whose only assignment in the file (ARG/ENV/shell/make/YAML) is such an id, or, in a ``.j2`` template, a
   ``{{ expression }}`` (the rendered Dockerfile is scanned again with the real value). Without the patch's
   pre-image blobs in the clone the 3-way fallback silently degrades (DESIGN §1).
@@ -230,8 +231,13 @@ def _note_pin(sub: str, args: List[str], state: _State) -> None:
             state.pinned = True
 
 
+_HEAD_ASSERT = re.compile(r"rev-parse\s+(?:--verify\s+)?HEAD[^=]*?\s==?\s+[\"']?([^\s\"';&|\]]+)")
+
+
 def _scan_line(line_no: int, text: str, recipe: bool, state: _State) -> List[StepFinding]:
     found: List[StepFinding] = []
+    if any(state.is_pinned_ref(ref) for ref in _HEAD_ASSERT.findall(text)):
+        state.pinned = True  # test "$(git rev-parse HEAD)" = <pinned ref>
     tokens = _tokens(text)
     if any("--unidiff-zero" in t for t in tokens):
         found.append(StepFinding(line_no, "unidiff-zero", "--unidiff-zero lets zero-context hunks apply by line "

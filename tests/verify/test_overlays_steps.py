@@ -155,3 +155,14 @@ def test_steps_inside_sh_c_strings_are_scanned():
     assert scan('RUN bash -e script.sh "patch -p1 < a.patch"\n') == []  # a plain argument, not a script
     assert scan('RUN bash -e -c "patch -p1 < a.patch"\n') == [(1, "patch-no-dry-run")]
     assert scan("RUN echo 'git apply --unidiff-zero x'\n") == [(1, "unidiff-zero")]  # the flag is flagged anywhere
+
+
+@pytest.mark.parametrize("check,pinned", [
+    ('test "$(git -C /opt/m rev-parse HEAD)" = "%s"' % SHA, True),
+    ('[ "$(git rev-parse --verify HEAD)" == %s ]' % SHA, True),
+    ('test "$(git -C /opt/m rev-parse HEAD)" = "main"', False),
+    ('echo "$(git rev-parse HEAD)"', False),
+])
+def test_3way_pinned_by_asserting_head(check, pinned):
+    found = scan("RUN %s && git apply --check p.patch && git apply --3way p.patch\n" % check)
+    assert (found == []) == pinned, found
