@@ -225,25 +225,34 @@ def test_platform_without_torch(tmp_path, run_verify, write_tree, lines):
     assert proc.returncode == 0 and "torch not importable" in lines(proc, "PASS")[0]
 
 
-def test_pip_check_allowed_and_not(tmp_path, run_verify, lines):
+@pytest.fixture(scope="module")
+def pip_venv(tmp_path_factory):
+    """A venv with pip (ensurepip, offline) and nothing else: its pip check is clean whatever the host has."""
+    venv = tmp_path_factory.mktemp("pipvenv") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    return venv / "bin" / "python"
+
+
+def test_pip_check_allowed_and_not(tmp_path, run_verify, lines, pip_venv):
     _dist_info(tmp_path, "fakeneedy", "1.0", requires=["nosuchdep-xyz>=2"])
-    clean = run_verify("--pip-check")
-    assert clean.returncode == 0, clean.stdout  # this machine's own environment is consistent
-    proc = run_verify("--pip-check", pythonpath=[tmp_path])
+    clean = run_verify("--pip-check", python=pip_venv)
+    assert clean.returncode == 0, clean.stdout
+    assert "No broken requirements found." in lines(clean, "PASS", "pip-check")[0]
+    proc = run_verify("--pip-check", pythonpath=[tmp_path], python=pip_venv)
     assert proc.returncode == 1
     (fail,) = lines(proc, "FAIL", "pip-check")
     assert "fakeneedy 1.0 requires nosuchdep-xyz" in fail and fail.split()[2] == "fakeneedy"
     cfg = tmp_path / "gates.json"
     cfg.write_text('{"pip_check": {"allow": [{"match": "fakeneedy 1.0 requires nosuchdep-xyz", '
                    '"reason": "optional extra, never imported"}]}}')
-    proc = run_verify("--config", cfg, pythonpath=[tmp_path])
+    proc = run_verify("--config", cfg, pythonpath=[tmp_path], python=pip_venv)
     assert proc.returncode == 0, proc.stdout
     (ok,) = lines(proc, "PASS", "pip-check")
     assert "allowed (optional extra, never imported)" in ok
     assert proc.stdout.strip().splitlines()[-1] == "1 passed, 0 failed (1 allowed)"
 
 
-def test_commands_and_check_order(tmp_path, run_verify, write_tree, lines):
+def test_commands_and_check_order(tmp_path, run_verify, write_tree, lines, pip_venv):
     write_tree(tmp_path, {"orderpkg/__init__.py": "def f(a):\n    return a\n"})
     cfg = tmp_path / "gates.json"
     cfg.write_text("""{
@@ -257,7 +266,7 @@ def test_commands_and_check_order(tmp_path, run_verify, write_tree, lines):
       "compile": ["orderpkg"],
       "provenance": {"orderpkg": "%s"}
     }""" % tmp_path)
-    proc = run_verify("--config", cfg, pythonpath=[tmp_path])
+    proc = run_verify("--config", cfg, pythonpath=[tmp_path], python=pip_venv)
     assert proc.returncode == 1
     kinds = [ln.split()[1] for ln in lines(proc)]
     assert kinds == ["provenance", "compile", "import", "signature", "platform", "pip-check", "command", "command"]
