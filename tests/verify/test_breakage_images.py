@@ -19,7 +19,6 @@ from verify.cst import write_cst
 pytestmark = pytest.mark.docker
 
 PYTHON = "/opt/venv/bin/python"  # the smoke image's interpreter (images/smoke.yaml `python`)
-SITE = "/opt/venv/lib/python3.11/site-packages"
 RUNNER_DIR = "/opt/gate"
 
 KERNEL_0_5_10 = """
@@ -97,6 +96,14 @@ def run_gate(client, image, args, files=None, env=None, fetch=None):
 
 
 @pytest.fixture(scope="module")
+def site(docker_client, smoke_image):
+    """The image's site-packages, asked of its python (not assumed)."""
+    ask = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    out = docker_client.containers.run(smoke_image, [PYTHON, "-c", ask], network_disabled=True, remove=True)
+    return out.decode().strip()
+
+
+@pytest.fixture(scope="module")
 def gate(docker_client, smoke_image):
     def run(*args, files=None, env=None, fetch=None):
         return run_gate(docker_client, smoke_image, [str(a) for a in args], files, env, fetch)
@@ -126,8 +133,8 @@ def test_missing_module(gate):
     assert "import" in fail and "No module named 'sglang'" in fail
 
 
-def test_syntax_error_in_lazily_imported_submodule(gate):
-    lazy = SITE + "/sglang_attn_bridge/_seeded_lazy.py"
+def test_syntax_error_in_lazily_imported_submodule(gate, site):
+    lazy = site + "/sglang_attn_bridge/_seeded_lazy.py"
     files = {lazy: """
         class Late:
             def first(self):
@@ -145,15 +152,15 @@ def test_syntax_error_in_lazily_imported_submodule(gate):
 
 
 @pytest.mark.parametrize("flag", ["--signature", "--signature-source"])
-def test_signature_drift(gate, flag):
-    files = {SITE + "/sglang/__init__.py": "",
-             SITE + "/sglang/srt/__init__.py": "",
-             SITE + "/sglang/srt/layers/__init__.py": "",
-             SITE + "/sglang/srt/layers/attention/__init__.py": "",
-             SITE + "/sglang/srt/layers/attention/triton_ops/__init__.py": "",
-             SITE + "/sglang/srt/layers/attention/triton_ops/extend_attention.py": KERNEL_0_5_10}
+def test_signature_drift(gate, site, flag):
+    files = {site + "/sglang/__init__.py": "",
+             site + "/sglang/srt/__init__.py": "",
+             site + "/sglang/srt/layers/__init__.py": "",
+             site + "/sglang/srt/layers/attention/__init__.py": "",
+             site + "/sglang/srt/layers/attention/triton_ops/__init__.py": "",
+             site + "/sglang/srt/layers/attention/triton_ops/extend_attention.py": KERNEL_0_5_10}
     if flag == "--signature-source":  # importing sglang would pull heavy deps: source mode must not import it
-        files[SITE + "/sglang/__init__.py"] = "raise ImportError('sglang.srt.utils needs a GPU runtime')\n"
+        files[site + "/sglang/__init__.py"] = "raise ImportError('sglang.srt.utils needs a GPU runtime')\n"
     target = "%s:extend_attention_fwd_unified=%s" % (KERNEL_MOD, ",".join(BRIDGE_CALL))
     code, out, _ = gate(flag, target, files=files)
     assert code == 1
@@ -163,14 +170,14 @@ def test_signature_drift(gate, flag):
     assert code == 0, out
 
 
-def test_shadowing_copy_earlier_on_sys_path(gate):
+def test_shadowing_copy_earlier_on_sys_path(gate, site):
     files = {"/work/checkout/sglang_attn_bridge/__init__.py": "def register(name='triton'):\n    return name\n"}
     code, out, _ = gate("--provenance", "sglang_attn_bridge=site-packages", "--import", "sglang_attn_bridge",
                         files=files, env={"PYTHONPATH": "/work/checkout"})
     assert code == 1
     (fail,) = _fail_lines(out)
     assert "provenance" in fail and "/work/checkout/sglang_attn_bridge" in fail
-    assert "shadows %s/sglang_attn_bridge" % SITE in fail
+    assert "shadows %s/sglang_attn_bridge" % site in fail
 
 
 @pytest.mark.parametrize("platform,needle", [("cuda", "torch.version.cuda is not set"),
@@ -181,16 +188,16 @@ def test_wrong_platform(gate, platform, needle):
     assert needle in _fail_lines(out)[0] and "torch 2.13.0+cpu" in _fail_lines(out)[0]
 
 
-def test_cuda_wheel_in_a_rocm_image_is_named(gate):
+def test_cuda_wheel_in_a_rocm_image_is_named(gate, site):
     meta = "Metadata-Version: 2.1\nName: nvidia-cublas-cu12\nVersion: 12.4.5.8\n"
-    files = {SITE + "/nvidia_cublas_cu12-12.4.5.8.dist-info/METADATA": meta}
+    files = {site + "/nvidia_cublas_cu12-12.4.5.8.dist-info/METADATA": meta}
     code, out, _ = gate("--platform", "rocm", files=files)
     assert code == 1 and "CUDA wheels installed: nvidia-cublas-cu12" in _fail_lines(out)[0]
 
 
-def test_failing_pip_check(gate):
+def test_failing_pip_check(gate, site):
     meta = "Metadata-Version: 2.1\nName: seeded-needy\nVersion: 1.0\nRequires-Dist: flash-attn>=2.6\n"
-    files = {SITE + "/seeded_needy-1.0.dist-info/METADATA": meta}
+    files = {site + "/seeded_needy-1.0.dist-info/METADATA": meta}
     code, out, _ = gate("--pip-check", files=files)
     assert code == 1
     (fail,) = _fail_lines(out)
