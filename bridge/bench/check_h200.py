@@ -149,7 +149,9 @@ def end_to_end():
             grads[n] = torch.cat([p.grad.float().flatten() for p in m.parameters()])
             opt[n].step()
         err = {n: ((grads[n] - grads["ref32"]).norm() / grads["ref32"].norm()).item() for n in ("eager16", "triton16")}
-        ok = err["triton16"] <= 2 * err["eager16"] + 1e-3 and abs(losses["triton16"] - losses["ref32"]) < 2e-2
+        # FlashAttention's rule on the loss and the gradients: no further from fp32 than 2x eager bf16 (+ slack)
+        loss_err = {n: abs(losses[n] - losses["ref32"]) for n in ("eager16", "triton16")}
+        ok = err["triton16"] <= 2 * err["eager16"] + 1e-3 and loss_err["triton16"] <= 2 * loss_err["eager16"] + 1e-3
         record("e2e-train", f"qwen3 bf16 step {step}", ok,
                f"loss {losses['triton16']:.4f} (eager bf16 {losses['eager16']:.4f}, fp32 {losses['ref32']:.4f}); "
                f"grad rel vs fp32: bridge {err['triton16']:.2e}, eager bf16 {err['eager16']:.2e}")
