@@ -135,3 +135,14 @@ def test_real_bake_build_of_smoke_tags_only_a_gated_image(tmp_path, docker_clien
     assert "FAIL" in run.stderr and "sglang_attn_bridge" in run.stderr
     for ref in tags:
         assert subprocess.run(["docker", "image", "inspect", ref], capture_output=True).returncode != 0, ref
+
+
+def test_bake_cli_writes_json_to_stdout_and_rejects_unknown_targets():
+    proc = run_build_py("bake", "--target", "rocm", "--target", "rocm720-mi35x", "--registry", "r.example/ns")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)  # the log lines went to stderr
+    assert doc["group"]["default"]["targets"] == ["rocm720-mi35x"]  # an alias and its variant are one target
+    assert doc["target"]["rocm720-mi35x"]["tags"][0] == "r.example/ns/miles:rocm720-mi35x"
+    assert "target rocm720-mi35x: input hash" in proc.stderr
+    proc = run_build_py("bake", "--target", "no-such-target")
+    assert proc.returncode == 2 and "unknown target" in proc.stderr
