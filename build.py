@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
 from toolkit import engine, registry  # noqa: E402
-from toolkit.errors import BuildFailed, ToolkitError, UsageError  # noqa: E402
+from toolkit.errors import ToolkitError, UsageError  # noqa: E402
 from toolkit.plan import host_pip_ca, make_plan, parse_secret  # noqa: E402
 from toolkit.render import render  # noqa: E402
 from toolkit.spec import load_catalog  # noqa: E402

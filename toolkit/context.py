@@ -17,7 +17,6 @@ from toolkit.spec import ROOT
 
 BUILD_DIR = ROOT / "build"
 BRIDGE_EXCLUDE = {"tests", "bench", "build", "dist", "__pycache__", ".pytest_cache"}
-VERIFY_EXCLUDE = {"__pycache__"}
 
 
 @dataclass(frozen=True)
@@ -41,14 +40,18 @@ def _link_or_copy(src: Path, dst: Path) -> None:
 
 def context_files(plan, wheelhouse: Path | None) -> dict:
     """Map of context-relative path -> source file. Pure function of the plan and the project tree."""
+    from verify.bundle import RUNNER_MODULES
+
     files = {}
-    for sub, exclude, dest in ((ROOT / "bridge", BRIDGE_EXCLUDE, "bridge"), (ROOT / "verify", VERIFY_EXCLUDE, "gates/verify")):
-        for dirpath, dirnames, filenames in os.walk(sub):
-            dirnames[:] = sorted(d for d in dirnames if d not in exclude and not d.endswith(".egg-info"))
-            for name in sorted(filenames):
-                if not name.endswith((".pyc", ".pyo")):
-                    s = Path(dirpath) / name
-                    files[f"{dest}/{s.relative_to(sub).as_posix()}"] = s
+    bridge = ROOT / "bridge"
+    for dirpath, dirnames, filenames in os.walk(bridge):
+        dirnames[:] = sorted(d for d in dirnames if d not in BRIDGE_EXCLUDE and not d.endswith(".egg-info"))
+        for name in sorted(filenames):
+            if not name.endswith((".pyc", ".pyo")):
+                s = Path(dirpath) / name
+                files[f"bridge/{s.relative_to(bridge).as_posix()}"] = s
+    for name in RUNNER_MODULES:  # only the runner: host-side modules (overlays, cst) never enter an image
+        files[f"gates/verify/{name}"] = ROOT / "verify" / name
     for p in plan.variant.patches:
         files[f"patches/{Path(p['file']).name}"] = ROOT / p["file"]
     if wheelhouse is not None:

@@ -12,20 +12,22 @@ import tarfile
 from pathlib import Path
 
 from toolkit.errors import BuildFailed, UsageError
-from toolkit.spec import ROOT
 
 WORKDIR = "/tmp/miles-gates"
 
 
 def _gates_tar(gates: dict) -> bytes:
+    """miles-gates/verify/ (the runner's modules only) and miles-gates/gates.json, for put_archive."""
+    from verify.bundle import runner_files
+
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        for path in sorted((ROOT / "verify").rglob("*.py")):
-            tar.add(path, arcname=f"miles-gates/verify/{path.relative_to(ROOT / 'verify').as_posix()}")
-        data = (json.dumps(gates, indent=2, sort_keys=True) + "\n").encode()
-        info = tarfile.TarInfo("miles-gates/gates.json")
-        info.size = len(data)
-        tar.addfile(info, io.BytesIO(data))
+        files = {f"miles-gates/{name}": data for name, data in runner_files().items()}
+        files["miles-gates/gates.json"] = (json.dumps(gates, indent=2, sort_keys=True) + "\n").encode()
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), 0o644
+            tar.addfile(info, io.BytesIO(data))
     return buf.getvalue()
 
 
