@@ -325,20 +325,43 @@ def check_provenance(package: str, location: str) -> CheckResult:
 
 # --- commands ------------------------------------------------------------------------------------------------
 
+class CommandRun:
+    """A gate command started in the background (like pip check, it overlaps the in-process checks)."""
+
+    def __init__(self, spec: CommandSpec):
+        self.spec, self.started, self.error = spec, time.perf_counter(), None
+        self.argv = [a.replace("{python}", sys.executable) for a in spec.argv]
+        self.proc: Optional[subprocess.Popen] = None
+        try:
+            self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                         universal_newlines=True, errors="replace")
+        except OSError as exc:
+            self.error = "cannot run %s: %s" % (self.argv[0], exc.strerror)
+
+    def result(self) -> CheckResult:
+        """Wait for the command: exit 0 passes, else the last output line is the detail."""
+        res = self._judge()
+        res.seconds = time.perf_counter() - self.started
+        return res
+
+    def _judge(self) -> CheckResult:
+        name = self.spec.name
+        if self.proc is None:
+            return CheckResult("command", name, False, self.error or "did not start")
+        try:
+            left = self.spec.timeout - (time.perf_counter() - self.started)
+            out, _ = self.proc.communicate(timeout=max(1.0, left))
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            out, _ = self.proc.communicate()
+            return CheckResult("command", name, False, "timed out after %gs" % self.spec.timeout, log=out or "")
+        lines = [ln for ln in out.splitlines() if ln.strip()]
+        last = lines[-1].strip() if lines else "(no output)"
+        if self.proc.returncode != 0:
+            return CheckResult("command", name, False, _short("exit %d: %s" % (self.proc.returncode, last)), log=out)
+        return CheckResult("command", name, True, _short(last), log=out)
+
+
 def check_command(spec: CommandSpec) -> CheckResult:
-    """Run an argv (``{python}`` is this interpreter); exit 0 passes, else the last output line is the detail."""
-    argv = [a.replace("{python}", sys.executable) for a in spec.argv]
-    try:
-        proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=spec.timeout,
-                              universal_newlines=True, errors="replace")
-    except FileNotFoundError as exc:
-        return CheckResult("command", spec.name, False, "cannot run %s: %s" % (argv[0], exc.strerror))
-    except subprocess.TimeoutExpired as exc:
-        out = exc.output if isinstance(exc.output, str) else ""
-        return CheckResult("command", spec.name, False, "timed out after %gs" % spec.timeout, log=out)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
-    last = lines[-1].strip() if lines else "(no output)"
-    if proc.returncode != 0:
-        return CheckResult("command", spec.name, False, _short("exit %d: %s" % (proc.returncode, last)),
-                           log=proc.stdout)
-    return CheckResult("command", spec.name, True, _short(last), log=proc.stdout)
+    """Run an argv (``{python}`` is this interpreter) to completion now."""
+    return CommandRun(spec).result()

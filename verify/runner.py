@@ -12,8 +12,10 @@ ORDER = ("provenance", "compile", "import", "signature", "platform", "pip-check"
 
 
 def _planned(cfg: GateConfig) -> Iterator[Callable[[], "CheckResult | List[CheckResult]"]]:
-    # pip check is a read-only subprocess: start it now so it overlaps the imports; report it in its place.
+    # pip check and the commands are subprocesses: start them now so they overlap the in-process checks;
+    # each is still reported in its documented place.
     pip = checks.PipRun() if cfg.pip_check is not None else None
+    commands = [checks.CommandRun(cmd) for cmd in cfg.commands]
     for pkg, loc in cfg.provenance.items():
         yield lambda pkg=pkg, loc=loc: checks.check_provenance(pkg, loc)
     for target in cfg.compile:
@@ -26,8 +28,8 @@ def _planned(cfg: GateConfig) -> Iterator[Callable[[], "CheckResult | List[Check
         yield lambda: checks.check_platform(cfg.platform)
     if pip is not None:
         yield lambda: pip.results(cfg.pip_check or [])
-    for cmd in cfg.commands:
-        yield lambda cmd=cmd: checks.check_command(cmd)
+    for run in commands:
+        yield run.result
 
 
 def run_checks(cfg: GateConfig, on_result: Optional[Callable[[CheckResult], None]] = None) -> List[CheckResult]:
