@@ -39,19 +39,21 @@ def main():
         do = torch.randn_like(o)
         base = config.GPU_BWD[d]
         fl = 2 * 8192 * 8192 * 32 * d
-        for bm, bn, w, st in ((64, 128, 8, 3), (64, 64, 8, 3), (64, 64, 8, 2), (32, 128, 8, 2), (128, 64, 8, 2),
-                              (64, 128, 8, 1), (32, 64, 4, 2), (128, 128, 8, 1)):
-            c = replace(base, block_m1=bm, block_n1=bn, num_warps=w, num_stages=st)
+        for bm, bn, w, st, rl in ((64, 128, 8, 1, False), (64, 128, 16, 1, False), (64, 128, 16, 2, False),
+                                  (64, 128, 8, 2, True), (64, 128, 8, 3, True), (32, 128, 8, 3, True),
+                                  (64, 128, 16, 2, True), (128, 128, 16, 1, False), (128, 128, 16, 2, True),
+                                  (32, 64, 4, 3, True), (64, 64, 4, 3, True)):
+            c = replace(base, block_m1=bm, block_n1=bn, num_warps=w, num_stages=st, reload_kv=rl)
             config.set_config(d, bwd=c)
             try:
                 ms = median_ms(lambda: ops.backward(do, q, k, v, o, lse, lay, d ** -0.5, True, parts=("dkdv",)),
                                reps=10)
             except Exception as e:
-                print(f"dkdv D{d} {(bm, bn, w, st)}: ERROR {e!r}"[:200], flush=True)
+                print(f"dkdv D{d} {(bm, bn, w, st, rl)}: ERROR {e!r}"[:200], flush=True)
                 continue
-            print(f"dkdv D{d} {(bm, bn, w, st)}: {ms:.3f} ms ({4 * fl / 2 / ms / 1e9:.0f} TF/s of its own 4 dots) "
+            print(f"dkdv D{d} {(bm, bn, w, st, rl)}: {ms:.3f} ms ({4 * fl / 2 / ms / 1e9:.0f} TF/s of its own 4 dots) "
                   f"regs/spills/smem {compiled_info(dkdv_kernel)}", flush=True)
-        for bm, bn, w, st in ((128, 64, 8, 3), (64, 64, 4, 3)):
+        for bm, bn, w, st in ((128, 64, 8, 3),):
             c = replace(base, block_m2=bm, block_n2=bn, num_warps2=w, num_stages2=st)
             config.set_config(d, bwd=c)
             ms = median_ms(lambda: ops.backward(do, q, k, v, o, lse, lay, d ** -0.5, True, parts=("dq",)), reps=10)

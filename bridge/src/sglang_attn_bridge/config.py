@@ -36,6 +36,7 @@ class BwdConfig:
     num_stages: int
     num_warps2: int = 0  # dQ kernel's own warps/stages (0: same as the dK/dV kernel)
     num_stages2: int = 0
+    reload_kv: bool = False  # dK/dV kernel re-reads its K/V tile every step (fewer registers held)
 
 
 # head_dim bucket (next power of two) -> config

@@ -96,7 +96,7 @@ def backward(do, q, k, v, o, lse, lay: Varlen, scale: float, causal: bool, windo
             dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0), dv.stride(1), dv.stride(2),
             lse.stride(0), Sq, Hq // Hkv,
             HEAD_DIM=D, BLOCK_D=block_d, BLOCK_M=cfg.block_m1, BLOCK_N=cfg.block_n1, DOT_PREC=prec, **common,
-            num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+            RELOAD_KV=cfg.reload_kv, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
         )
     num_m = triton.cdiv(lay.max_q, cfg.block_m2)
     if "dq" in parts:

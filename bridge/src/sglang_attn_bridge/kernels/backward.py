@@ -65,11 +65,14 @@ def _visible(offs_m, offs_n, prefix, IS_CAUSAL: tl.constexpr, WINDOW: tl.constex
 
 @triton.jit
 def _dkdv_step(
-    dk, dv, k, v, q_base, do_base, lse_base, delta_base, start_m, offs_n, offs_d, mask_d,
+    dk, dv, k, v, k_ptrs, v_ptrs, kv_mask, q_base, do_base, lse_base, delta_base, start_m, offs_n, offs_d, mask_d,
     len_q, len_k, prefix, qk_scale2, sqs, sds,
     BLOCK_M: tl.constexpr, IS_CAUSAL: tl.constexpr, WINDOW: tl.constexpr, SOFTCAP: tl.constexpr,
-    MASK: tl.constexpr, DOT_PREC: tl.constexpr,
+    MASK: tl.constexpr, DOT_PREC: tl.constexpr, RELOAD_KV: tl.constexpr,
 ):
+    if RELOAD_KV:  # stream K/V tiles from L2 each step instead of pinning them in registers (register pressure)
+        k = tl.load(k_ptrs, mask=kv_mask, other=0.0)
+        v = tl.load(v_ptrs, mask=kv_mask, other=0.0)
     offs_m = start_m + tl.arange(0, BLOCK_M)
     mask_m = offs_m < len_q
     qT = tl.load(q_base + offs_m[None, :] * sqs + offs_d[:, None], mask=mask_m[None, :] & mask_d[:, None], other=0.0)
@@ -104,6 +107,7 @@ def dkdv_kernel(
     lse_sh, lse_sb, group,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     IS_CAUSAL: tl.constexpr, WINDOW: tl.constexpr, SOFTCAP: tl.constexpr, DOT_PREC: tl.constexpr,
+    RELOAD_KV: tl.constexpr = False,
 ):
     n0 = tl.program_id(0) * BLOCK_N
     kv_head = tl.program_id(1)
@@ -123,8 +127,10 @@ def dkdv_kernel(
     mask_n = offs_n < len_k
     mask_d = offs_d < HEAD_DIM
     kv_mask = mask_n[:, None] & mask_d[None, :]
-    k = tl.load(K + row * skb + kv_head * skh + (k_start + offs_n)[:, None] * sks + offs_d[None, :], mask=kv_mask, other=0.0)
-    v = tl.load(V + row * svb + kv_head * svh + (k_start + offs_n)[:, None] * svs + offs_d[None, :], mask=kv_mask, other=0.0)
+    k_ptrs = K + row * skb + kv_head * skh + (k_start + offs_n)[:, None] * sks + offs_d[None, :]
+    v_ptrs = V + row * svb + kv_head * svh + (k_start + offs_n)[:, None] * svs + offs_d[None, :]
+    k = tl.load(k_ptrs, mask=kv_mask, other=0.0)
+    v = tl.load(v_ptrs, mask=kv_mask, other=0.0)
     dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
     dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
 
@@ -149,15 +155,15 @@ def dkdv_kernel(
         delta_base = Delta + head * lse_sh + row * lse_sb + q_start
         for start_m in range(lo, full_lo, BLOCK_M):
             dk, dv = _dkdv_step(
-                dk, dv, k, v, q_base, do_base, lse_base, delta_base, start_m, offs_n, offs_d, mask_d,
-                len_q, len_k, prefix, qk_scale2, sqs, sdos,
-                BLOCK_M, IS_CAUSAL, WINDOW, SOFTCAP, True, DOT_PREC,
+                dk, dv, k, v, k_ptrs, v_ptrs, kv_mask, q_base, do_base, lse_base, delta_base, start_m, offs_n,
+                offs_d, mask_d, len_q, len_k, prefix, qk_scale2, sqs, sdos,
+                BLOCK_M, IS_CAUSAL, WINDOW, SOFTCAP, True, DOT_PREC, RELOAD_KV,
             )
         for start_m in range(full_lo, hi, BLOCK_M):
             dk, dv = _dkdv_step(
-                dk, dv, k, v, q_base, do_base, lse_base, delta_base, start_m, offs_n, offs_d, mask_d,
-                len_q, len_k, prefix, qk_scale2, sqs, sdos,
-                BLOCK_M, IS_CAUSAL, WINDOW, SOFTCAP, False, DOT_PREC,
+                dk, dv, k, v, k_ptrs, v_ptrs, kv_mask, q_base, do_base, lse_base, delta_base, start_m, offs_n,
+                offs_d, mask_d, len_q, len_k, prefix, qk_scale2, sqs, sdos,
+                BLOCK_M, IS_CAUSAL, WINDOW, SOFTCAP, False, DOT_PREC, RELOAD_KV,
             )
     dk *= sm_scale
     tl.store(DK + row * sdkb + kv_head * sdkh + (k_start + offs_n)[:, None] * sdks + offs_d[None, :], dk, mask=kv_mask)
