@@ -157,8 +157,8 @@ def tune(mod, log):
         o, lse = ops.forward(q, k, v, lay, d ** -0.5, True)
         do = torch.randn_like(o)
         best_kv, best_q = None, None
-        for bm, bn, w, st in ((64, 128, 8, 3), (64, 128, 8, 2), (64, 128, 8, 4), (32, 128, 8, 3), (64, 64, 4, 3),
-                              (32, 64, 4, 3), (128, 64, 8, 2), (32, 128, 4, 2)):
+        for bm, bn, w, st in ((64, 128, 8, 1), (64, 128, 8, 3), (64, 128, 8, 2), (32, 128, 8, 3), (64, 64, 4, 3),
+                              (32, 64, 4, 3), (128, 128, 8, 1), (32, 128, 4, 2)):
             c = replace(base, block_m1=bm, block_n1=bn, num_warps=w, num_stages=st)
             config.set_config(d, bwd=c)
             try:
