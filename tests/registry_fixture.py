@@ -3,6 +3,7 @@ storage; started and stopped by the test that uses it. The engine treats 127.0.0
 
 from __future__ import annotations
 
+import atexit
 import json
 import shutil
 import socket
@@ -88,3 +89,19 @@ def local_registry():
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+_shared: list = []
+
+
+def shared_registry() -> LocalRegistry:
+    """One registry for the whole test process (started on first use, stopped at exit): a second push of the smoke
+    image's 2 GB of layers to it is a few HEAD requests instead of a full upload. Tests that share it compare
+    before/after or use their own repository namespace."""
+    if not _shared:
+        manager = local_registry()
+        _shared.append(manager.__enter__())
+        atexit.register(manager.__exit__, None, None, None)
+    if _shared[0].proc.poll() is not None:
+        raise RuntimeError("the shared registry died: " + _shared[0].log.read_text()[-2000:])
+    return _shared[0]

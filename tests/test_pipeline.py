@@ -12,18 +12,18 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from registry_fixture import available, local_registry
+from registry_fixture import available, shared_registry
 from support import ROOT
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def registry():
+    """The registry shared by this test process; these tests push under their own namespace (ci/)."""
     if not available():
         pytest.fail("docker-registry is not installed (ci/setup.sh installs it)")
-    with local_registry() as r:
-        yield r
+    return shared_registry()
 
 
 def pipeline(*args, cwd=ROOT):
@@ -39,7 +39,7 @@ def test_bake_push_verify_by_digest_and_summary_then_skip(registry, tmp_path, do
     (res,) = json.loads((reports / "results.json").read_text())
     assert res["status"] == "verified" and res["digest"].startswith("sha256:")
     hash12 = res["input_hash"][:12]
-    assert registry.catalog() == ["ci/miles"]
+    assert "ci/miles" in registry.catalog()
     assert registry.tags("ci/miles") == sorted(["smoke", f"smoke-{hash12}"])
     # The JUnit report is the gate run on the image pulled back by digest.
     suite = ET.parse(reports / "smoke.junit.xml").getroot()

@@ -9,9 +9,10 @@ import subprocess
 
 import pytest
 
-from registry_fixture import available, local_registry
+from registry_fixture import available, local_registry, shared_registry
 from support import run_build_py
 from toolkit import registry as reg
+from toolkit.base_image import ensure_base
 from toolkit.plan import make_plan
 from toolkit.spec import load_catalog
 
@@ -34,6 +35,15 @@ def test_refs_are_qualified_by_the_registry():
 
 @pytest.fixture
 def registry():
+    """The registry shared by this test process (tests use their own namespace in it)."""
+    if not available():
+        pytest.fail("docker-registry is not installed (ci/setup.sh installs it)")
+    return shared_registry()
+
+
+@pytest.fixture
+def own_registry():
+    """A registry of its own, for a test that stops it."""
     if not available():
         pytest.fail("docker-registry is not installed (ci/setup.sh installs it)")
     with local_registry() as r:
@@ -49,9 +59,11 @@ def _drop_local(docker_client, repository: str) -> None:
 
 
 @pytest.mark.docker
-def test_remote_lookup_says_yes_no_or_cannot_tell(registry, docker_client):
-    base = load_catalog().resolve("smoke").base
-    docker_client.images.get(base)  # made locally by any smoke build
+def test_remote_lookup_says_yes_no_or_cannot_tell(own_registry, docker_client):
+    registry = own_registry
+    variant = load_catalog().resolve("smoke")
+    ensure_base(docker_client, variant)  # a small local image to push (made with debootstrap when missing)
+    base = variant.base
     ref = f"{registry.host}/lookup/base:one"
     docker_client.images.get(base).tag(f"{registry.host}/lookup/base", "one")
     try:
@@ -73,13 +85,14 @@ def test_remote_lookup_says_yes_no_or_cannot_tell(registry, docker_client):
 @pytest.mark.docker
 @pytest.mark.slow
 def test_push_after_gates_then_pull_by_digest_and_verify(registry, docker_client):
-    proc = run_build_py("build", "--target", "smoke", "--push", "--registry", registry.host)
+    ns = f"{registry.host}/build"
+    proc = run_build_py("build", "--target", "smoke", "--push", "--registry", ns)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     hash12 = re.search(r"input hash ([0-9a-f]{12})", proc.stdout).group(1)
     (repo, digest), = DIGEST_LINE.findall(proc.stdout)
-    assert repo == f"{registry.host}/miles"
-    assert registry.catalog() == ["miles"]
-    assert registry.tags("miles") == sorted(["smoke", f"smoke-{hash12}"])
+    assert repo == f"{ns}/miles"
+    assert "build/miles" in registry.catalog()
+    assert registry.tags("build/miles") == sorted(["smoke", f"smoke-{hash12}"])
     lines = proc.stdout.splitlines()
     assert max(i for i, ln in enumerate(lines) if ln.startswith("tagged ")) < \
         min(i for i, ln in enumerate(lines) if ln.startswith("pushed "))
@@ -95,9 +108,9 @@ def test_push_after_gates_then_pull_by_digest_and_verify(registry, docker_client
     assert verify.returncode == 0, verify.stdout + verify.stderr
 
     # Same inputs again: the registry already holds the hash tag, so nothing is built or pushed, and it says where.
-    again = run_build_py("build", "--target", "smoke", "--push", "--skip-existing", "--registry", registry.host)
+    again = run_build_py("build", "--target", "smoke", "--push", "--skip-existing", "--registry", ns)
     assert again.returncode == 0, again.stdout + again.stderr
-    assert f"skip: {repo}:smoke-{hash12} exists in registry {registry.host} ({repo}@{digest})" in again.stdout
+    assert f"skip: {repo}:smoke-{hash12} exists in registry {ns} ({repo}@{digest})" in again.stdout
     assert "pushed" not in again.stdout and "built" not in again.stdout
     try:
         docker_client.images.remove(ref)
@@ -110,10 +123,12 @@ def test_push_after_gates_then_pull_by_digest_and_verify(registry, docker_client
 def test_failing_gate_leaves_the_registry_untouched(registry, project_copy, docker_client):
     init = project_copy / "bridge" / "src" / "sglang_attn_bridge" / "__init__.py"
     init.write_text(init.read_text() + "\ndef broken(:\n")
-    proc = run_build_py("build", "--target", "smoke", "--push", "--registry", registry.host, cwd=project_copy)
+    before = {repo: registry.tags(repo) for repo in registry.catalog()}
+    ns = f"{registry.host}/gatefail"
+    proc = run_build_py("build", "--target", "smoke", "--push", "--registry", ns, cwd=project_copy)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "FAIL" in proc.stdout and "sglang_attn_bridge" in proc.stdout
     assert "tagged" not in proc.stdout and "pushed" not in proc.stdout
-    assert registry.catalog() == []
-    assert registry.tags("miles") == []
-    assert not docker_client.images.list(name=f"{registry.host}/miles")
+    assert {repo: registry.tags(repo) for repo in registry.catalog()} == before
+    assert "gatefail/miles" not in registry.catalog() and registry.tags("gatefail/miles") == []
+    assert not docker_client.images.list(name=f"{ns}/miles")
