@@ -47,6 +47,8 @@ def repo(project_copy):
     (project_copy / "README.md").write_text("# miles images\n")
     (project_copy / "tests").mkdir()
     (project_copy / "tests" / "test_example.py").write_text("def test_ok():\n    assert True\n")
+    (project_copy / "bridge" / "tests").mkdir()
+    (project_copy / "bridge" / "tests" / "test_bridge.py").write_text("def test_ok():\n    assert True\n")
     (project_copy / ".gitignore").write_text(".cache\n/build/\n__pycache__/\n")
     git(project_copy, "init", "-q", "-b", "main")
     commit(project_copy, "initial")
@@ -58,7 +60,10 @@ def test_readme_and_tests_only_change_rebuilds_nothing(repo):
     (repo / "README.md").write_text("# miles images\n\nMore words.\n")
     (repo / "tests" / "test_example.py").write_text("def test_ok():\n    assert 1 + 1 == 2\n")
     (repo / "toolkit" / "engine.py").write_text((repo / "toolkit" / "engine.py").read_text() + "\n# a comment\n")
-    commit(repo, "docs, tests and a toolkit comment")
+    # Under bridge/, but not shipped to any image (the staged context leaves the bridge's tests out):
+    # a path glob like `bridge/**` would rebuild everything here; the input hash rebuilds nothing.
+    (repo / "bridge" / "tests" / "test_bridge.py").write_text("def test_ok():\n    assert 2 > 1\n")
+    commit(repo, "docs, tests, bridge tests and a toolkit comment")
     result, stdout = changed(repo, base)
     assert result["changed"] == []
     assert set(result["status"].values()) == {"same"}
