@@ -121,7 +121,6 @@ def tune(mod, log):
                           kv_indptr=cu, kv_indices=torch.arange(8192, device="cuda"),
                           prefix_lens=torch.zeros(1, dtype=torch.int32, device="cuda"), max_len_extend=8192,
                           sm_scale=d ** -0.5)
-        warps = 4 if d <= 64 else 8
         F = config.FwdConfig
         if d == 128:
             fwd_cands = [F(128, 64, 8, 3, 1), F(128, 64, 8, 2, 1), F(64, 64, 4, 3, 1),
@@ -247,7 +246,7 @@ def main():
                 row[col] = dict(error=repr(e)[:160])
         table.append(row)
         print(json.dumps(row), flush=True)
-        del q, k, v
+        cols = q = k = v = None  # free this shape's tensors before the next one
         torch.cuda.empty_cache()
     os.makedirs(OUT, exist_ok=True)
     gpu = torch.cuda.get_device_name(0)
