@@ -70,7 +70,7 @@ def cmd_build(args) -> int:
     hash_tag = registry.hash_tag(plan, ctx.short_hash, args.registry)
     out(f"target {plan.name}: base {plan.variant.base}, input hash {ctx.short_hash}, tag {plan.image}")
     if args.skip_existing:
-        where, note = registry.find_existing(client, hash_tag, args.registry, pushing=args.push)
+        where, note = registry.find_existing(client, hash_tag, args.registry, pushing=args.push, moving=plan.image)
         if note:
             out(f"note: {note}")
         if where:

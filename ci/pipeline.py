@@ -207,6 +207,9 @@ def cmd_images(args) -> int:
         if args.skip_existing:
             try:
                 digest = registry.remote_digest(res.hash_tag)
+                if digest and registry.remote_digest(t["tags"][0]) != digest:  # a revert: move the tag back
+                    out(f"{name}: {res.hash_tag} is in the registry but {t['tags'][0]} points elsewhere; building")
+                    digest = None
             except registry.LookupFailed as e:
                 out(f"{name}: {e}; building")
                 digest = None

@@ -112,6 +112,19 @@ def test_push_after_gates_then_pull_by_digest_and_verify(registry, docker_client
     assert again.returncode == 0, again.stdout + again.stderr
     assert f"skip: {repo}:smoke-{hash12} exists in registry {ns} ({repo}@{digest})" in again.stdout
     assert "pushed" not in again.stdout and "built" not in again.stdout
+
+    # A revert: the hash tag is there, but the moving tag points at another image. Not skipped: the (cached) build
+    # is pushed again, which moves the tag back.
+    other = docker_client.images.get(load_catalog().resolve("smoke").base)
+    other.tag(repo, "smoke")
+    for _ in docker_client.images.push(repo, tag="smoke", stream=True, decode=True):
+        pass
+    assert reg.remote_digest(f"{repo}:smoke") != digest
+    back = run_build_py("build", "--target", "smoke", "--push", "--skip-existing", "--registry", ns)
+    assert back.returncode == 0, back.stdout + back.stderr
+    assert f"note: {repo}:smoke-{hash12} is in the registry but {repo}:smoke points elsewhere" in back.stdout
+    assert "skip:" not in back.stdout
+    assert reg.remote_digest(f"{repo}:smoke") == reg.remote_digest(f"{repo}:smoke-{hash12}")
     try:
         docker_client.images.remove(ref)
     except Exception:

@@ -64,10 +64,12 @@ def remote_digest(ref: str, timeout: float = 120) -> str | None:
     raise LookupFailed(f"registry lookup of {ref} failed: {err[:300] or f'exit {run.returncode}'}")
 
 
-def find_existing(client, ref: str, registry: str | None, pushing: bool) -> tuple:
+def find_existing(client, ref: str, registry: str | None, pushing: bool, moving: str | None = None) -> tuple:
     """Where an image tagged `ref` (a hash tag) already is: ("locally" | "in registry R" | None, note or None).
 
-    With a registry to push to, only the registry counts (a local image alone would leave the registry without it).
+    With a registry to push to, only the registry counts (a local image alone would leave the registry without it),
+    and only when the moving tag (`moving`, e.g. REGISTRY/miles:smoke) points at the same image: after a revert the
+    hash tag exists but the moving tag points at a newer image, and a (cached) build + push moves it back.
     A lookup that fails is reported in the note and counts as absent: building again is always safe.
     """
     if not pushing and engine.image_id(client, ref):
@@ -75,8 +77,11 @@ def find_existing(client, ref: str, registry: str | None, pushing: bool) -> tupl
     if registry or pushing:
         try:
             digest = remote_digest(ref)
+            moved = remote_digest(moving) if (pushing and moving and digest) else digest
         except LookupFailed as e:
             return None, str(e)
+        if digest and moved != digest:
+            return None, f"{ref} is in the registry but {moving} points elsewhere: building (cached) to move it"
         if digest:
             return f"in registry {registry or registry_host(ref)} ({repository_of(ref)}@{digest})", None
     if pushing and engine.image_id(client, ref):
