@@ -15,9 +15,9 @@ def _seeded():
     yield
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def no_sglang(monkeypatch):
-    """Make sure resolution sees no sglang, whatever the machine has installed."""
+    """Resolution sees no sglang, whatever the machine has installed (tests that need one install a fake)."""
     from sglang_attn_bridge import sglang_kernel
 
     monkeypatch.setattr(sglang_kernel, "_cached", sglang_kernel.Resolution(None, False, "disabled for the test"))
