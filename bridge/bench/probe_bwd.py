@@ -39,11 +39,11 @@ def main():
         do = torch.randn_like(o)
         base = config.GPU_BWD[d]
         fl = 2 * 8192 * 8192 * 32 * d
-        for bm, bn, w, st, rl in ((64, 128, 8, 1, False), (64, 128, 16, 1, False), (64, 128, 16, 2, False),
-                                  (64, 128, 8, 2, True), (64, 128, 8, 3, True), (32, 128, 8, 3, True),
-                                  (64, 128, 16, 2, True), (128, 128, 16, 1, False), (128, 128, 16, 2, True),
-                                  (32, 64, 4, 3, True), (64, 64, 4, 3, True)):
-            c = replace(base, block_m1=bm, block_n1=bn, num_warps=w, num_stages=st, reload_kv=rl)
+        for bm, bn, w, st, sp in ((64, 128, 8, 1, False), (64, 128, 8, 1, True), (64, 128, 8, 2, True),
+                                  (64, 128, 8, 3, True), (32, 128, 8, 2, True), (64, 64, 4, 3, True),
+                                  (128, 128, 8, 1, True), (128, 128, 8, 2, True), (32, 64, 4, 3, True)):
+            rl = sp
+            c = replace(base, block_m1=bm, block_n1=bn, num_warps=w, num_stages=st, split_dkdv=sp)
             config.set_config(d, bwd=c)
             try:
                 ms = median_ms(lambda: ops.backward(do, q, k, v, o, lse, lay, d ** -0.5, True, parts=("dkdv",)),

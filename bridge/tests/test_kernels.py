@@ -108,3 +108,11 @@ def test_non_exact_fast_variant_is_still_correct(monkeypatch):
     monkeypatch.setattr(config, "INTERPRETER_FWD", config.FwdConfig(32, 64, 4, 1, interior=1, exact=False))
     _check([70, 33, 5], [70, 33, 5], 4, 2, 64, torch.float32, scale=0.2, grad=False)
     _check([64, 20], [64, 20], 4, 2, 64, torch.float32, scale=0.2, hf_window=10, grad=False)
+
+
+def test_split_dkdv_variant(monkeypatch):
+    """dV and dK in two launches (a tuning option) gives the same gradients."""
+    from sglang_attn_bridge import config
+
+    monkeypatch.setattr(config, "INTERPRETER_BWD", config.BwdConfig(32, 32, 32, 32, 4, 1, split_dkdv=True))
+    _check([37, 64], [37, 64], 4, 2, 64, torch.float32, scale=0.125, softcap=3.0)

@@ -38,6 +38,7 @@ class BwdConfig:
     num_warps2: int = 0  # dQ kernel's own warps/stages (0: same as the dK/dV kernel)
     num_stages2: int = 0
     reload_kv: bool = False  # dK/dV kernel re-reads its K/V tile every step (fewer registers held)
+    split_dkdv: bool = False  # dV and dK in two launches, one accumulator each (one more matrix product)
 
 
 # head_dim bucket (next power of two) -> config. D64/D128 tuned on the H200 (docs/bridge-h200.md); the rest are

@@ -89,15 +89,16 @@ def backward(do, q, k, v, o, lse, lay: Varlen, scale: float, causal: bool, windo
         HEAD_DIM=D, BLOCK_D=block_d, BLOCK_M=64,
     )
     if "dkdv" in parts:
-        dkdv_kernel[(triton.cdiv(lay.max_k, cfg.block_n1), Hkv, lay.n)](
-            q, k, v, do, dk, dv, lse, delta, *_lay_args(lay), float(scale),
-            q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
-            v.stride(0), v.stride(1), v.stride(2), do.stride(0), do.stride(1), do.stride(2),
-            dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0), dv.stride(1), dv.stride(2),
-            lse.stride(0), Sq, Hq // Hkv,
-            HEAD_DIM=D, BLOCK_D=block_d, BLOCK_M=cfg.block_m1, BLOCK_N=cfg.block_n1, DOT_PREC=prec, **common,
-            RELOAD_KV=cfg.reload_kv, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
-        )
+        for part in ((1, 2) if cfg.split_dkdv else (0,)):
+            dkdv_kernel[(triton.cdiv(lay.max_k, cfg.block_n1), Hkv, lay.n)](
+                q, k, v, do, dk, dv, lse, delta, *_lay_args(lay), float(scale),
+                q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
+                v.stride(0), v.stride(1), v.stride(2), do.stride(0), do.stride(1), do.stride(2),
+                dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0), dv.stride(1), dv.stride(2),
+                lse.stride(0), Sq, Hq // Hkv,
+                HEAD_DIM=D, BLOCK_D=block_d, BLOCK_M=cfg.block_m1, BLOCK_N=cfg.block_n1, DOT_PREC=prec, **common,
+                RELOAD_KV=cfg.reload_kv, PART=part, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+            )
     num_m = triton.cdiv(lay.max_q, cfg.block_m2)
     if "dq" in parts:
         dq_kernel[(num_m, Hq, lay.n)](

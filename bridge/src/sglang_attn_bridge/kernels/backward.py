@@ -68,7 +68,7 @@ def _dkdv_step(
     dk, dv, k, v, k_ptrs, v_ptrs, kv_mask, q_base, do_base, lse_base, delta_base, start_m, offs_n, offs_d, mask_d,
     len_q, len_k, prefix, qk_scale2, sqs, sds,
     BLOCK_M: tl.constexpr, IS_CAUSAL: tl.constexpr, WINDOW: tl.constexpr, SOFTCAP: tl.constexpr,
-    MASK: tl.constexpr, DOT_PREC: tl.constexpr, RELOAD_KV: tl.constexpr,
+    MASK: tl.constexpr, DOT_PREC: tl.constexpr, RELOAD_KV: tl.constexpr, PART: tl.constexpr,
 ):
     if RELOAD_KV:  # stream K/V tiles from L2 each step instead of pinning them in registers (register pressure)
         k = tl.load(k_ptrs, mask=kv_mask, other=0.0)
@@ -88,12 +88,14 @@ def _dkdv_step(
     if MASK:
         vis = tl.trans(_visible(offs_m, offs_n, prefix, IS_CAUSAL, WINDOW))
         pT = tl.where(vis, pT, 0.0)
-    dv += tl.dot(pT.to(do.dtype), do, input_precision=DOT_PREC)
-    dpT = tl.dot(v, tl.trans(do), input_precision=DOT_PREC)
-    dsT = pT * (dpT - delta[None, :])
-    if SOFTCAP > 0:
-        dsT = dsT * (1.0 - t * t)
-    dk += tl.dot(dsT.to(qT.dtype), tl.trans(qT), input_precision=DOT_PREC)
+    if PART != 2:
+        dv += tl.dot(pT.to(do.dtype), do, input_precision=DOT_PREC)
+    if PART != 1:
+        dpT = tl.dot(v, tl.trans(do), input_precision=DOT_PREC)
+        dsT = pT * (dpT - delta[None, :])
+        if SOFTCAP > 0:
+            dsT = dsT * (1.0 - t * t)
+        dk += tl.dot(dsT.to(qT.dtype), tl.trans(qT), input_precision=DOT_PREC)
     return dk, dv
 
 
@@ -107,8 +109,9 @@ def dkdv_kernel(
     lse_sh, lse_sb, group,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     IS_CAUSAL: tl.constexpr, WINDOW: tl.constexpr, SOFTCAP: tl.constexpr, DOT_PREC: tl.constexpr,
-    RELOAD_KV: tl.constexpr = False,
+    RELOAD_KV: tl.constexpr = False, PART: tl.constexpr = 0,
 ):
+    """PART 0: dK and dV together; 1: dV only; 2: dK only (two lighter launches: one accumulator each)."""
     n0 = tl.program_id(0) * BLOCK_N
     kv_head = tl.program_id(1)
     seq = tl.program_id(2)
@@ -157,17 +160,21 @@ def dkdv_kernel(
             dk, dv = _dkdv_step(
                 dk, dv, k, v, k_ptrs, v_ptrs, kv_mask, q_base, do_base, lse_base, delta_base, start_m, offs_n,
                 offs_d, mask_d, len_q, len_k, prefix, qk_scale2, sqs, sdos,
-                BLOCK_M, IS_CAUSAL, WINDOW, SOFTCAP, True, DOT_PREC, RELOAD_KV,
+                BLOCK_M, IS_CAUSAL, WINDOW, SOFTCAP, True, DOT_PREC, RELOAD_KV, PART,
             )
         for start_m in range(full_lo, hi, BLOCK_M):
             dk, dv = _dkdv_step(
                 dk, dv, k, v, k_ptrs, v_ptrs, kv_mask, q_base, do_base, lse_base, delta_base, start_m, offs_n,
                 offs_d, mask_d, len_q, len_k, prefix, qk_scale2, sqs, sdos,
-                BLOCK_M, IS_CAUSAL, WINDOW, SOFTCAP, False, DOT_PREC, RELOAD_KV,
+                BLOCK_M, IS_CAUSAL, WINDOW, SOFTCAP, False, DOT_PREC, RELOAD_KV, PART,
             )
-    dk *= sm_scale
-    tl.store(DK + row * sdkb + kv_head * sdkh + (k_start + offs_n)[:, None] * sdks + offs_d[None, :], dk, mask=kv_mask)
-    tl.store(DV + row * sdvb + kv_head * sdvh + (k_start + offs_n)[:, None] * sdvs + offs_d[None, :], dv, mask=kv_mask)
+    if PART != 1:
+        dk *= sm_scale
+        tl.store(DK + row * sdkb + kv_head * sdkh + (k_start + offs_n)[:, None] * sdks + offs_d[None, :], dk,
+                 mask=kv_mask)
+    if PART != 2:
+        tl.store(DV + row * sdvb + kv_head * sdvh + (k_start + offs_n)[:, None] * sdvs + offs_d[None, :], dv,
+                 mask=kv_mask)
 
 
 @triton.jit
