@@ -87,5 +87,5 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16-cu129" \
       io.miles.variant="cu12-x86" \
-      io.miles.spec-digest="51b0e28478d800add2aca9e50dea87cf724c9bd76e9dbf23cc9afaa54727cc70"
+      io.miles.spec-digest="e3c1ddac03e7cac978c710d8d6160a7bb63154a3812d11f2b8482272ca9d6008"
 WORKDIR /root/

@@ -87,5 +87,5 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16-cu130" \
       io.miles.variant="cu13-aarch64" \
-      io.miles.spec-digest="a0b2cd7c782b45cf2afac577e667c3285901253b2d308948e946438f64018f13"
+      io.miles.spec-digest="53aa98baa101f935909da82693c4fbad06d4bbc11ddd6798c6fe8daccbd810d6"
 WORKDIR /root/

@@ -87,5 +87,5 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16-cu130" \
       io.miles.variant="cu13-x86" \
-      io.miles.spec-digest="9c364d04081644936238bdb31d77849d8a675e470c296e2c7fac85d842c23088"
+      io.miles.spec-digest="035bc2917669d48fe4ef0d75242986dfbbffb40ecb44e774f15742eb593030f7"
 WORKDIR /root/

@@ -87,5 +87,5 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16-cu130" \
       io.miles.variant="cu13" \
-      io.miles.spec-digest="2c9f4b719f7896c2d8697daed0e7a668d15ee485c105c2dde0e24d0bb635ef0e"
+      io.miles.spec-digest="18fb1f85cdc570f46e976b288b9fda25b86350e749145f988c27ec9da061ae7a"
 WORKDIR /root/

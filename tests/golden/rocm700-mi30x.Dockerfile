@@ -105,6 +105,6 @@ ENV HIP_FORCE_DEV_KERNARG=1 \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.10-rocm700-mi30x" \
       io.miles.variant="rocm700-mi30x" \
-      io.miles.spec-digest="5719e6352f81bad6cba159273424ac3a65ecb063aef641ebf1f5cae7d40d3551"
+      io.miles.spec-digest="04e6ace5f3cc9ca48622f971b9c91ffa54ee63c8d2ea7ab973738c36a738e948"
 WORKDIR /root/
 CMD ["/bin/bash"]

@@ -105,6 +105,6 @@ ENV HIP_FORCE_DEV_KERNARG=1 \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="rocm/sgl-dev:v0.5.14-rocm700-mi35x-20260627" \
       io.miles.variant="rocm700-mi35x" \
-      io.miles.spec-digest="0315907bc9d38e2abb742cf5b5efa992ce8e4d1b5c64d1c1304343ba1fcf6176"
+      io.miles.spec-digest="51784e13f6579d81728f37a391ad610194275a71eb2bab366d678129b39fea51"
 WORKDIR /root/
 CMD ["/bin/bash"]

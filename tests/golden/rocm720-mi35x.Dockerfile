@@ -105,6 +105,6 @@ ENV HIP_FORCE_DEV_KERNARG=1 \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="rocm/sgl-dev:v0.5.16-rocm720-mi35x-20260730" \
       io.miles.variant="rocm720-mi35x" \
-      io.miles.spec-digest="59de4f3002a13d3fc4bad74941a010ebf56562d4ba7df3f84336f3444107bca9"
+      io.miles.spec-digest="34a908a68a510abac1b23f713ddfb21cf2cf8f207b0aff5275c5ac9d7097bd68"
 WORKDIR /root/
 CMD ["/bin/bash"]
