@@ -41,6 +41,25 @@ def registry():
     return shared_registry()
 
 
+def drop_refs(docker_client, host: str) -> None:
+    """Remove every local tag and digest reference into the registry at `host` (images stay if used elsewhere)."""
+    import docker.errors
+
+    for image in docker_client.images.list():
+        for ref in image.tags + image.attrs.get("RepoDigests", []):
+            if ref.startswith(host + "/"):
+                try:
+                    docker_client.images.remove(ref)
+                except docker.errors.ImageNotFound:  # a digest reference that went with its last tag
+                    pass
+
+
+@pytest.fixture
+def drop_local_tags(docker_client, registry):
+    yield
+    drop_refs(docker_client, registry.host)
+
+
 @pytest.fixture
 def own_registry():
     """A registry of its own, for a test that stops it."""
@@ -75,7 +94,7 @@ def test_remote_lookup_says_yes_no_or_cannot_tell(own_registry, docker_client):
         assert reg.remote_digest(f"{registry.host}/lookup/base:two") is None
         assert reg.remote_digest(f"{registry.host}/lookup/other:one") is None
     finally:
-        docker_client.images.remove(ref)
+        drop_refs(docker_client, registry.host)
     registry.proc.terminate()
     registry.proc.wait()
     with pytest.raises(reg.LookupFailed, match="connection refused"):
@@ -84,7 +103,7 @@ def test_remote_lookup_says_yes_no_or_cannot_tell(own_registry, docker_client):
 
 @pytest.mark.docker
 @pytest.mark.slow
-def test_push_after_gates_then_pull_by_digest_and_verify(registry, docker_client):
+def test_push_after_gates_then_pull_by_digest_and_verify(registry, docker_client, drop_local_tags):
     ns = f"{registry.host}/build"
     proc = run_build_py("build", "--target", "smoke", "--push", "--registry", ns)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -125,10 +144,6 @@ def test_push_after_gates_then_pull_by_digest_and_verify(registry, docker_client
     assert f"note: {repo}:smoke-{hash12} is in the registry but {repo}:smoke points elsewhere" in back.stdout
     assert "skip:" not in back.stdout
     assert reg.remote_digest(f"{repo}:smoke") == reg.remote_digest(f"{repo}:smoke-{hash12}")
-    try:
-        docker_client.images.remove(ref)
-    except Exception:
-        pass
 
 
 @pytest.mark.docker
