@@ -26,20 +26,9 @@ def environment() -> jinja2.Environment:
 
 
 def render(plan: Plan) -> str:
+    """Templates see the resolved spec's fields (name, base, args, env, components, pip, patches, ...)."""
     v = plan.variant
     text = environment().get_template(v.template).render(
-        name=v.name,
-        family=v.family,
-        spec_file=v.spec_file,
-        digest=v.digest,
-        base=v.base,
-        python=v.python,
-        args=v.args,
-        env=v.env,
-        components=v.components,
-        pip=v.pip,
-        patches=v.patches,
-        repository=v.repository,
-        pip_secret=SECRET_PIP_CA,
+        **v.as_dict(), spec_file=v.spec_file, digest=v.digest, pip_secret=SECRET_PIP_CA
     )
     return text.rstrip("\n") + "\n"
