@@ -21,6 +21,19 @@ import triton.language as tl
 
 
 @triton.jit
+def _visible(offs_m, offs_kn, prefix, mask_m, mask_n, IS_CAUSAL: tl.constexpr, WINDOW: tl.constexpr):
+    """[M, N] keys visible to queries: in bounds, causal (bottom-right aligned), inside the window."""
+    visible = mask_m[:, None] & mask_n[None, :]
+    if IS_CAUSAL:
+        visible &= (offs_m[:, None] + prefix) >= offs_kn[None, :]
+    if WINDOW >= 0:
+        visible &= (offs_m[:, None] + prefix) <= (offs_kn[None, :] + WINDOW)
+        if not IS_CAUSAL:
+            visible &= offs_kn[None, :] <= (offs_m[:, None] + prefix + WINDOW)
+    return visible
+
+
+@triton.jit
 def _tanh(x):
     # the same tanh sglang's kernel uses, so softcapped scores round identically
     return 2 * tl.sigmoid(2 * x) - 1
@@ -45,14 +58,7 @@ def _fwd_tile(
         # from fusing `qk * scale - max` into one FMA, which would round differently from sglang's kernel
         qk = tl.where(mask_n[None, :], qk, float("-inf"))
     if MASK == 2:
-        visible = mask_m[:, None] & mask_n[None, :]
-        if IS_CAUSAL:
-            visible &= (offs_m[:, None] + prefix) >= offs_kn[None, :]
-        if WINDOW >= 0:
-            visible &= (offs_m[:, None] + prefix) <= (offs_kn[None, :] + WINDOW)
-            if not IS_CAUSAL:
-                visible &= offs_kn[None, :] <= (offs_m[:, None] + prefix + WINDOW)
-        qk = tl.where(visible, qk, float("-inf"))
+        qk = tl.where(_visible(offs_m, offs_kn, prefix, mask_m, mask_n, IS_CAUSAL, WINDOW), qk, float("-inf"))
     row_max = tl.max(qk, 1)
     row_max = tl.where(row_max == float("-inf"), -1e20, row_max)
     n_e_max = tl.maximum(row_max, e_max)
@@ -79,14 +85,7 @@ def _fwd_tile_fast(
     k = tl.load(k_base + offs_kn[None, :] * sks + offs_d[:, None], mask=mask_n[None, :] & mask_d[:, None], other=0.0)
     qk = tl.dot(q, k, input_precision=DOT_PREC)
     if MASK:
-        visible = mask_m[:, None] & mask_n[None, :]
-        if IS_CAUSAL:
-            visible &= (offs_m[:, None] + prefix) >= offs_kn[None, :]
-        if WINDOW >= 0:
-            visible &= (offs_m[:, None] + prefix) <= (offs_kn[None, :] + WINDOW)
-            if not IS_CAUSAL:
-                visible &= offs_kn[None, :] <= (offs_m[:, None] + prefix + WINDOW)
-        qk = tl.where(visible, qk, float("-inf"))
+        qk = tl.where(_visible(offs_m, offs_kn, prefix, mask_m, mask_n, IS_CAUSAL, WINDOW), qk, float("-inf"))
     m_new = tl.maximum(e_max, tl.max(qk, 1) * qk_scale2)
     m_new = tl.where(m_new == float("-inf"), -1e20, m_new)
     p = tl.math.exp2(qk * qk_scale2 - m_new[:, None])
