@@ -47,19 +47,25 @@ def cmd_render(args) -> int:
     return 0
 
 
+def refuse_zero_context(plan) -> None:
+    """A patch with a zero-context hunk can land anywhere (DESIGN §1): no build starts with one."""
+    from toolkit.lint import zero_context_findings
+
+    refused = zero_context_findings(plan.variant)
+    if refused:
+        raise UsageError(f"refusing to build {plan.name}: zero-context hunk(s) in its patches: " + "; ".join(refused))
+
+
 def cmd_build(args) -> int:
     from toolkit.base_image import ensure_base
     from toolkit.context import stage
-    from toolkit.lint import zero_context_findings
     from toolkit.wheelhouse import ensure_wheelhouse
 
     variant = load_catalog().resolve(args.target)
     secrets = [parse_secret(s) for s in args.secret]
     plan = make_plan(variant, tag=args.tag, sets=args.set, secrets=secrets, pip_ca=host_pip_ca(),
                      no_cache=args.no_cache, progress=args.progress)
-    refused = zero_context_findings(plan.variant)
-    if refused:
-        raise UsageError(f"refusing to build {plan.name}: zero-context hunk(s) in its patches: " + "; ".join(refused))
+    refuse_zero_context(plan)
     text = render(plan)
     client = engine.connect()
     engine.buildx_cmd()
@@ -108,13 +114,13 @@ def cmd_bake(args) -> int:
     from toolkit.bake import bake_file
     from toolkit.base_image import ensure_base
     from toolkit.context import stage
-    from toolkit.lint import zero_context_findings
     from toolkit.wheelhouse import ensure_wheelhouse
 
     log = out if args.output else (lambda line: print(line, file=sys.stderr, flush=True))
     catalog, pip_ca, staged = load_catalog(), host_pip_ca(), []
     for name in dict.fromkeys(catalog.resolve(t).name for t in args.target):
         plan = make_plan(catalog.variants[name], pip_ca=pip_ca)
+        refuse_zero_context(plan)
         if plan.variant.base_build:  # a base made on this machine: only a local (docker driver) builder sees it
             ensure_base(engine.connect(), plan.variant, log=log)
         ctx = stage(plan, render(plan), ensure_wheelhouse(plan.variant, log=log))
