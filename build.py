@@ -59,7 +59,7 @@ def refuse_zero_context(plan) -> None:
 def cmd_build(args) -> int:
     from toolkit.base_image import ensure_base
     from toolkit.context import stage
-    from toolkit.wheelhouse import ensure_wheelhouse
+    from toolkit.wheelhouse import ensure_wheelhouse_image
 
     variant = load_catalog().resolve(args.target)
     secrets = [parse_secret(s) for s in args.secret]
@@ -70,8 +70,8 @@ def cmd_build(args) -> int:
     client = engine.connect()
     engine.buildx_cmd()
     ensure_base(client, plan.variant, log=out)
-    wheelhouse = ensure_wheelhouse(plan.variant, log=out)
-    ctx = stage(plan, text, wheelhouse)
+    ensure_wheelhouse_image(client, plan.variant, log=out)
+    ctx = stage(plan, text)
     plan = registry.with_registry(plan, args.registry)
     hash_tag = registry.hash_tag(plan, ctx.short_hash, args.registry)
     out(f"target {plan.name}: base {plan.variant.base}, input hash {ctx.short_hash}, tag {plan.image}")
@@ -114,16 +114,18 @@ def cmd_bake(args) -> int:
     from toolkit.bake import bake_file
     from toolkit.base_image import ensure_base
     from toolkit.context import stage
-    from toolkit.wheelhouse import ensure_wheelhouse
+    from toolkit.wheelhouse import ensure_wheelhouse_image
 
     log = out if args.output else (lambda line: print(line, file=sys.stderr, flush=True))
     catalog, pip_ca, staged = load_catalog(), host_pip_ca(), []
     for name in dict.fromkeys(catalog.resolve(t).name for t in args.target):
         plan = make_plan(catalog.variants[name], pip_ca=pip_ca)
         refuse_zero_context(plan)
-        if plan.variant.base_build:  # a base made on this machine: only a local (docker driver) builder sees it
-            ensure_base(engine.connect(), plan.variant, log=log)
-        ctx = stage(plan, render(plan), ensure_wheelhouse(plan.variant, log=log))
+        if plan.variant.base_build:  # images made on this machine: only a local (docker driver) builder sees them
+            client = engine.connect()
+            ensure_base(client, plan.variant, log=log)
+            ensure_wheelhouse_image(client, plan.variant, log=log)
+        ctx = stage(plan, render(plan))
         log(f"target {plan.name}: input hash {ctx.short_hash}, context {ctx.path}")
         staged.append((plan, ctx))
     text = json.dumps(bake_file(staged, registry=args.registry, cache=args.cache), indent=2) + "\n"

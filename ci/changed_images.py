@@ -6,9 +6,8 @@ its specs are loaded, every target is rendered, its context files are listed, an
 uses is computed (Dockerfile, every context file, resolved spec, secrets ids, gate config). A target whose hash
 differs between the two revisions is changed; a file that no image reads (README, tests/, CI config) changes no hash.
 
-One deliberate difference from the build's hash: a family built from a host wheelhouse (smoke) is hashed with the
-wheelhouse's *recipe* (requirements, Python, platform, constraints file) instead of the downloaded wheels, so the
-decision needs no network and no download. For every other target the hash printed here is the build's input hash.
+The hash printed here is the build's input hash (a host wheelhouse enters it through its recipe, which the rendered
+Dockerfile names), so the decision needs no network and no download.
 
     python ci/changed_images.py --base origin/main [--head HEAD] [--repo DIR] [--json FILE]
 
@@ -32,25 +31,16 @@ from pathlib import Path
 DRIVER = r"""
 import json, sys
 sys.path.insert(0, ".")
-from toolkit.context import context_files, input_hash
+from toolkit.context import plan_hash
 from toolkit.plan import host_pip_ca, make_plan
 from toolkit.render import render
-from toolkit.spec import ROOT, load_catalog
-
-def recipe(variant):
-    if not variant.wheelhouse:
-        return b""
-    from toolkit.wheelhouse import requirements
-    w = variant.wheelhouse
-    pins = (ROOT / "images" / w["constraints"]).read_text() if w.get("constraints") else ""
-    return b"wheelhouse-recipe\0" + json.dumps([requirements(variant), w["python_version"], w["platform"], pins]).encode()
+from toolkit.spec import load_catalog
 
 pip_ca = host_pip_ca()
 hashes = {}
 for name, variant in sorted(load_catalog().variants.items()):
     plan = make_plan(variant, pip_ca=pip_ca, revision="changed-images")
-    gates_json = json.dumps(plan.gates, indent=2, sort_keys=True) + "\n"
-    hashes[name] = input_hash(render(plan), context_files(plan, None), plan, gates_json.encode() + recipe(variant))
+    hashes[name] = plan_hash(plan, render(plan))
 print(json.dumps(hashes))
 """
 

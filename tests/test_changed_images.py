@@ -133,14 +133,16 @@ def test_added_target_counts_as_changed_and_an_unhashable_base_changes_all(repo)
     assert result["changed"] == sorted(ALL + ["smoke-two"])
 
 
-def test_hash_equals_the_build_input_hash_for_targets_without_a_wheelhouse(repo, tmp_path):
-    """The decision is made with the build's own hash: the bake file's input-hash label agrees."""
+@pytest.mark.docker
+def test_hash_equals_the_build_input_hash(repo, tmp_path):
+    """The decision is made with the build's own hash: the bake file's input-hash label agrees (smoke included:
+    its wheelhouse enters through the recipe-named image in the Dockerfile)."""
     result, _ = changed(repo, "HEAD")
     out = tmp_path / "bake.json"
-    proc = run_build_py("bake", "--target", "rocm", "--target", "cu13", "-o", str(out), cwd=repo)
+    proc = run_build_py("bake", "--target", "rocm", "--target", "cu13", "--target", "smoke", "-o", str(out), cwd=repo)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     targets = json.loads(out.read_text())["target"]
-    for name in ("rocm720-mi35x", "cu13"):
+    for name in ("rocm720-mi35x", "cu13", "smoke"):
         assert targets[name]["labels"]["io.miles.input-hash"] == result["hashes"]["head"][name]
 
 

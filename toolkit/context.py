@@ -38,7 +38,7 @@ def _link_or_copy(src: Path, dst: Path) -> None:
         shutil.copy2(src, dst)
 
 
-def context_files(plan, wheelhouse: Path | None) -> dict:
+def context_files(plan) -> dict:
     """Map of context-relative path -> source file. Pure function of the plan and the project tree."""
     from verify.bundle import RUNNER_MODULES
 
@@ -54,10 +54,6 @@ def context_files(plan, wheelhouse: Path | None) -> dict:
         files[f"gates/verify/{name}"] = ROOT / "verify" / name
     for p in plan.variant.patches:
         files[f"patches/{Path(p['file']).name}"] = ROOT / p["file"]
-    if wheelhouse is not None:
-        for s in sorted(wheelhouse.iterdir()):
-            if s.is_file() and not s.name.startswith("."):
-                files[f"wheelhouse/{s.name}"] = s
     return dict(sorted(files.items()))
 
 
@@ -76,11 +72,19 @@ def input_hash(dockerfile_text: str, files: dict, plan, extra: bytes = b"") -> s
     return h.hexdigest()
 
 
-def stage(plan, dockerfile_text: str, wheelhouse: Path | None = None, build_dir: Path = BUILD_DIR) -> Context:
-    """Write build/<target>/context/ afresh: Dockerfile, bridge/, gates/ (verify/ + gates.json), patches/, wheelhouse/."""
-    files = context_files(plan, wheelhouse)
-    gates_json = json.dumps(plan.gates, indent=2, sort_keys=True) + "\n"
-    digest = input_hash(dockerfile_text, files, plan, gates_json.encode())
+def gates_json(plan) -> str:
+    return json.dumps(plan.gates, indent=2, sort_keys=True) + "\n"
+
+
+def plan_hash(plan, dockerfile_text: str) -> str:
+    """The input hash of a rendered plan: what the build labels and tags, and what CI compares across revisions."""
+    return input_hash(dockerfile_text, context_files(plan), plan, gates_json(plan).encode())
+
+
+def stage(plan, dockerfile_text: str, build_dir: Path = BUILD_DIR) -> Context:
+    """Write build/<target>/context/ afresh: Dockerfile, bridge/, gates/ (verify/ + gates.json), patches/."""
+    files = context_files(plan)
+    digest = plan_hash(plan, dockerfile_text)
     root = build_dir / plan.name / "context"
     if root.exists():
         shutil.rmtree(root)
@@ -88,8 +92,7 @@ def stage(plan, dockerfile_text: str, wheelhouse: Path | None = None, build_dir:
     for rel, src in files.items():
         _link_or_copy(src, root / rel)
     (root / "gates").mkdir(exist_ok=True)
-    (root / "gates" / "gates.json").write_text(gates_json)
-    (root / "wheelhouse").mkdir(exist_ok=True)  # the smoke template bind-mounts it; empty elsewhere
+    (root / "gates" / "gates.json").write_text(gates_json(plan))
     (root / "patches").mkdir(exist_ok=True)
     dockerfile = root / "Dockerfile"
     dockerfile.write_text(dockerfile_text)

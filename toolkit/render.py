@@ -8,6 +8,7 @@ import jinja2
 
 from toolkit.plan import SECRET_PIP_CA, Plan
 from toolkit.spec import ROOT
+from toolkit.wheelhouse import image_ref
 
 TEMPLATES = ROOT / "templates"
 
@@ -29,6 +30,6 @@ def render(plan: Plan) -> str:
     """Templates see the resolved spec's fields (name, base, args, env, components, pip, patches, ...)."""
     v = plan.variant
     text = environment().get_template(v.template).render(
-        **v.as_dict(), spec_file=v.spec_file, digest=v.digest, pip_secret=SECRET_PIP_CA
+        **v.as_dict(), spec_file=v.spec_file, digest=v.digest, pip_secret=SECRET_PIP_CA, wheelhouse_image=image_ref(v)
     )
     return text.rstrip("\n") + "\n"

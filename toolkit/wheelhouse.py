@@ -22,16 +22,29 @@ def requirements(variant) -> list[str]:
     return [f"{name}=={version}" for name, version in sorted(variant.pip.items())]
 
 
+def recipe_key(variant) -> str | None:
+    """What the wheelhouse is made from (pins, constraints, Python, platform): names its folder and its image."""
+    if not variant.wheelhouse:
+        return None
+    w = variant.wheelhouse
+    pins = (ROOT / "images" / w["constraints"]).read_text() if w.get("constraints") else ""
+    return hashlib.sha256(json.dumps([requirements(variant), w["python_version"], w["platform"], pins]).encode()).hexdigest()[:16]
+
+
+def image_ref(variant) -> str | None:
+    """The local image holding the wheelhouse at its root. Pure: the rendered Dockerfile names it."""
+    key = recipe_key(variant)
+    return f"miles-wheelhouse:{variant.family}-{key}" if key else None
+
+
 def ensure_wheelhouse(variant, log=print) -> Path | None:
-    """Download once per requirement set; a stamp records what the folder holds."""
+    """Download once per recipe; a stamp records what the folder holds."""
     if not variant.wheelhouse:
         return None
     reqs = requirements(variant)
     py, plat = variant.wheelhouse["python_version"], variant.wheelhouse["platform"]
     constraints = variant.wheelhouse.get("constraints")
-    pins = (ROOT / "images" / constraints).read_text() if constraints else ""
-    key = hashlib.sha256(json.dumps([reqs, py, plat, pins]).encode()).hexdigest()[:16]
-    dest = CACHE / f"{variant.family}-{key}"
+    dest = CACHE / f"{variant.family}-{recipe_key(variant)}"
     stamp = dest / ".complete"
     if stamp.exists():
         return dest
@@ -48,3 +61,26 @@ def ensure_wheelhouse(variant, log=print) -> Path | None:
         raise BuildFailed(f"wheelhouse download failed:\n{tail}")
     stamp.write_text("\n".join(reqs) + "\n")
     return dest
+
+
+def ensure_wheelhouse_image(client, variant, log=print) -> str | None:
+    """Make the wheelhouse image once per recipe (`docker import` of the folder). Builds bind-mount it with
+    `--mount=from=`, so half a gigabyte of wheels never travels in the build context."""
+    import docker.errors
+
+    ref = image_ref(variant)
+    if ref is None:
+        return None
+    try:
+        client.images.get(ref)
+        return ref
+    except docker.errors.ImageNotFound:
+        pass
+    folder = ensure_wheelhouse(variant, log=log)
+    tar = subprocess.Popen(["tar", "-C", str(folder), "--exclude=./.complete", "-c", "."], stdout=subprocess.PIPE)
+    imp = subprocess.run(["docker", "import", "-", ref], stdin=tar.stdout, capture_output=True, text=True)
+    tar.stdout.close()
+    if tar.wait() != 0 or imp.returncode != 0:
+        raise BuildFailed(f"docker import of {ref} failed: {imp.stderr.strip()}")
+    log(f"wheelhouse image {ref} made from {folder.relative_to(ROOT)}")
+    return ref

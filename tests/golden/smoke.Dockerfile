@@ -2,11 +2,11 @@
 FROM miles-base:bookworm-minbase-py311-git
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 
-# ---- Python: a venv filled from the host-prepared wheelhouse. The wheelhouse is bind-mounted for this step only:
-# ---- no network, no wheel left in a layer.
+# ---- Python: a venv filled from the host-prepared wheelhouse (a local image named by its recipe), bind-mounted for
+# ---- this step only: no network, no wheel in a layer, no wheel in the build context.
 ENV VIRTUAL_ENV=/opt/venv PATH=/opt/venv/bin:$PATH PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python3 -m venv /opt/venv
-RUN --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
+RUN --mount=type=bind,from=miles-wheelhouse:smoke-343b2b3b82a3e5a9,target=/tmp/wheelhouse \
     pip install --no-cache-dir --no-index --find-links /tmp/wheelhouse \
         "setuptools==80.9.0" \
         "torch==2.13.0" \
@@ -15,7 +15,7 @@ RUN --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
 
 # ---- The attention bridge: its own distribution, installed like any other package (no overlay into miles).
 # ---- Late and bind-mounted, so a bridge-only edit rebuilds this step and the gates, nothing before it.
-RUN --mount=type=bind,source=bridge,target=/tmp/sglang-attn-bridge,rw --mount=type=secret,id=pip-ca --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
+RUN --mount=type=bind,source=bridge,target=/tmp/sglang-attn-bridge,rw --mount=type=secret,id=pip-ca --mount=type=bind,from=miles-wheelhouse:smoke-343b2b3b82a3e5a9,target=/tmp/wheelhouse \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     /opt/venv/bin/python -m pip install --no-cache-dir --no-deps --no-build-isolation --no-index --find-links /tmp/wheelhouse /tmp/sglang-attn-bridge
 
