@@ -2,8 +2,9 @@
 """Build benchmark (run on purpose, not a test): cold smoke build, no-op rebuild, bridge-only edit, renders.
 
 Runs in a throwaway copy of the project (the bridge edit never touches the checkout), all in one run, and prints
-wall seconds and ratios to the cold build. "Cold" means no BuildKit cache and no base image: everything the
-toolkit makes itself is made again (the wheelhouse is a download cache and is kept; --wheelhouse-cold drops it too).
+wall seconds and ratios to the cold build. "Cold" means no BuildKit cache, no base image and no wheelhouse
+image: everything the toolkit makes itself is made again (the downloaded wheels are a cache and are kept;
+--wheelhouse-cold drops them too).
 It prunes the engine's build cache: do not run it where that cache matters.
 """
 
@@ -67,8 +68,10 @@ def main() -> int:
 
     from toolkit.spec import load_catalog
 
+    from toolkit.wheelhouse import image_ref
+
     client = docker.from_env()
-    base = load_catalog().resolve("smoke").base
+    smoke = load_catalog().resolve("smoke")
     with tempfile.TemporaryDirectory(prefix="miles-bench-") as tmp:
         proj = Path(tmp) / "project"
         proj.mkdir()
@@ -82,7 +85,7 @@ def main() -> int:
         (proj / ".cache").symlink_to(cache)
         build = [sys.executable, "build.py", "--target", "smoke", "--tag", "miles-bench:smoke"]
 
-        for ref in (base, "miles-bench:smoke"):
+        for ref in (smoke.base, image_ref(smoke), "miles-bench:smoke"):
             try:
                 client.images.remove(ref, force=True)
             except docker.errors.ImageNotFound:
@@ -98,7 +101,7 @@ def main() -> int:
     render_in, render_cli = render_all_seconds()
 
     rows = [
-        ("cold smoke build (no cache, no base image)", cold, None),
+        ("cold smoke build (no cache, no base/wheel images)", cold, None),
         ("no-op rebuild", noop, 0.02),
         ("bridge-only edit rebuild", bridge, 0.05),
         ("no-op rebuild (again)", noop2, 0.02),
