@@ -25,14 +25,6 @@ sys.path.insert(0, str(ROOT))
 from verify import bundle  # noqa: E402
 from verify.config import load_config  # noqa: E402
 
-# The smoke image's gate list (images/smoke.yaml `gates`), used when --config is not given.
-SMOKE_GATES = {
-    "imports": ["torch", "triton", "transformers", "sglang_attn_bridge"],
-    "compile": ["sglang_attn_bridge"],
-    "platform": "cpu",
-    "pip_check": {"allow": []},
-    "provenance": {"sglang_attn_bridge": "site-packages", "transformers": "site-packages"},
-}
 RUNNER_DIR = "/opt/gate"
 
 
@@ -77,14 +69,21 @@ def main(argv=None) -> int:
 
     import docker
 
-    gates = json.loads(Path(args.config).read_text()) if args.config else SMOKE_GATES
     if args.config:
         load_config(args.config)  # fail early, one line, on a bad config
+        gates = json.loads(Path(args.config).read_text())
+    else:  # the smoke image's own gate list, from its spec
+        from toolkit.spec import load_catalog
+
+        gates = load_catalog().resolve("smoke").gates
     modules = gates.get("imports") or []
+    no_commands = {k: v for k, v in gates.items() if k != "commands"}
     cases = {
         "bare python -c import": [args.python, "-c", "import " + ", ".join(modules)],
         "verify, imports only": [args.python, "-m", "verify"] + [a for m in modules for a in ("--import", m)],
-        "verify, full gate": [args.python, "-m", "verify", "--config", "gates.json", "--json", "/tmp/r.json"],
+        "verify, gate without commands": [args.python, "-m", "verify", "--config", "gates-no-commands.json"],
+        "verify, full gate (+ bridge doctor)": [args.python, "-m", "verify", "--config", "gates.json",
+                                                "--json", "/tmp/r.json"],
     }
     client = docker.from_env(timeout=600)
     container = client.containers.create(args.image, command=["sleep", "infinity"], network_disabled=True)
@@ -93,7 +92,8 @@ def main(argv=None) -> int:
         container.exec_run(["mkdir", "-p", RUNNER_DIR])
         files = {name[len("verify/"):]: data for name, data in bundle.runner_files().items()}
         _put(container, {"verify/" + k: v for k, v in files.items()})
-        _put(container, {"gates.json": json.dumps(gates).encode()})
+        _put(container, {"gates.json": json.dumps(gates).encode(),
+                         "gates-no-commands.json": json.dumps(no_commands).encode()})
         walls = {name: [] for name in cases}
         cpus = {name: [] for name in cases}
         for round_no in range(args.repeat + 1):
