@@ -55,7 +55,7 @@ def apply_sets(variant: Variant, sets: list[str]) -> Variant:
                 raise UsageError(f"--set {item!r}: {p} is not a mapping")
         node[parts[-1]] = value.split(",") if parts == ["platforms"] else value
     file = f"--set ({variant.spec_file} variants.{variant.name})"
-    check({k: v for k, v in data.items()}, {k: VARIANT[k] for k in SETTABLE}, file, "")
+    check(data, {k: VARIANT[k] for k in SETTABLE}, file, "")
     check_pins(data, file, "")
     data["platforms"] = tuple(data["platforms"])
     return dataclasses.replace(variant, **data)

@@ -62,7 +62,7 @@ FAMILY = {
     "python": str,
     "base_build": {"debootstrap": {"suite": str, "variant": str, "include": STR_LIST}},
     "wheelhouse": {"python_version": str, "platform": str, "constraints": str},
-    "variants": ("map", {k: v for k, v in VARIANT.items()}),
+    "variants": ("map", VARIANT),
     **{k: v for k, v in VARIANT.items() if k not in ("tag_suffix",)},
 }
 REQUIRED_FAMILY = ("family", "template", "repository", "default", "python", "base", "variants")
