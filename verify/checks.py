@@ -295,11 +295,6 @@ class PipRun:
         return results
 
 
-def check_pip(allow: List[AllowRule], timeout: float = 600.0) -> List[CheckResult]:
-    """``pip check`` with the image's python, run to completion now."""
-    return PipRun(timeout).results(allow)
-
-
 # --- provenance ----------------------------------------------------------------------------------------------
 
 def check_provenance(package: str, location: str) -> CheckResult:
@@ -360,8 +355,3 @@ class CommandRun:
         if self.proc.returncode != 0:
             return CheckResult("command", name, False, _short("exit %d: %s" % (self.proc.returncode, last)), log=out)
         return CheckResult("command", name, True, _short(last), log=out)
-
-
-def check_command(spec: CommandSpec) -> CheckResult:
-    """Run an argv (``{python}`` is this interpreter) to completion now."""
-    return CommandRun(spec).result()

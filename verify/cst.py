@@ -21,7 +21,7 @@ import sys
 from typing import Any, Dict, List, Optional
 
 from . import bundle
-from .config import ConfigError, from_dict
+from .config import from_dict
 
 SCHEMA_VERSION = "2.0.0"
 _GO_SPECIAL = set("\\.+*?()|[]{}^$")

@@ -1,4 +1,5 @@
-"""Runs a GateConfig's checks in the documented order, timing each one."""
+"""Runs a GateConfig's checks in the documented order (provenance, compile, import, signature, platform, pip check,
+commands), timing each one."""
 from __future__ import annotations
 
 import time
@@ -7,8 +8,6 @@ from typing import Callable, Iterator, List, Optional
 from . import checks
 from .config import GateConfig
 from .result import CheckResult
-
-ORDER = ("provenance", "compile", "import", "signature", "platform", "pip-check", "command")
 
 
 def _planned(cfg: GateConfig) -> Iterator[Callable[[], "CheckResult | List[CheckResult]"]]:

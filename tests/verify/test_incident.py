@@ -9,8 +9,6 @@ application...", places the zero-context insertion by line number alone, and exi
 import ast
 import re
 import subprocess
-import sys
-import textwrap
 
 import pytest
 
