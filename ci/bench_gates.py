@@ -12,11 +12,9 @@ the bare import, and the full gate's per-check seconds.
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import statistics
 import sys
-import tarfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,13 +27,7 @@ RUNNER_DIR = "/opt/gate"
 
 
 def _put(container, files):
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            info.size, info.mode = len(data), 0o644
-            tar.addfile(info, io.BytesIO(data))
-    container.put_archive(RUNNER_DIR, buf.getvalue())
+    container.put_archive(RUNNER_DIR, bundle.tar_of(files))
 
 
 WRAP = (
@@ -90,8 +82,7 @@ def main(argv=None) -> int:
     try:
         container.start()
         container.exec_run(["mkdir", "-p", RUNNER_DIR])
-        files = {name[len("verify/"):]: data for name, data in bundle.runner_files().items()}
-        _put(container, {"verify/" + k: v for k, v in files.items()})
+        _put(container, bundle.runner_files())
         _put(container, {"gates.json": json.dumps(gates).encode(),
                          "gates-no-commands.json": json.dumps(no_commands).encode()})
         walls = {name: [] for name in cases}

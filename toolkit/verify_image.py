@@ -18,17 +18,11 @@ WORKDIR = "/tmp/miles-gates"
 
 def _gates_tar(gates: dict) -> bytes:
     """miles-gates/verify/ (the runner's modules only) and miles-gates/gates.json, for put_archive."""
-    from verify.bundle import runner_files
+    from verify.bundle import runner_files, tar_of
 
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        files = {f"miles-gates/{name}": data for name, data in runner_files().items()}
-        files["miles-gates/gates.json"] = (json.dumps(gates, indent=2, sort_keys=True) + "\n").encode()
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            info.size, info.mode = len(data), 0o644
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
+    files = {f"miles-gates/{name}": data for name, data in runner_files().items()}
+    files["miles-gates/gates.json"] = (json.dumps(gates, indent=2, sort_keys=True) + "\n").encode()
+    return tar_of(files)
 
 
 def _read_back(container, path: str) -> bytes | None:

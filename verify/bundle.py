@@ -28,19 +28,21 @@ def runner_files(everything: bool = False) -> Dict[str, bytes]:
     return out
 
 
-def tar_bytes(everything: bool = False) -> bytes:
-    """A tar of ``verify/`` (files 0644, dirs 0755, owned by root) to extract into any directory of an image."""
+def tar_of(files: Dict[str, bytes]) -> bytes:
+    """A tar of ``{path: bytes}`` (files 0644, owned by root; parent folders are made on extraction)."""
     buf = io.BytesIO()
     now = int(time.time())
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        info = tarfile.TarInfo("verify")
-        info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, now
-        tar.addfile(info)
-        for name, data in runner_files(everything).items():
+        for name, data in files.items():
             info = tarfile.TarInfo(name)
             info.size, info.mode, info.mtime = len(data), 0o644, now
             tar.addfile(info, io.BytesIO(data))
     return buf.getvalue()
+
+
+def tar_bytes(everything: bool = False) -> bytes:
+    """``verify/`` as a tar, to extract into any directory of an image."""
+    return tar_of(runner_files(everything))
 
 
 def zip_bytes() -> bytes:

@@ -12,10 +12,6 @@ if str(REPO) not in sys.path:  # `import verify` for the function-API tests, wha
     sys.path.insert(0, str(REPO))
 
 
-def pytest_configure(config):
-    config.addinivalue_line("markers", "docker: needs a running Docker engine (skipped when none answers)")
-
-
 def _clean_env(pythonpath=(), extra=None):
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE")}
     if pythonpath:
