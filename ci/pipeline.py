@@ -206,13 +206,11 @@ def cmd_images(args) -> int:
         results.append(res)
         if args.skip_existing:
             try:
-                digest = registry.remote_digest(res.hash_tag)
-                if digest and registry.remote_digest(t["tags"][0]) != digest:  # a revert: move the tag back
-                    out(f"{name}: {res.hash_tag} is in the registry but {t['tags'][0]} points elsewhere; building")
-                    digest = None
+                digest, note = registry.registry_state(res.hash_tag, moving=t["tags"][0])
             except registry.LookupFailed as e:
-                out(f"{name}: {e}; building")
-                digest = None
+                digest, note = None, f"{e}; building"
+            if note:
+                out(f"{name}: {note}")
             if digest:
                 res.status, res.digest = "skipped", digest
                 res.detail = f"{res.hash_tag} already in the registry (same input hash): nothing built"

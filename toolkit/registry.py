@@ -64,24 +64,31 @@ def remote_digest(ref: str, timeout: float = 120) -> str | None:
     raise LookupFailed(f"registry lookup of {ref} failed: {err[:300] or f'exit {run.returncode}'}")
 
 
+def registry_state(ref: str, moving: str | None = None) -> tuple:
+    """(digest of `ref` in its registry or None, note). With `moving`, the digest counts only when that tag points
+    at the same image: after a revert the hash tag exists but the moving tag points at a newer image."""
+    digest = remote_digest(ref)
+    if digest and moving and remote_digest(moving) != digest:
+        return None, f"{ref} is in the registry but {moving} points elsewhere: building (cached) to move it"
+    return digest, None
+
+
 def find_existing(client, ref: str, registry: str | None, pushing: bool, moving: str | None = None) -> tuple:
     """Where an image tagged `ref` (a hash tag) already is: ("locally" | "in registry R" | None, note or None).
 
     With a registry to push to, only the registry counts (a local image alone would leave the registry without it),
-    and only when the moving tag (`moving`, e.g. REGISTRY/miles:smoke) points at the same image: after a revert the
-    hash tag exists but the moving tag points at a newer image, and a (cached) build + push moves it back.
+    and only when the moving tag (`moving`, e.g. REGISTRY/miles:smoke) points at the same image (registry_state).
     A lookup that fails is reported in the note and counts as absent: building again is always safe.
     """
     if not pushing and engine.image_id(client, ref):
         return "locally", None
     if registry or pushing:
         try:
-            digest = remote_digest(ref)
-            moved = remote_digest(moving) if (pushing and moving and digest) else digest
+            digest, note = registry_state(ref, moving if pushing else None)
         except LookupFailed as e:
             return None, str(e)
-        if digest and moved != digest:
-            return None, f"{ref} is in the registry but {moving} points elsewhere: building (cached) to move it"
+        if note:
+            return None, note
         if digest:
             return f"in registry {registry or registry_host(ref)} ({repository_of(ref)}@{digest})", None
     if pushing and engine.image_id(client, ref):
