@@ -57,34 +57,31 @@ def context_files(plan) -> dict:
     return dict(sorted(files.items()))
 
 
-def input_hash(dockerfile_text: str, files: dict, plan, extra: bytes = b"") -> str:
+def gates_json(plan) -> str:
+    return json.dumps(plan.gates, indent=2, sort_keys=True) + "\n"
+
+
+def plan_hash(plan, dockerfile_text: str, files: dict | None = None) -> str:
+    """The input hash of a rendered plan: what the build labels and tags, and what CI compares across revisions.
+    Covers the Dockerfile, the resolved spec, the secret ids, every context file and the gate config."""
     h = hashlib.sha256()
     h.update(b"dockerfile\0" + dockerfile_text.encode() + b"\0")
     h.update(b"spec\0" + json.dumps(plan.variant.as_dict(), sort_keys=True).encode() + b"\0")
     h.update(b"secrets\0" + json.dumps(sorted(sid for sid, _ in plan.secrets)).encode() + b"\0")
-    for rel, src in files.items():
+    for rel, src in (context_files(plan) if files is None else files).items():
         fh = hashlib.sha256()
         with open(src, "rb") as f:
             for chunk in iter(lambda: f.read(1 << 20), b""):
                 fh.update(chunk)
         h.update(rel.encode() + b"\0" + fh.hexdigest().encode() + b"\0")
-    h.update(extra)
+    h.update(gates_json(plan).encode())
     return h.hexdigest()
-
-
-def gates_json(plan) -> str:
-    return json.dumps(plan.gates, indent=2, sort_keys=True) + "\n"
-
-
-def plan_hash(plan, dockerfile_text: str) -> str:
-    """The input hash of a rendered plan: what the build labels and tags, and what CI compares across revisions."""
-    return input_hash(dockerfile_text, context_files(plan), plan, gates_json(plan).encode())
 
 
 def stage(plan, dockerfile_text: str, build_dir: Path = BUILD_DIR) -> Context:
     """Write build/<target>/context/ afresh: Dockerfile, bridge/, gates/ (verify/ + gates.json), patches/."""
     files = context_files(plan)
-    digest = plan_hash(plan, dockerfile_text)
+    digest = plan_hash(plan, dockerfile_text, files)
     root = build_dir / plan.name / "context"
     if root.exists():
         shutil.rmtree(root)

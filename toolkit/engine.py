@@ -106,10 +106,7 @@ class ProgressParser:
 def build(plan, ctx, out=print) -> str:
     """Run BuildKit on the staged context; return the image ID. Tags nothing (the caller tags after success)."""
     cmd = buildx_cmd() + ["build", "--progress=plain", "-f", str(ctx.dockerfile)]
-    if len(plan.variant.platforms) == 1:
-        cmd += ["--platform", plan.variant.platforms[0]]
-    else:
-        cmd += ["--platform", ",".join(plan.variant.platforms)]
+    cmd += ["--platform", ",".join(plan.variant.platforms)]
     for sid, src in plan.secrets:
         if not os.path.isfile(src):
             raise BuildFailed(f"secret {sid}: no such file {src}")

@@ -7,6 +7,7 @@ anything the plan could have decided.
 from __future__ import annotations
 
 import dataclasses
+import os
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -93,8 +94,6 @@ def make_plan(variant: Variant, *, tag=None, sets=(), secrets=(), pip_ca=None, n
 
 def host_pip_ca():
     """The CA bundle the host's pip trusts (PIP_CERT or pip config), if any: builds need it behind a TLS proxy."""
-    import os
-
     cert = os.environ.get("PIP_CERT")
     if not cert:
         try:

@@ -198,6 +198,11 @@ def merge(base: dict, over: dict) -> dict:
 
 def load_family(path: Path) -> dict[str, Variant]:
     """Parse and validate one family file; return its variants by name."""
+    return _parse_family(path)[1]
+
+
+def _parse_family(path: Path) -> tuple[dict, dict[str, Variant]]:
+    """(the raw mapping, its validated variants by name)."""
     file = path_label(path)
     try:
         raw = yaml.safe_load(path.read_text())
@@ -246,7 +251,7 @@ def load_family(path: Path) -> dict[str, Variant]:
             base_build=dict(raw.get("base_build") or {}),
             wheelhouse=dict(raw.get("wheelhouse") or {}),
         )
-    return variants
+    return raw, variants
 
 
 def path_label(path: Path) -> str:
@@ -275,8 +280,7 @@ class Catalog:
 def load_catalog(images_dir: Path = IMAGES_DIR) -> Catalog:
     variants, aliases, families = {}, {}, {}
     for path in sorted(images_dir.glob("*.yaml")):
-        fam = load_family(path)
-        raw = yaml.safe_load(path.read_text())
+        raw, fam = _parse_family(path)
         families[raw["family"]] = sorted(fam)
         for name, v in fam.items():
             if name in variants:
