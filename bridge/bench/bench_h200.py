@@ -106,6 +106,32 @@ def tflops(flops, ms):
     return flops / ms / 1e9
 
 
+# Backward tuning candidates (block rows, block keys, warps, stages) per kernel, and the config fields they set.
+DKDV_FIELDS = ("block_m1", "block_n1", "num_warps", "num_stages")
+DKDV_CANDIDATES = ((64, 128, 8, 1), (64, 128, 8, 3), (64, 128, 8, 2), (32, 128, 8, 3), (64, 64, 4, 3),
+                   (32, 64, 4, 3), (128, 128, 8, 1), (32, 128, 4, 2))
+DQ_FIELDS = ("block_m2", "block_n2", "num_warps2", "num_stages2")
+DQ_CANDIDATES = ((128, 64, 8, 3), (128, 64, 8, 2), (64, 64, 4, 3), (64, 32, 4, 3), (128, 32, 8, 3),
+                 (64, 64, 4, 4), (128, 128, 8, 2), (64, 128, 8, 2))
+
+
+def tune_bwd_part(part, fields, candidates, base, d, run, log) -> dict:
+    """Time one backward kernel (with delta) per candidate; return the fastest candidate's fields ({} if none ran)."""
+    best = None
+    for cand in candidates:
+        config.set_config(d, bwd=replace(base, **dict(zip(fields, cand))))
+        try:
+            ms = median_ms(lambda: run(part), reps=10)
+        except Exception as e:
+            print(f"tune {part} D{d} {cand}: ERROR {e!r}"[:300], flush=True)
+            continue
+        log.append(dict(kind=part, d=d, cfg=cand, ms=ms))
+        print(f"tune {part} D{d} {cand}: {ms:.3f} ms", flush=True)
+        if best is None or ms < best[0]:
+            best = (ms, cand)
+    return dict(zip(fields, best[1])) if best else {}
+
+
 def tune(mod, log):
     """Pick forward/backward configs per head dim on 1x8192 32/8; forward variants must stay bit-exact."""
     chosen = {}
@@ -155,42 +181,9 @@ def tune(mod, log):
         base = config.GPU_BWD[d]
         o, lse = ops.forward(q, k, v, lay, d ** -0.5, True)
         do = torch.randn_like(o)
-        best_kv, best_q = None, None
-        for bm, bn, w, st in ((64, 128, 8, 1), (64, 128, 8, 3), (64, 128, 8, 2), (32, 128, 8, 3), (64, 64, 4, 3),
-                              (32, 64, 4, 3), (128, 128, 8, 1), (32, 128, 4, 2)):
-            c = replace(base, block_m1=bm, block_n1=bn, num_warps=w, num_stages=st)
-            config.set_config(d, bwd=c)
-            try:
-                ms = median_ms(lambda: ops.backward(do, q, k, v, o, lse, lay, d ** -0.5, True, parts=("dkdv",)),
-                               reps=10)
-            except Exception as e:
-                print(f"tune dkdv D{d} {(bm, bn, w, st)}: ERROR {e!r}"[:300], flush=True)
-                continue
-            log.append(dict(kind="dkdv", d=d, cfg=(bm, bn, w, st), ms=ms))
-            print(f"tune dkdv D{d} {(bm, bn, w, st)}: {ms:.3f} ms", flush=True)
-            if best_kv is None or ms < best_kv[0]:
-                best_kv = (ms, (bm, bn, w, st))
-        for bm, bn, w, st in ((128, 64, 8, 3), (128, 64, 8, 2), (64, 64, 4, 3), (64, 32, 4, 3), (128, 32, 8, 3),
-                              (64, 64, 4, 4), (128, 128, 8, 2), (64, 128, 8, 2)):
-            c = replace(base, block_m2=bm, block_n2=bn, num_warps2=w, num_stages2=st)
-            config.set_config(d, bwd=c)
-            try:
-                ms = median_ms(lambda: ops.backward(do, q, k, v, o, lse, lay, d ** -0.5, True, parts=("dq",)),
-                               reps=10)
-            except Exception as e:
-                print(f"tune dq D{d} {(bm, bn, w, st)}: ERROR {e!r}"[:300], flush=True)
-                continue
-            log.append(dict(kind="dq", d=d, cfg=(bm, bn, w, st), ms=ms))
-            print(f"tune dq D{d} {(bm, bn, w, st)}: {ms:.3f} ms", flush=True)
-            if best_q is None or ms < best_q[0]:
-                best_q = (ms, (bm, bn, w, st))
-        c = base
-        if best_kv:
-            c = replace(c, block_m1=best_kv[1][0], block_n1=best_kv[1][1], num_warps=best_kv[1][2],
-                        num_stages=best_kv[1][3])
-        if best_q:
-            c = replace(c, block_m2=best_q[1][0], block_n2=best_q[1][1], num_warps2=best_q[1][2],
-                        num_stages2=best_q[1][3])
+        run = lambda part: ops.backward(do, q, k, v, o, lse, lay, d ** -0.5, True, parts=(part,))  # noqa: E731
+        c = replace(base, **tune_bwd_part("dkdv", DKDV_FIELDS, DKDV_CANDIDATES, base, d, run, log),
+                    **tune_bwd_part("dq", DQ_FIELDS, DQ_CANDIDATES, base, d, run, log))
         config.set_config(d, bwd=c)
         ms = median_ms(bridge_bwd(q, k, v, lay, d), reps=10)
         print(f"tuned bwd D{d} {c}: {ms:.3f} ms {tflops(2.5 * fl, ms):.0f} TF/s", flush=True)
