@@ -23,6 +23,8 @@ from common import causal_flops, load_sglang, make_qkv, median_ms, packed_length
 from upstream_baseline import upstream_backward  # noqa: E402
 
 from sglang_attn_bridge import config, layout, ops  # noqa: E402
+from sglang_attn_bridge.kernels.backward import dkdv_kernel, dq_kernel  # noqa: E402
+from sglang_attn_bridge.kernels.forward import attn_fwd_kernel  # noqa: E402
 
 OUT = os.environ.get("OUT", "out")
 QUICK = os.environ.get("BENCH_QUICK") == "1"
@@ -107,12 +109,26 @@ def tflops(flops, ms):
 
 
 # Backward tuning candidates (block rows, block keys, warps, stages) per kernel, and the config fields they set.
+# Earlier runs ruled out 16 warps (Triton caps registers at 128: 3x slower) and 128x128 dK/dV tiles (spills).
 DKDV_FIELDS = ("block_m1", "block_n1", "num_warps", "num_stages")
-DKDV_CANDIDATES = ((64, 128, 8, 1), (64, 128, 8, 3), (64, 128, 8, 2), (32, 128, 8, 3), (64, 64, 4, 3),
-                   (32, 64, 4, 3), (128, 128, 8, 1), (32, 128, 4, 2))
+DKDV_CANDIDATES = ((64, 128, 8, 1), (32, 128, 8, 1), (32, 128, 8, 2), (64, 128, 8, 2), (32, 64, 4, 2),
+                   (32, 64, 4, 3), (64, 64, 4, 1), (64, 64, 4, 3))
 DQ_FIELDS = ("block_m2", "block_n2", "num_warps2", "num_stages2")
-DQ_CANDIDATES = ((128, 64, 8, 3), (128, 64, 8, 2), (64, 64, 4, 3), (64, 32, 4, 3), (128, 32, 8, 3),
-                 (64, 64, 4, 4), (128, 128, 8, 2), (64, 128, 8, 2))
+DQ_CANDIDATES = ((128, 64, 8, 3), (128, 64, 8, 2), (64, 64, 4, 3), (128, 128, 8, 2), (64, 128, 8, 2),
+                 (128, 64, 8, 4), (64, 64, 4, 4))
+KERNEL = {"fwd": attn_fwd_kernel, "dkdv": dkdv_kernel, "dq": dq_kernel}
+
+
+def compiled_info(kernel) -> str:
+    """Registers / spilled bytes / shared memory of the kernel's most recent compilation (why a config is slow)."""
+    try:
+        for entry in kernel.device_caches.values():
+            cache = entry[0] if isinstance(entry, tuple) else entry
+            k = list(cache.values())[-1]
+            return f"regs {k.n_regs} spills {k.n_spills} smem {k.metadata.shared}"
+    except Exception as e:  # the cache layout is Triton-internal
+        return repr(e)[:60]
+    return "?"
 
 
 def tune_bwd_part(part, fields, candidates, base, d, run, log) -> dict:
@@ -125,8 +141,9 @@ def tune_bwd_part(part, fields, candidates, base, d, run, log) -> dict:
         except Exception as e:
             print(f"tune {part} D{d} {cand}: ERROR {e!r}"[:300], flush=True)
             continue
-        log.append(dict(kind=part, d=d, cfg=cand, ms=ms))
-        print(f"tune {part} D{d} {cand}: {ms:.3f} ms", flush=True)
+        info = compiled_info(KERNEL[part])
+        log.append(dict(kind=part, d=d, cfg=cand, ms=ms, compiled=info))
+        print(f"tune {part} D{d} {cand}: {ms:.3f} ms {info}", flush=True)
         if best is None or ms < best[0]:
             best = (ms, cand)
     return dict(zip(fields, best[1])) if best else {}
@@ -148,12 +165,16 @@ def tune(mod, log):
                           prefix_lens=torch.zeros(1, dtype=torch.int32, device="cuda"), max_len_extend=8192,
                           sm_scale=d ** -0.5)
         F = config.FwdConfig
+        # max_regs=128 lets two 8-warp programs share a multiprocessor (compiled without spills on triton 3.6)
         if d == 128:
-            fwd_cands = [F(128, 64, 8, 3, 1), F(128, 64, 8, 2, 1), F(64, 64, 4, 3, 1),
-                         F(128, 64, 8, 3, 1, exact=False), F(128, 64, 8, 2, 2, exact=False),
+            fwd_cands = [F(128, 64, 8, 3, 1), F(128, 64, 8, 2, 1), F(128, 64, 8, 2, 1, max_regs=128),
+                         F(128, 64, 8, 3, 1, max_regs=128), F(64, 64, 4, 2, 1), F(64, 64, 4, 3, 1),
+                         F(128, 64, 8, 2, 2, max_regs=128),
+                         F(128, 64, 8, 3, 1, exact=False), F(128, 64, 8, 2, 2, exact=False, max_regs=128),
                          F(64, 64, 4, 3, 2, exact=False), F(128, 64, 8, 4, 2, exact=False)]
         else:
-            fwd_cands = [F(64, 64, 4, 3, 2), F(64, 64, 4, 4, 2), F(128, 64, 4, 3, 1),
+            fwd_cands = [F(64, 64, 4, 3, 2), F(64, 64, 4, 4, 2), F(128, 64, 4, 3, 2), F(128, 64, 8, 3, 2),
+                         F(128, 64, 8, 2, 2, max_regs=128),
                          F(64, 64, 4, 3, 2, exact=False), F(128, 64, 4, 3, 2, exact=False),
                          F(128, 64, 8, 3, 2, exact=False), F(64, 64, 4, 4, 2, exact=False)]
         best = None
@@ -169,8 +190,9 @@ def tune(mod, log):
                 log.append(dict(kind="fwd", d=d, cfg=str(c), error=repr(e)[:200]))
                 print(f"tune fwd D{d} {c}: ERROR {e!r}"[:300], flush=True)
                 continue
-            log.append(dict(kind="fwd", d=d, cfg=str(c), ms=ms, tflops=tflops(fl, ms), bitexact=exact))
-            print(f"tune fwd D{d} {c}: {ms:.3f} ms {tflops(fl, ms):.0f} TF/s exact={exact}", flush=True)
+            info = compiled_info(attn_fwd_kernel)
+            log.append(dict(kind="fwd", d=d, cfg=str(c), ms=ms, tflops=tflops(fl, ms), bitexact=exact, compiled=info))
+            print(f"tune fwd D{d} {c}: {ms:.3f} ms {tflops(fl, ms):.0f} TF/s exact={exact} {info}", flush=True)
             if c.exact and (exact is not False) and (best is None or ms < best[0]):
                 best = (ms, c)
             if not c.exact and (d not in FAST or ms < FAST[d][0]):
@@ -188,7 +210,28 @@ def tune(mod, log):
         ms = median_ms(bridge_bwd(q, k, v, lay, d), reps=10)
         print(f"tuned bwd D{d} {c}: {ms:.3f} ms {tflops(2.5 * fl, ms):.0f} TF/s", flush=True)
         chosen[d] = dict(fwd=str(config.GPU_FWD[d]), bwd=str(config.GPU_BWD[d]))
+        log.extend(tma_gain(q, k, v, lay, d))
     return chosen
+
+
+def tma_gain(q, k, v, lay, d) -> list:
+    """Each kernel at its chosen config with TMA tile loads and with masked loads: what the copy engine buys."""
+    o, lse = ops.forward(q, k, v, lay, d ** -0.5, True)
+    do = torch.randn_like(o)
+    runs = {"fwd": lambda: ops.forward(q, k, v, lay, d ** -0.5, True),
+            "dkdv": lambda: ops.backward(do, q, k, v, o, lse, lay, d ** -0.5, True, parts=("dkdv",)),
+            "dq": lambda: ops.backward(do, q, k, v, o, lse, lay, d ** -0.5, True, parts=("dq",))}
+    fwd, bwd = config.GPU_FWD[d], config.GPU_BWD[d]
+    rows = []
+    for part, run in runs.items():
+        ms = {}
+        for tma in (True, False):
+            config.set_config(d, fwd=replace(fwd, tma=tma), bwd=replace(bwd, tma=tma))
+            ms[tma] = median_ms(run, reps=15)
+            print(f"tma {part} D{d} tma={tma}: {ms[tma]:.3f} ms {compiled_info(KERNEL[part])}", flush=True)
+        rows.append(dict(kind="tma", part=part, d=d, ms_tma=ms[True], ms_masked=ms[False]))
+    config.set_config(d, fwd=fwd, bwd=bwd)
+    return rows
 
 
 def main():

@@ -4,7 +4,7 @@
    extend_attention_fwd_unified, called directly on the same bf16 inputs (torch.equal), batch 1 and packed;
 2. bf16/fp16 forward+backward against a float32 reference with FlashAttention's rule:
    max|kernel - ref32| <= 2 * max|torch_same_dtype - ref32| + atol, fresh random inputs per check;
-3. determinism: 10 backward runs, bitwise identical dQ/dK/dV;
+3. determinism: 10 backward runs, bitwise identical dQ/dK/dV; TMA tile loads and masked loads give the same bits;
 4. end to end: a tiny random-weight Qwen3 in bf16 trains a few steps with the bridge next to eager; packed batch
    equals separate sequences.
 """
@@ -21,7 +21,9 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import load_sglang, make_qkv, packed_lengths  # noqa: E402
 
-from sglang_attn_bridge import layout, ops  # noqa: E402
+from dataclasses import replace  # noqa: E402
+
+from sglang_attn_bridge import config, layout, ops  # noqa: E402
 from sglang_attn_bridge.function import attention, sglang_forward  # noqa: E402
 from sglang_attn_bridge.reference import reference_attention  # noqa: E402
 from sglang_attn_bridge.sglang_kernel import resolve  # noqa: E402
@@ -115,6 +117,27 @@ def determinism():
     record("determinism", "32/8 D128 packed 4096, 10 bwd", same and torch.equal(o, o2), "bitwise dq/dk/dv and o")
 
 
+def tma_paths():
+    """Forward and backward through TMA descriptors vs masked loads: bitwise equal (packed, padded, odd D)."""
+    for label, lens, hq, hkv, d in (("32/8 D128 packed", packed_lengths(3000, 5, 4), 32, 8, 128),
+                                     ("16/16 D64 packed", [1, 700, 64, 1000], 16, 16, 64),
+                                     ("8/2 D80 packed", [333, 517], 8, 2, 80)):
+        q, k, v, cu = make_qkv(lens, hq, hkv, d, torch.bfloat16)
+        t = sum(lens)
+        lay = layout.from_cu_seqlens(cu, cu, t, t)
+        saved = config.GPU_FWD[config._bucket(d)], config.GPU_BWD[config._bucket(d)]
+        used = ops._use_tma(True, q, k, v)
+        outs = []
+        do = torch.randn_like(q)
+        for tma in (True, False):
+            config.set_config(d, fwd=replace(saved[0], tma=tma), bwd=replace(saved[1], tma=tma))
+            o, lse = ops.forward(q, k, v, lay, d ** -0.5, True)
+            outs.append((o, lse, *ops.backward(do, q, k, v, o, lse, lay, d ** -0.5, True)))
+        config.set_config(d, fwd=saved[0], bwd=saved[1])
+        same = [n for n, a, b in zip(("o", "lse", "dq", "dk", "dv"), *outs) if torch.equal(a, b)]
+        record("tma-paths", label, used and len(same) == 5, f"TMA used={used}; bitwise equal: {', '.join(same)}")
+
+
 def end_to_end():
     """A few SGD steps of a tiny Qwen3: bf16 bridge and bf16 eager, each measured against an fp32 eager twin."""
     import copy
@@ -184,6 +207,7 @@ def main():
     fa_rule(torch.bfloat16, "in-tree fwd 32/8 D128 packed", packed_lengths(3000, 4, 5), 32, 8, 128)
     os.environ["SGLANG_ATTN_BRIDGE_FORWARD"] = "auto"
     determinism()
+    tma_paths()
     end_to_end()
     os.makedirs(OUT, exist_ok=True)
     with open(os.path.join(OUT, "check.json"), "w") as f:

@@ -2,24 +2,27 @@
 
 What upstream's bridge did, rebuilt on our kernels so only the structure differs: GQA K/V expanded with repeat,
 a Python loop over the sequences of a packed batch, the log-sum-exp recomputed instead of kept from the forward,
-64x64 blocks and one pipeline stage.
+64x64 blocks, one pipeline stage and plain masked loads (no TMA). It inherits our longest-first launch order.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import torch
 
 from sglang_attn_bridge import config, layout, ops
 
-UPSTREAM_BWD = config.BwdConfig(64, 64, 64, 64, 4, 1)
+UPSTREAM_BWD = config.BwdConfig(64, 64, 64, 64, 4, 1, tma=False)
 
 
 def upstream_backward(do, q, k, v, o, cu, scale):
     """q/o/do [1, T, Hq, D], k/v [1, T, Hkv, D], cu int32 -> dq, dk, dv (loop over sequences)."""
     group = q.shape[2] // k.shape[2]
-    saved = dict(config.GPU_BWD)
+    saved = dict(config.GPU_BWD), dict(config.GPU_FWD)
     for key in config.GPU_BWD:
         config.GPU_BWD[key] = UPSTREAM_BWD
+        config.GPU_FWD[key] = replace(config.GPU_FWD[key], tma=False)
     try:
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
         bounds = cu.tolist()
@@ -36,4 +39,5 @@ def upstream_backward(do, q, k, v, o, cu, scale):
             dv[:, s:e] = gv.unflatten(2, (k.shape[2], group)).sum(3)
         return dq, dk, dv
     finally:
-        config.GPU_BWD.update(saved)
+        config.GPU_BWD.update(saved[0])
+        config.GPU_FWD.update(saved[1])

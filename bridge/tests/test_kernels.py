@@ -110,9 +110,23 @@ def test_non_exact_fast_variant_is_still_correct(monkeypatch):
     _check([64, 20], [64, 20], 4, 2, 64, torch.float32, scale=0.2, hf_window=10, grad=False)
 
 
-def test_split_dkdv_variant(monkeypatch):
-    """dV and dK in two launches (a tuning option) gives the same gradients."""
-    from sglang_attn_bridge import config
+@pytest.mark.parametrize("d", [64, 80])
+def test_tma_tiles_give_the_same_bits(monkeypatch, d):
+    """Tiles through TMA descriptors (sequence-bounded, zero-filled) and masked loads feed the same values: forward
+    and backward results are bitwise equal, padded head dim and prefix included. Also checks that the fallback
+    rule keeps misaligned views on the masked path."""
+    from sglang_attn_bridge import config, ops
 
-    monkeypatch.setattr(config, "INTERPRETER_BWD", config.BwdConfig(32, 32, 32, 32, 4, 1, split_dkdv=True))
-    _check([37, 64], [37, 64], 4, 2, 64, torch.float32, scale=0.125, softcap=3.0)
+    q, k, v, lay, _, _ = _packed_case([37, 5, 50], [37, 20, 50], 4, 2, d, torch.float32)
+    results = []
+    for tma in (False, True):
+        monkeypatch.setattr(config, "INTERPRETER_FWD", config.FwdConfig(32, 64, 4, 1, tma=tma))
+        monkeypatch.setattr(config, "INTERPRETER_BWD", config.BwdConfig(32, 32, 32, 32, 4, 1, tma=tma))
+        o, lse = ops.forward(q, k, v, lay, 0.125, True)
+        do = torch.randn_like(o, generator=torch.Generator().manual_seed(1))
+        results.append((o, lse, *ops.backward(do, q, k, v, o, lse, lay, 0.125, True)))
+    for name, a, b in zip(("o", "lse", "dq", "dk", "dv"), *results):
+        assert torch.equal(a, b), name
+    assert ops._use_tma(True, q, k, v)
+    assert not ops._use_tma(True, q[..., 1:])  # 4-byte offset: not 16-byte aligned
+    assert not ops._use_tma(False, q)

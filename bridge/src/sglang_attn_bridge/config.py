@@ -24,6 +24,8 @@ class FwdConfig:
     # H200, stayed bit-exact at D64: only use 2 where bench/check_h200.py proved it)
     interior: int = 1
     warp_spec: bool = False  # tl.range(warp_specialize=True) on the interior loop
+    tma: bool = True  # K/V tiles through TMA descriptors where the GPU has the copy engine (same values)
+    max_regs: int = 0  # cap on registers per thread (Triton's maxnreg), 0 = none: trades spills for resident programs
     exact: bool = True  # False: exp2/in-place P.V arithmetic (faster, NOT bit-exact with sglang; bench yardstick)
 
 
@@ -37,8 +39,7 @@ class BwdConfig:
     num_stages: int
     num_warps2: int = 0  # dQ kernel's own warps/stages (0: same as the dK/dV kernel)
     num_stages2: int = 0
-    reload_kv: bool = False  # dK/dV kernel re-reads its K/V tile every step (fewer registers held)
-    split_dkdv: bool = False  # dV and dK in two launches, one accumulator each (one more matrix product)
+    tma: bool = True  # Q/dO/K/V tiles through TMA descriptors where the GPU has the copy engine (same values)
 
 
 # head_dim bucket (next power of two) -> config. D64/D128 tuned on the H200 (docs/bridge-h200.md); the rest are
@@ -57,8 +58,8 @@ GPU_BWD = {
     128: BwdConfig(64, 128, 128, 64, 8, 1, 8, 3),  # H200, 1x8192 32/8: dK/dV 2.9 ms + dQ 1.4 ms
     256: BwdConfig(32, 64, 64, 32, 8, 1),
 }
-INTERPRETER_FWD = FwdConfig(32, 64, 4, 1)
-INTERPRETER_BWD = BwdConfig(32, 32, 32, 32, 4, 1)
+INTERPRETER_FWD = FwdConfig(32, 64, 4, 1, tma=False)
+INTERPRETER_BWD = BwdConfig(32, 32, 32, 32, 4, 1, tma=False)
 
 
 def interpreting() -> bool:

@@ -32,6 +32,29 @@ def _window(window) -> int:
     return -1 if window is None else int(window)
 
 
+def _use_tma(wanted: bool, *tensors: torch.Tensor) -> bool:
+    """TMA tile loads where the copy engine exists (NVIDIA sm_90+; the interpreter emulates it) and every tensor
+    meets its 16-byte alignment rule; otherwise the kernels take the masked-load path, with identical values."""
+    if not wanted:
+        return False
+    if not config.interpreting():
+        dev = tensors[0].device
+        if dev.type != "cuda" or torch.version.hip or torch.cuda.get_device_capability(dev)[0] < 9:
+            return False
+        _ensure_allocator(dev)
+    return all(t.data_ptr() % 16 == 0 and all(st * t.element_size() % 16 == 0 for st in t.stride()[:-1])
+               for t in tensors)
+
+
+def _ensure_allocator(dev: torch.device) -> None:
+    """Device-built TMA descriptors need a little scratch memory through `triton.set_allocator`; install torch's
+    allocator unless the caller set one (the setting is per thread: autograd runs the backward in its own)."""
+    from triton.runtime import _allocation
+
+    if isinstance(_allocation._allocator.get(), _allocation.NullAllocator):
+        triton.set_allocator(lambda size, alignment, stream: torch.empty(size, dtype=torch.int8, device=dev))
+
+
 def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softcap=0.0, compute_o=True):
     """q [B, Sq, Hq, D], k/v [B, Sk, Hkv, D] views -> (o [B, Sq, Hq, D] contiguous or None, lse [Hq, B*Sq] fp32).
 
@@ -46,8 +69,7 @@ def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softc
     if compute_o:
         o = (torch.empty if lay.covers_all else torch.zeros)((B, Sq, Hq, D), device=q.device, dtype=q.dtype)
     o_arg = o if o is not None else q
-    num_m = triton.cdiv(lay.max_q, cfg.block_m)
-    grid = (num_m, Hq, lay.n)
+    grid = (Hq, lay.n, triton.cdiv(lay.max_q, cfg.block_m))
     attn_fwd_kernel[grid](
         q, k, v, o_arg, lse, *_lay_args(lay),
         float(scale), 1.0,
@@ -56,12 +78,13 @@ def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softc
         v.stride(0), v.stride(1), v.stride(2),
         o_arg.stride(0), o_arg.stride(1), o_arg.stride(2),
         lse.stride(0), Sq,
-        Hq // Hkv, num_m,
+        Hq // Hkv,
         HEAD_DIM=D, BLOCK_D=max(16, triton.next_power_of_2(D)),
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
         IS_CAUSAL=bool(causal), WINDOW=_window(window), SOFTCAP=float(softcap or 0.0),
-        COMPUTE_O=bool(compute_o), INTERIOR=cfg.interior, DOT_PREC=_prec(q.dtype), WARP_SPEC=cfg.warp_spec, FAST=not cfg.exact and not softcap,
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        COMPUTE_O=bool(compute_o), INTERIOR=cfg.interior, DOT_PREC=_prec(q.dtype), WARP_SPEC=cfg.warp_spec,
+        TMA=_use_tma(cfg.tma, q, k, v), FAST=not cfg.exact and not softcap,
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages, **({"maxnreg": cfg.max_regs} if cfg.max_regs else {}),
     )
     return o, lse
 
@@ -80,8 +103,8 @@ def backward(do, q, k, v, o, lse, lay: Varlen, scale: float, causal: bool, windo
     dk = alloc((B, Sk, Hkv, D), device=q.device, dtype=k.dtype)
     dv = alloc((B, Sk, Hkv, D), device=q.device, dtype=v.dtype)
     delta = torch.empty_like(lse)
-    common = dict(IS_CAUSAL=bool(causal), WINDOW=_window(window), SOFTCAP=float(softcap or 0.0))
-    prec = _prec(q.dtype)
+    common = dict(IS_CAUSAL=bool(causal), WINDOW=_window(window), SOFTCAP=float(softcap or 0.0),
+                  DOT_PREC=_prec(q.dtype), TMA=_use_tma(cfg.tma, q, k, v, do))
 
     delta_kernel[(triton.cdiv(lay.max_q, 64), Hq, lay.n)](
         o, do, delta, lay.row, lay.q_start, lay.len_q,
@@ -89,25 +112,23 @@ def backward(do, q, k, v, o, lse, lay: Varlen, scale: float, causal: bool, windo
         HEAD_DIM=D, BLOCK_D=block_d, BLOCK_M=64,
     )
     if "dkdv" in parts:
-        for part in ((1, 2) if cfg.split_dkdv else (0,)):
-            dkdv_kernel[(triton.cdiv(lay.max_k, cfg.block_n1), Hkv, lay.n)](
-                q, k, v, do, dk, dv, lse, delta, *_lay_args(lay), float(scale),
-                q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
-                v.stride(0), v.stride(1), v.stride(2), do.stride(0), do.stride(1), do.stride(2),
-                dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0), dv.stride(1), dv.stride(2),
-                lse.stride(0), Sq, Hq // Hkv,
-                HEAD_DIM=D, BLOCK_D=block_d, BLOCK_M=cfg.block_m1, BLOCK_N=cfg.block_n1, DOT_PREC=prec, **common,
-                RELOAD_KV=cfg.reload_kv, PART=part, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
-            )
-    num_m = triton.cdiv(lay.max_q, cfg.block_m2)
+        dkdv_kernel[(Hkv, lay.n, triton.cdiv(lay.max_k, cfg.block_n1))](
+            q, k, v, do, dk, dv, lse, delta, *_lay_args(lay), float(scale),
+            q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
+            v.stride(0), v.stride(1), v.stride(2), do.stride(0), do.stride(1), do.stride(2),
+            dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0), dv.stride(1), dv.stride(2),
+            lse.stride(0), Sq, Hq // Hkv,
+            HEAD_DIM=D, BLOCK_D=block_d, BLOCK_M=cfg.block_m1, BLOCK_N=cfg.block_n1, **common,
+            num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        )
     if "dq" in parts:
-        dq_kernel[(num_m, Hq, lay.n)](
+        dq_kernel[(Hq, lay.n, triton.cdiv(lay.max_q, cfg.block_m2))](
             q, k, v, do, dq, lse, delta, *_lay_args(lay), float(scale),
             q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
             v.stride(0), v.stride(1), v.stride(2), do.stride(0), do.stride(1), do.stride(2),
             dq.stride(0), dq.stride(1), dq.stride(2),
-            lse.stride(0), Sq, Hq // Hkv, num_m,
-            HEAD_DIM=D, BLOCK_D=block_d, BLOCK_M=cfg.block_m2, BLOCK_N=cfg.block_n2, DOT_PREC=prec, **common,
+            lse.stride(0), Sq, Hq // Hkv,
+            HEAD_DIM=D, BLOCK_D=block_d, BLOCK_M=cfg.block_m2, BLOCK_N=cfg.block_n2, **common,
             num_warps=cfg.num_warps2 or cfg.num_warps, num_stages=cfg.num_stages2 or cfg.num_stages,
         )
     return dq, dk, dv

@@ -16,6 +16,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from . import tiles
+
 # log2(e) is written out as a literal in the kernels: the interpreter mishandles constexpr globals
 
 
@@ -65,21 +67,17 @@ def _visible(offs_m, offs_n, prefix, IS_CAUSAL: tl.constexpr, WINDOW: tl.constex
 
 @triton.jit
 def _dkdv_step(
-    dk, dv, k, v, k_ptrs, v_ptrs, kv_mask, q_base, do_base, lse_base, delta_base, start_m, offs_n, offs_d, mask_d,
-    len_q, len_k, prefix, qk_scale2, sqs, sds,
-    BLOCK_M: tl.constexpr, IS_CAUSAL: tl.constexpr, WINDOW: tl.constexpr, SOFTCAP: tl.constexpr,
-    MASK: tl.constexpr, DOT_PREC: tl.constexpr, RELOAD_KV: tl.constexpr, PART: tl.constexpr,
+    dk, dv, k, v, q_rows, do_rows, lse_base, delta_base, start_m, offs_n, len_q, prefix, qk_scale2, sqs, sdos,
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, IS_CAUSAL: tl.constexpr,
+    WINDOW: tl.constexpr, SOFTCAP: tl.constexpr, MASK: tl.constexpr, DOT_PREC: tl.constexpr, TMA: tl.constexpr,
 ):
-    if RELOAD_KV:  # stream K/V tiles from L2 each step instead of pinning them in registers (register pressure)
-        k = tl.load(k_ptrs, mask=kv_mask, other=0.0)
-        v = tl.load(v_ptrs, mask=kv_mask, other=0.0)
     offs_m = start_m + tl.arange(0, BLOCK_M)
     mask_m = offs_m < len_q
-    qT = tl.load(q_base + offs_m[None, :] * sqs + offs_d[:, None], mask=mask_m[None, :] & mask_d[:, None], other=0.0)
-    do = tl.load(do_base + offs_m[:, None] * sds + offs_d[None, :], mask=mask_m[:, None] & mask_d[None, :], other=0.0)
+    q = tiles.load(q_rows, start_m, len_q, sqs, BLOCK_M, BLOCK_D, HEAD_DIM, TMA)
+    do = tiles.load(do_rows, start_m, len_q, sdos, BLOCK_M, BLOCK_D, HEAD_DIM, TMA)
     lse2 = tl.load(lse_base + offs_m, mask=mask_m, other=0.0) * 1.4426950408889634
     delta = tl.load(delta_base + offs_m, mask=mask_m, other=0.0)
-    sT = tl.dot(k, qT, input_precision=DOT_PREC)  # [N, M]
+    sT = tl.dot(k, tl.trans(q), input_precision=DOT_PREC)  # [N, M]
     if SOFTCAP > 0:
         t = _tanh(sT * (qk_scale2 / 1.4426950408889634 / SOFTCAP))
         pT = tl.exp2(SOFTCAP * 1.4426950408889634 * t - lse2[None, :])
@@ -88,14 +86,12 @@ def _dkdv_step(
     if MASK:
         vis = tl.trans(_visible(offs_m, offs_n, prefix, IS_CAUSAL, WINDOW))
         pT = tl.where(vis, pT, 0.0)
-    if PART != 2:
-        dv += tl.dot(pT.to(do.dtype), do, input_precision=DOT_PREC)
-    if PART != 1:
-        dpT = tl.dot(v, tl.trans(do), input_precision=DOT_PREC)
-        dsT = pT * (dpT - delta[None, :])
-        if SOFTCAP > 0:
-            dsT = dsT * (1.0 - t * t)
-        dk += tl.dot(dsT.to(qT.dtype), tl.trans(qT), input_precision=DOT_PREC)
+    dv += tl.dot(pT.to(do.dtype), do, input_precision=DOT_PREC)
+    dpT = tl.dot(v, tl.trans(do), input_precision=DOT_PREC)
+    dsT = pT * (dpT - delta[None, :])
+    if SOFTCAP > 0:
+        dsT = dsT * (1.0 - t * t)
+    dk += tl.dot(dsT.to(q.dtype), q, input_precision=DOT_PREC)
     return dk, dv
 
 
@@ -109,12 +105,13 @@ def dkdv_kernel(
     lse_sh, lse_sb, group,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     IS_CAUSAL: tl.constexpr, WINDOW: tl.constexpr, SOFTCAP: tl.constexpr, DOT_PREC: tl.constexpr,
-    RELOAD_KV: tl.constexpr = False, PART: tl.constexpr = 0,
+    TMA: tl.constexpr,
 ):
-    """PART 0: dK and dV together; 1: dV only; 2: dK only (two lighter launches: one accumulator each)."""
-    n0 = tl.program_id(0) * BLOCK_N
-    kv_head = tl.program_id(1)
-    seq = tl.program_id(2)
+    # grid (KV head, sequence, key block): the heaviest blocks (the first keys, under a causal mask) of every head
+    # and sequence are launched before any lighter one, so no long program starts last
+    kv_head = tl.program_id(0)
+    seq = tl.program_id(1)
+    n0 = tl.program_id(2) * BLOCK_N
     len_k = tl.load(LenK + seq)
     if n0 >= len_k:
         return
@@ -127,13 +124,10 @@ def dkdv_kernel(
 
     offs_n = n0 + tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
-    mask_n = offs_n < len_k
-    mask_d = offs_d < HEAD_DIM
-    kv_mask = mask_n[:, None] & mask_d[None, :]
-    k_ptrs = K + row * skb + kv_head * skh + (k_start + offs_n)[:, None] * sks + offs_d[None, :]
-    v_ptrs = V + row * svb + kv_head * svh + (k_start + offs_n)[:, None] * svs + offs_d[None, :]
-    k = tl.load(k_ptrs, mask=kv_mask, other=0.0)
-    v = tl.load(v_ptrs, mask=kv_mask, other=0.0)
+    k_rows = tiles.rows(K + row * skb + kv_head * skh + k_start * sks, len_k, sks, BLOCK_N, BLOCK_D, HEAD_DIM, TMA)
+    v_rows = tiles.rows(V + row * svb + kv_head * svh + k_start * svs, len_k, svs, BLOCK_N, BLOCK_D, HEAD_DIM, TMA)
+    k = tiles.load(k_rows, n0, len_k, sks, BLOCK_N, BLOCK_D, HEAD_DIM, TMA)
+    v = tiles.load(v_rows, n0, len_k, svs, BLOCK_N, BLOCK_D, HEAD_DIM, TMA)
     dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
     dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
 
@@ -152,56 +146,50 @@ def dkdv_kernel(
 
     for g in range(group):
         head = kv_head * group + g
-        q_base = Q + row * sqb + head * sqh + q_start * sqs
-        do_base = DO + row * sdob + head * sdoh + q_start * sdos
+        q_rows = tiles.rows(Q + row * sqb + head * sqh + q_start * sqs, len_q, sqs, BLOCK_M, BLOCK_D, HEAD_DIM, TMA)
+        do_rows = tiles.rows(DO + row * sdob + head * sdoh + q_start * sdos, len_q, sdos, BLOCK_M, BLOCK_D,
+                             HEAD_DIM, TMA)
         lse_base = LSE + head * lse_sh + row * lse_sb + q_start
         delta_base = Delta + head * lse_sh + row * lse_sb + q_start
         for start_m in range(lo, full_lo, BLOCK_M):
             dk, dv = _dkdv_step(
-                dk, dv, k, v, k_ptrs, v_ptrs, kv_mask, q_base, do_base, lse_base, delta_base, start_m, offs_n,
-                offs_d, mask_d, len_q, len_k, prefix, qk_scale2, sqs, sdos,
-                BLOCK_M, IS_CAUSAL, WINDOW, SOFTCAP, True, DOT_PREC, RELOAD_KV, PART,
+                dk, dv, k, v, q_rows, do_rows, lse_base, delta_base, start_m, offs_n, len_q, prefix, qk_scale2,
+                sqs, sdos, HEAD_DIM, BLOCK_D, BLOCK_M, IS_CAUSAL, WINDOW, SOFTCAP, True, DOT_PREC, TMA,
             )
         for start_m in range(full_lo, hi, BLOCK_M):
             dk, dv = _dkdv_step(
-                dk, dv, k, v, k_ptrs, v_ptrs, kv_mask, q_base, do_base, lse_base, delta_base, start_m, offs_n,
-                offs_d, mask_d, len_q, len_k, prefix, qk_scale2, sqs, sdos,
-                BLOCK_M, IS_CAUSAL, WINDOW, SOFTCAP, False, DOT_PREC, RELOAD_KV, PART,
+                dk, dv, k, v, q_rows, do_rows, lse_base, delta_base, start_m, offs_n, len_q, prefix, qk_scale2,
+                sqs, sdos, HEAD_DIM, BLOCK_D, BLOCK_M, IS_CAUSAL, WINDOW, SOFTCAP, False, DOT_PREC, TMA,
             )
-    if PART != 1:
-        dk *= sm_scale
-        tl.store(DK + row * sdkb + kv_head * sdkh + (k_start + offs_n)[:, None] * sdks + offs_d[None, :], dk,
-                 mask=kv_mask)
-    if PART != 2:
-        tl.store(DV + row * sdvb + kv_head * sdvh + (k_start + offs_n)[:, None] * sdvs + offs_d[None, :], dv,
-                 mask=kv_mask)
+    dk *= sm_scale
+    kv_mask = (offs_n < len_k)[:, None] & (offs_d < HEAD_DIM)[None, :]
+    tl.store(DK + row * sdkb + kv_head * sdkh + (k_start + offs_n)[:, None] * sdks + offs_d[None, :], dk, mask=kv_mask)
+    tl.store(DV + row * sdvb + kv_head * sdvh + (k_start + offs_n)[:, None] * sdvs + offs_d[None, :], dv, mask=kv_mask)
 
 
 @triton.jit
 def _dq_step(
-    dq, q, do, lse2, delta, k_base, v_base, start_n, offs_m, offs_d, mask_d,
-    len_k, prefix, qk_scale2, sks, svs,
-    BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, WINDOW: tl.constexpr, SOFTCAP: tl.constexpr,
-    MASK: tl.constexpr, DOT_PREC: tl.constexpr,
+    dq, q, do, lse2, delta, k_rows, v_rows, start_n, offs_m, len_k, prefix, qk_scale2, sks, svs,
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr,
+    WINDOW: tl.constexpr, SOFTCAP: tl.constexpr, MASK: tl.constexpr, DOT_PREC: tl.constexpr, TMA: tl.constexpr,
 ):
     offs_n = start_n + tl.arange(0, BLOCK_N)
-    mask_n = offs_n < len_k
-    kT = tl.load(k_base + offs_n[None, :] * sks + offs_d[:, None], mask=mask_n[None, :] & mask_d[:, None], other=0.0)
-    vT = tl.load(v_base + offs_n[None, :] * svs + offs_d[:, None], mask=mask_n[None, :] & mask_d[:, None], other=0.0)
-    s = tl.dot(q, kT, input_precision=DOT_PREC)
+    k = tiles.load(k_rows, start_n, len_k, sks, BLOCK_N, BLOCK_D, HEAD_DIM, TMA)
+    v = tiles.load(v_rows, start_n, len_k, svs, BLOCK_N, BLOCK_D, HEAD_DIM, TMA)
+    s = tl.dot(q, tl.trans(k), input_precision=DOT_PREC)
     if SOFTCAP > 0:
         t = _tanh(s * (qk_scale2 / 1.4426950408889634 / SOFTCAP))
         p = tl.exp2(SOFTCAP * 1.4426950408889634 * t - lse2[:, None])
     else:
         p = tl.exp2(s * qk_scale2 - lse2[:, None])
     if MASK:
-        vis = _visible(offs_m, offs_n, prefix, IS_CAUSAL, WINDOW) & mask_n[None, :]
+        vis = _visible(offs_m, offs_n, prefix, IS_CAUSAL, WINDOW) & (offs_n < len_k)[None, :]
         p = tl.where(vis, p, 0.0)
-    dp = tl.dot(do, vT, input_precision=DOT_PREC)
+    dp = tl.dot(do, tl.trans(v), input_precision=DOT_PREC)
     ds = p * (dp - delta[:, None])
     if SOFTCAP > 0:
         ds = ds * (1.0 - t * t)
-    dq += tl.dot(ds.to(kT.dtype), tl.trans(kT), input_precision=DOT_PREC)
+    dq += tl.dot(ds.to(k.dtype), k, input_precision=DOT_PREC)
     return dq
 
 
@@ -211,15 +199,17 @@ def dq_kernel(
     Row, QStart, KStart, LenQ, LenK,
     sm_scale,
     sqb, sqs, sqh, skb, sks, skh, svb, svs, svh, sdob, sdos, sdoh, sdqb, sdqs, sdqh,
-    lse_sh, lse_sb, group, num_m_blocks,
+    lse_sh, lse_sb, group,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     IS_CAUSAL: tl.constexpr, WINDOW: tl.constexpr, SOFTCAP: tl.constexpr, DOT_PREC: tl.constexpr,
+    TMA: tl.constexpr,
 ):
-    m0 = (num_m_blocks - 1 - tl.program_id(0)) * BLOCK_M
-    head = tl.program_id(1)
-    seq = tl.program_id(2)
+    # grid (head, sequence, block): block 0 is each sequence's last (heaviest, under a causal mask) query block
+    head = tl.program_id(0)
+    seq = tl.program_id(1)
     len_q = tl.load(LenQ + seq)
-    if m0 >= len_q:
+    m0 = (tl.cdiv(len_q, BLOCK_M) - 1 - tl.program_id(2)) * BLOCK_M
+    if m0 < 0:
         return
     len_k = tl.load(LenK + seq)
     row = tl.load(Row + seq).to(tl.int64)
@@ -232,15 +222,15 @@ def dq_kernel(
     offs_m = m0 + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
     mask_m = offs_m < len_q
-    mask_d = offs_d < HEAD_DIM
-    qmask = mask_m[:, None] & mask_d[None, :]
-    tok = (q_start + offs_m)[:, None]
-    q = tl.load(Q + row * sqb + head * sqh + tok * sqs + offs_d[None, :], mask=qmask, other=0.0)
-    do = tl.load(DO + row * sdob + head * sdoh + tok * sdos + offs_d[None, :], mask=qmask, other=0.0)
+    q_rows = tiles.rows(Q + row * sqb + head * sqh + q_start * sqs, len_q, sqs, BLOCK_M, BLOCK_D, HEAD_DIM, TMA)
+    do_rows = tiles.rows(DO + row * sdob + head * sdoh + q_start * sdos, len_q, sdos, BLOCK_M, BLOCK_D, HEAD_DIM,
+                         TMA)
+    q = tiles.load(q_rows, m0, len_q, sqs, BLOCK_M, BLOCK_D, HEAD_DIM, TMA)
+    do = tiles.load(do_rows, m0, len_q, sdos, BLOCK_M, BLOCK_D, HEAD_DIM, TMA)
     lse2 = tl.load(LSE + head * lse_sh + row * lse_sb + q_start + offs_m, mask=mask_m, other=0.0) * 1.4426950408889634
     delta = tl.load(Delta + head * lse_sh + row * lse_sb + q_start + offs_m, mask=mask_m, other=0.0)
-    k_base = K + row * skb + kv_head * skh + k_start * sks
-    v_base = V + row * svb + kv_head * svh + k_start * svs
+    k_rows = tiles.rows(K + row * skb + kv_head * skh + k_start * sks, len_k, sks, BLOCK_N, BLOCK_D, HEAD_DIM, TMA)
+    v_rows = tiles.rows(V + row * svb + kv_head * svh + k_start * svs, len_k, svs, BLOCK_N, BLOCK_D, HEAD_DIM, TMA)
     dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
 
     lo = 0
@@ -257,13 +247,14 @@ def dq_kernel(
         full_hi = tl.maximum(tl.minimum(full_hi, hi), lo)
     for start_n in range(lo, full_hi, BLOCK_N):
         dq = _dq_step(
-            dq, q, do, lse2, delta, k_base, v_base, start_n, offs_m, offs_d, mask_d, len_k, prefix, qk_scale2,
-            sks, svs, BLOCK_N, IS_CAUSAL, WINDOW, SOFTCAP, False, DOT_PREC,
+            dq, q, do, lse2, delta, k_rows, v_rows, start_n, offs_m, len_k, prefix, qk_scale2, sks, svs,
+            HEAD_DIM, BLOCK_D, BLOCK_N, IS_CAUSAL, WINDOW, SOFTCAP, False, DOT_PREC, TMA,
         )
     for start_n in range(full_hi, hi, BLOCK_N):
         dq = _dq_step(
-            dq, q, do, lse2, delta, k_base, v_base, start_n, offs_m, offs_d, mask_d, len_k, prefix, qk_scale2,
-            sks, svs, BLOCK_N, IS_CAUSAL, WINDOW, SOFTCAP, True, DOT_PREC,
+            dq, q, do, lse2, delta, k_rows, v_rows, start_n, offs_m, len_k, prefix, qk_scale2, sks, svs,
+            HEAD_DIM, BLOCK_D, BLOCK_N, IS_CAUSAL, WINDOW, SOFTCAP, True, DOT_PREC, TMA,
         )
     dq *= sm_scale
-    tl.store(DQ + row * sdqb + head * sdqh + tok * sdqs + offs_d[None, :], dq, mask=qmask)
+    qmask = mask_m[:, None] & (offs_d < HEAD_DIM)[None, :]
+    tl.store(DQ + row * sdqb + head * sdqh + (q_start + offs_m)[:, None] * sdqs + offs_d[None, :], dq, mask=qmask)

@@ -19,6 +19,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from . import tiles
+
 
 @triton.jit
 def _visible(offs_m, offs_kn, prefix, mask_m, mask_n, IS_CAUSAL: tl.constexpr, WINDOW: tl.constexpr):
@@ -41,15 +43,16 @@ def _tanh(x):
 
 @triton.jit
 def _fwd_tile(
-    acc, deno, e_max, q, k_base, v_base, start_n, offs_m, offs_n, offs_d, mask_m, mask_d,
+    acc, deno, e_max, q, k_rows, v_rows, start_n, offs_m, offs_n, mask_m,
     len_k, prefix, sm_scale, sks, svs,
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr,
     IS_CAUSAL: tl.constexpr, WINDOW: tl.constexpr, SOFTCAP: tl.constexpr,
-    COMPUTE_O: tl.constexpr, MASK: tl.constexpr, DOT_PREC: tl.constexpr,
+    COMPUTE_O: tl.constexpr, MASK: tl.constexpr, DOT_PREC: tl.constexpr, TMA: tl.constexpr,
 ):
     offs_kn = start_n + offs_n
     mask_n = offs_kn < len_k
-    k = tl.load(k_base + offs_kn[None, :] * sks + offs_d[:, None], mask=mask_n[None, :] & mask_d[:, None], other=0.0)
-    qk = tl.dot(q, k, input_precision=DOT_PREC)
+    k = tiles.load(k_rows, start_n, len_k, sks, BLOCK_N, BLOCK_D, HEAD_DIM, TMA)
+    qk = tl.dot(q, tl.trans(k), input_precision=DOT_PREC)
     qk *= sm_scale
     if SOFTCAP > 0:
         qk = SOFTCAP * _tanh(qk / SOFTCAP)
@@ -66,24 +69,25 @@ def _fwd_tile(
     p = tl.exp(qk - n_e_max[:, None])
     deno = deno * re_scale + tl.sum(p, 1)
     if COMPUTE_O:
-        v = tl.load(v_base + offs_kn[:, None] * svs + offs_d[None, :], mask=mask_n[:, None] & mask_d[None, :], other=0.0)
+        v = tiles.load(v_rows, start_n, len_k, svs, BLOCK_N, BLOCK_D, HEAD_DIM, TMA)
         acc = acc * re_scale[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PREC)
     return acc, deno, n_e_max
 
 
 @triton.jit
 def _fwd_tile_fast(
-    acc, deno, e_max, q, k_base, v_base, start_n, offs_m, offs_n, offs_d, mask_m, mask_d,
+    acc, deno, e_max, q, k_rows, v_rows, start_n, offs_m, offs_n, mask_m,
     len_k, prefix, qk_scale2, sks, svs,
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr,
     IS_CAUSAL: tl.constexpr, WINDOW: tl.constexpr, COMPUTE_O: tl.constexpr, MASK: tl.constexpr,
-    DOT_PREC: tl.constexpr,
+    DOT_PREC: tl.constexpr, TMA: tl.constexpr,
 ):
     """Not bit-exact with sglang (exp2 with the scale folded in, P.V accumulated in place): the yardstick for what
     the exact arithmetic costs. e_max is kept in log2 units here."""
     offs_kn = start_n + offs_n
     mask_n = offs_kn < len_k
-    k = tl.load(k_base + offs_kn[None, :] * sks + offs_d[:, None], mask=mask_n[None, :] & mask_d[:, None], other=0.0)
-    qk = tl.dot(q, k, input_precision=DOT_PREC)
+    k = tiles.load(k_rows, start_n, len_k, sks, BLOCK_N, BLOCK_D, HEAD_DIM, TMA)
+    qk = tl.dot(q, tl.trans(k), input_precision=DOT_PREC)
     if MASK:
         qk = tl.where(_visible(offs_m, offs_kn, prefix, mask_m, mask_n, IS_CAUSAL, WINDOW), qk, float("-inf"))
     m_new = tl.maximum(e_max, tl.max(qk, 1) * qk_scale2)
@@ -92,7 +96,7 @@ def _fwd_tile_fast(
     alpha = tl.math.exp2(e_max - m_new)
     deno = deno * alpha + tl.sum(p, 1)
     if COMPUTE_O:
-        v = tl.load(v_base + offs_kn[:, None] * svs + offs_d[None, :], mask=mask_n[:, None] & mask_d[None, :], other=0.0)
+        v = tiles.load(v_rows, start_n, len_k, svs, BLOCK_N, BLOCK_D, HEAD_DIM, TMA)
         acc = acc * alpha[:, None]
         acc = tl.dot(p.to(v.dtype), v, acc, input_precision=DOT_PREC)
     return acc, deno, m_new
@@ -108,20 +112,20 @@ def attn_fwd_kernel(
     svb, svs, svh,
     sob, sos, soh,
     lse_sh, lse_sb,
-    group, num_m_blocks,
+    group,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     IS_CAUSAL: tl.constexpr, WINDOW: tl.constexpr, SOFTCAP: tl.constexpr,
     COMPUTE_O: tl.constexpr, INTERIOR: tl.constexpr, DOT_PREC: tl.constexpr, WARP_SPEC: tl.constexpr,
-    FAST: tl.constexpr = False,
+    TMA: tl.constexpr, FAST: tl.constexpr = False,
 ):
-    # heaviest causal blocks (the last rows) are launched first
-    m_block = num_m_blocks - 1 - tl.program_id(0)
-    head = tl.program_id(1)
-    seq = tl.program_id(2)
+    # grid (head, sequence, block): block 0 is each sequence's last (heaviest, under a causal mask) query block, so
+    # every heavy program is launched before any light one and none of them starts last
+    head = tl.program_id(0)
+    seq = tl.program_id(1)
     len_q = tl.load(LenQ + seq)
-    m0 = m_block * BLOCK_M
-    if m0 >= len_q:
+    m0 = (tl.cdiv(len_q, BLOCK_M) - 1 - tl.program_id(2)) * BLOCK_M
+    if m0 < 0:
         return
     len_k = tl.load(LenK + seq)
     row = tl.load(Row + seq).to(tl.int64)
@@ -136,10 +140,10 @@ def attn_fwd_kernel(
     mask_m = offs_m < len_q
     mask_d = offs_d < HEAD_DIM
 
-    q_ptrs = Q + row * sqb + head * sqh + (q_start + offs_m)[:, None] * sqs + offs_d[None, :]
-    q = tl.load(q_ptrs, mask=mask_m[:, None] & mask_d[None, :], other=0.0)
-    k_base = K + row * skb + kv_head * skh + k_start * sks
-    v_base = V + row * svb + kv_head * svh + k_start * svs
+    q_rows = tiles.rows(Q + row * sqb + head * sqh + q_start * sqs, len_q, sqs, BLOCK_M, BLOCK_D, HEAD_DIM, TMA)
+    q = tiles.load(q_rows, m0, len_q, sqs, BLOCK_M, BLOCK_D, HEAD_DIM, TMA)
+    k_rows = tiles.rows(K + row * skb + kv_head * skh + k_start * sks, len_k, sks, BLOCK_N, BLOCK_D, HEAD_DIM, TMA)
+    v_rows = tiles.rows(V + row * svb + kv_head * svh + k_start * svs, len_k, svs, BLOCK_N, BLOCK_D, HEAD_DIM, TMA)
 
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
     deno = tl.zeros([BLOCK_M], dtype=tl.float32)
@@ -163,14 +167,14 @@ def attn_fwd_kernel(
         for start_n in range(lo, full_hi, BLOCK_N):
             start_n = tl.multiple_of(start_n, BLOCK_N)
             acc, deno, e_max = _fwd_tile_fast(
-                acc, deno, e_max, q, k_base, v_base, start_n, offs_m, offs_n, offs_d, mask_m, mask_d,
-                len_k, prefix, qk_scale2, sks, svs, IS_CAUSAL, WINDOW, COMPUTE_O, False, DOT_PREC,
+                acc, deno, e_max, q, k_rows, v_rows, start_n, offs_m, offs_n, mask_m, len_k, prefix, qk_scale2,
+                sks, svs, HEAD_DIM, BLOCK_D, BLOCK_N, IS_CAUSAL, WINDOW, COMPUTE_O, False, DOT_PREC, TMA,
             )
         for start_n in range(full_hi, hi, BLOCK_N):
             start_n = tl.multiple_of(start_n, BLOCK_N)
             acc, deno, e_max = _fwd_tile_fast(
-                acc, deno, e_max, q, k_base, v_base, start_n, offs_m, offs_n, offs_d, mask_m, mask_d,
-                len_k, prefix, qk_scale2, sks, svs, IS_CAUSAL, WINDOW, COMPUTE_O, True, DOT_PREC,
+                acc, deno, e_max, q, k_rows, v_rows, start_n, offs_m, offs_n, mask_m, len_k, prefix, qk_scale2,
+                sks, svs, HEAD_DIM, BLOCK_D, BLOCK_N, IS_CAUSAL, WINDOW, COMPUTE_O, True, DOT_PREC, TMA,
             )
         e_max = e_max * 0.6931471805599453  # back to natural-log units for the LSE
     else:
@@ -178,24 +182,23 @@ def attn_fwd_kernel(
             for start_n in tl.range(lo, full_hi, BLOCK_N, warp_specialize=True):
                 start_n = tl.multiple_of(start_n, BLOCK_N)
                 acc, deno, e_max = _fwd_tile(
-                    acc, deno, e_max, q, k_base, v_base, start_n, offs_m, offs_n, offs_d, mask_m, mask_d,
-                    len_k, prefix, sm_scale, sks, svs,
-                    IS_CAUSAL, WINDOW, SOFTCAP, COMPUTE_O, 2 - INTERIOR, DOT_PREC,
+                    acc, deno, e_max, q, k_rows, v_rows, start_n, offs_m, offs_n, mask_m, len_k, prefix, sm_scale,
+                    sks, svs, HEAD_DIM, BLOCK_D, BLOCK_N, IS_CAUSAL, WINDOW, SOFTCAP, COMPUTE_O, 2 - INTERIOR,
+                    DOT_PREC, TMA,
                 )
         else:
             for start_n in range(lo, full_hi, BLOCK_N):
                 start_n = tl.multiple_of(start_n, BLOCK_N)
                 acc, deno, e_max = _fwd_tile(
-                    acc, deno, e_max, q, k_base, v_base, start_n, offs_m, offs_n, offs_d, mask_m, mask_d,
-                    len_k, prefix, sm_scale, sks, svs,
-                    IS_CAUSAL, WINDOW, SOFTCAP, COMPUTE_O, 2 - INTERIOR, DOT_PREC,
+                    acc, deno, e_max, q, k_rows, v_rows, start_n, offs_m, offs_n, mask_m, len_k, prefix, sm_scale,
+                    sks, svs, HEAD_DIM, BLOCK_D, BLOCK_N, IS_CAUSAL, WINDOW, SOFTCAP, COMPUTE_O, 2 - INTERIOR,
+                    DOT_PREC, TMA,
                 )
         for start_n in range(full_hi, hi, BLOCK_N):
             start_n = tl.multiple_of(start_n, BLOCK_N)
             acc, deno, e_max = _fwd_tile(
-                acc, deno, e_max, q, k_base, v_base, start_n, offs_m, offs_n, offs_d, mask_m, mask_d,
-                len_k, prefix, sm_scale, sks, svs,
-                IS_CAUSAL, WINDOW, SOFTCAP, COMPUTE_O, 2, DOT_PREC,
+                acc, deno, e_max, q, k_rows, v_rows, start_n, offs_m, offs_n, mask_m, len_k, prefix, sm_scale,
+                sks, svs, HEAD_DIM, BLOCK_D, BLOCK_N, IS_CAUSAL, WINDOW, SOFTCAP, COMPUTE_O, 2, DOT_PREC, TMA,
             )
 
     lse_ptrs = LSE + head * lse_sh + row * lse_sb + q_start + offs_m
