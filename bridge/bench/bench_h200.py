@@ -1,6 +1,7 @@
 """Speed of the bridge on the GPU: tune per head dim, then one side-by-side table (issue 6).
 
-Shapes: causal bf16, Hq/Hkv 32/8 and 16/16, D 128 and 64, tokens 1x8192, 4x4096 and 16 packed sequences of mixed
+Every number is a median of device-event timings taken in interleaved rounds (candidates or columns alternate), so
+slow drift of clocks or neighbours cannot favour one side. Shapes: causal bf16, Hq/Hkv 32/8 and 16/16, D 128 and 64, tokens 1x8192, 4x4096 and 16 packed sequences of mixed
 length summing to 16384. Columns: TFLOP/s and ms of forward and backward for the bridge (in-tree forward; backward),
 torch SDPA (default backend; flash backend where it runs), an upstream-style backward (upstream_baseline.py) and
 sglang's unified forward. Causal FLOPs: forward 2*S^2*H*D per sequence, backward 2.5x that. Medians of device-event
@@ -19,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import causal_flops, load_sglang, make_qkv, median_ms, packed_lengths  # noqa: E402
+from common import causal_flops, interleaved_ms, load_sglang, make_qkv, packed_lengths  # noqa: E402
 from upstream_baseline import upstream_backward  # noqa: E402
 
 from sglang_attn_bridge import config, layout, ops  # noqa: E402
@@ -27,7 +28,6 @@ from sglang_attn_bridge.kernels.backward import dkdv_kernel, dq_kernel  # noqa: 
 from sglang_attn_bridge.kernels.forward import attn_fwd_kernel  # noqa: E402
 
 OUT = os.environ.get("OUT", "out")
-QUICK = os.environ.get("BENCH_QUICK") == "1"
 FAST = {}  # head dim -> (ms, best non-bit-exact forward config): what exactness costs
 
 
@@ -94,9 +94,9 @@ def sdpa_pair(q, k, v, cu, backend):
     return fwd, bwd
 
 
-def sglang_fwd(mod, q, k, v, cu, lens, d):
+def sglang_fwd(mod, q, k, v, cu, lens, d, out=None):
     t = sum(lens)
-    o = torch.empty_like(q[0])
+    o = torch.empty_like(q[0]) if out is None else out
     idx = torch.arange(t, device="cuda")
     pre = torch.zeros(len(lens), dtype=torch.int32, device="cuda")
     fn = mod.extend_attention_fwd_unified
@@ -108,14 +108,34 @@ def tflops(flops, ms):
     return flops / ms / 1e9
 
 
-# Backward tuning candidates (block rows, block keys, warps, stages) per kernel, and the config fields they set.
-# Earlier runs ruled out 16 warps (Triton caps registers at 128: 3x slower) and 128x128 dK/dV tiles (spills).
-DKDV_FIELDS = ("block_m1", "block_n1", "num_warps", "num_stages")
-DKDV_CANDIDATES = ((64, 128, 8, 1), (32, 128, 8, 1), (32, 128, 8, 2), (64, 128, 8, 2), (32, 64, 4, 2),
-                   (32, 64, 4, 3), (64, 64, 4, 1), (64, 64, 4, 3))
-DQ_FIELDS = ("block_m2", "block_n2", "num_warps2", "num_stages2")
-DQ_CANDIDATES = ((128, 64, 8, 3), (128, 64, 8, 2), (64, 64, 4, 3), (128, 128, 8, 2), (64, 128, 8, 2),
-                 (128, 64, 8, 4), (64, 64, 4, 4))
+F, B = config.FwdConfig, config.BwdConfig
+# Candidates per head dim, each timed side by side (interleaved rounds) on 1x8192 32/8. Forward: only bit-exact ones
+# may be chosen; the non-exact ones measure what exactness costs (fast_fwd). max_regs=128 lets two 8-warp programs
+# share a multiprocessor (compiled without spills on triton 3.6). Earlier runs ruled out 16 warps (Triton then caps
+# registers at 128: 3x slower), 128x128 dK/dV tiles and split dK/dV launches (docs/bridge-h200.md).
+FWD_CANDIDATES = {
+    128: [F(128, 64, 8, 2, 1, max_regs=128), F(128, 64, 8, 2, 1, max_regs=128, tma=False), F(128, 64, 8, 3, 1),
+          F(64, 64, 4, 2, 1, max_regs=128), F(128, 64, 8, 2, 2, max_regs=128),
+          F(128, 64, 8, 2, 2, max_regs=128, exact=False), F(64, 64, 4, 3, 2, exact=False)],
+    64: [F(128, 64, 8, 3, 2), F(128, 64, 8, 3, 2, tma=False), F(64, 64, 4, 3, 2), F(64, 64, 4, 4, 2),
+         F(64, 64, 4, 3, 2, exact=False), F(64, 64, 4, 4, 2, exact=False), F(128, 64, 8, 3, 2, exact=False)],
+}
+# (rows per step, keys per program, warps, stages, TMA, register cap) of the dK/dV kernel; (rows per program, keys
+# per step, warps, stages, TMA, register cap) of the dQ kernel
+DKDV_FIELDS = ("block_m1", "block_n1", "num_warps", "num_stages", "tma", "max_regs")
+DKDV_CANDIDATES = {
+    128: [(32, 64, 4, 3, True, 0), (32, 64, 4, 3, False, 0), (16, 64, 4, 3, True, 0), (16, 64, 4, 4, True, 0),
+          (32, 64, 4, 2, True, 0), (64, 128, 8, 2, True, 0), (64, 128, 8, 1, False, 0)],
+    64: [(32, 64, 4, 3, True, 0), (32, 64, 4, 3, False, 0), (32, 64, 4, 4, True, 0), (16, 64, 4, 3, True, 0),
+         (16, 64, 4, 3, True, 168), (32, 64, 4, 3, True, 168), (64, 64, 4, 3, True, 0), (64, 128, 8, 2, True, 0)],
+}
+DQ_FIELDS = ("block_m2", "block_n2", "num_warps2", "num_stages2", "tma2", "max_regs2")
+DQ_CANDIDATES = {
+    128: [(128, 64, 8, 3, True, 0), (128, 64, 8, 3, False, 0), (64, 64, 4, 2, True, 0), (64, 32, 4, 3, True, 0),
+          (128, 64, 8, 4, False, 0), (128, 64, 8, 2, False, 0), (64, 32, 4, 3, True, 128)],
+    64: [(64, 64, 4, 3, True, 0), (64, 64, 4, 3, False, 0), (128, 64, 8, 3, True, 0), (128, 64, 8, 3, False, 0),
+         (64, 32, 4, 3, True, 0), (64, 64, 4, 2, True, 0)],
+}
 KERNEL = {"fwd": attn_fwd_kernel, "dkdv": dkdv_kernel, "dq": dq_kernel}
 
 
@@ -131,22 +151,61 @@ def compiled_info(kernel) -> str:
     return "?"
 
 
-def tune_bwd_part(part, fields, candidates, base, d, run, log) -> dict:
-    """Time one backward kernel (with delta) per candidate; return the fastest candidate's fields ({} if none ran)."""
-    best = None
-    for cand in candidates:
-        config.set_config(d, bwd=replace(base, **dict(zip(fields, cand))))
+def _with(d, fn, fwd=None, bwd=None):
+    """`fn` run under one head dim's candidate config (set_config is a dict store: no time inside the events)."""
+    def run():
+        config.set_config(d, fwd=fwd, bwd=bwd)
+        return fn()
+    return run
+
+
+def tune_fwd(d, q, k, v, lay, ref, fl, log):
+    """Time the forward candidates side by side; keep the fastest bit-exact one, remember the fastest non-exact."""
+    runs, exact = {}, {}
+    for c in FWD_CANDIDATES[d]:
+        config.set_config(d, fwd=c)
         try:
-            ms = median_ms(lambda: run(part), reps=10)
+            o = ops.forward(q, k, v, lay, d ** -0.5, True)[0][0]  # compiles; then the bits against sglang
+        except Exception as e:
+            print(f"tune fwd D{d} {c}: ERROR {e!r}"[:300], flush=True)
+            continue
+        exact[c] = bool(torch.equal(o, ref)) if ref is not None else None
+        runs[c] = _with(d, lambda: ops.forward(q, k, v, lay, d ** -0.5, True), fwd=c)
+        log.append(dict(kind="fwd", d=d, cfg=str(c), compiled=compiled_info(attn_fwd_kernel), bitexact=exact[c]))
+    times = interleaved_ms(runs)
+    best = None
+    for c, ms in times.items():
+        if isinstance(ms, Exception):
+            continue
+        log.append(dict(kind="fwd", d=d, cfg=str(c), ms=ms, tflops=tflops(fl, ms), bitexact=exact[c]))
+        print(f"tune fwd D{d} {c}: {ms:.3f} ms {tflops(fl, ms):.0f} TF/s exact={exact[c]}", flush=True)
+        if c.exact and exact[c] is not False and (best is None or ms < times[best]):
+            best = c
+        if not c.exact and (d not in FAST or ms < FAST[d][0]):
+            FAST[d] = (ms, c)
+    if best:
+        config.set_config(d, fwd=best)
+
+
+def tune_bwd_part(part, fields, candidates, base, d, run, log) -> dict:
+    """Time one backward kernel (with delta) per candidate side by side; the fastest candidate's fields."""
+    runs = {}
+    for cand in candidates:
+        c = replace(base, **dict(zip(fields, cand)))
+        config.set_config(d, bwd=c)
+        try:
+            run(part)
         except Exception as e:
             print(f"tune {part} D{d} {cand}: ERROR {e!r}"[:300], flush=True)
             continue
-        info = compiled_info(KERNEL[part])
-        log.append(dict(kind=part, d=d, cfg=cand, ms=ms, compiled=info))
-        print(f"tune {part} D{d} {cand}: {ms:.3f} ms {info}", flush=True)
-        if best is None or ms < best[0]:
-            best = (ms, cand)
-    return dict(zip(fields, best[1])) if best else {}
+        log.append(dict(kind=part, d=d, cfg=cand, compiled=compiled_info(KERNEL[part])))
+        runs[cand] = _with(d, lambda: run(part), bwd=c)
+    times = {c: ms for c, ms in interleaved_ms(runs).items() if not isinstance(ms, Exception)}
+    for cand, ms in times.items():
+        log.append(dict(kind=part, d=d, cfg=cand, ms=ms))
+        print(f"tune {part} D{d} {cand}: {ms:.3f} ms", flush=True)
+    config.set_config(d, bwd=base)
+    return dict(zip(fields, min(times, key=times.get))) if times else {}
 
 
 def tune(mod, log):
@@ -159,79 +218,20 @@ def tune(mod, log):
         ref = None
         if mod is not None:
             ref = torch.empty_like(q[0])
-            sglang_fwd_fn = mod.extend_attention_fwd_unified
-            sglang_fwd_fn(q=q[0], o=ref, k_buffer=k[0], v_buffer=v[0], k_scale=1.0, v_scale=1.0, qo_indptr=cu,
-                          kv_indptr=cu, kv_indices=torch.arange(8192, device="cuda"),
-                          prefix_lens=torch.zeros(1, dtype=torch.int32, device="cuda"), max_len_extend=8192,
-                          sm_scale=d ** -0.5)
-        F = config.FwdConfig
-        # max_regs=128 lets two 8-warp programs share a multiprocessor (compiled without spills on triton 3.6)
-        if d == 128:
-            fwd_cands = [F(128, 64, 8, 3, 1), F(128, 64, 8, 2, 1), F(128, 64, 8, 2, 1, max_regs=128),
-                         F(128, 64, 8, 3, 1, max_regs=128), F(64, 64, 4, 2, 1), F(64, 64, 4, 3, 1),
-                         F(128, 64, 8, 2, 2, max_regs=128),
-                         F(128, 64, 8, 3, 1, exact=False), F(128, 64, 8, 2, 2, exact=False, max_regs=128),
-                         F(64, 64, 4, 3, 2, exact=False), F(128, 64, 8, 4, 2, exact=False)]
-        else:
-            fwd_cands = [F(64, 64, 4, 3, 2), F(64, 64, 4, 4, 2), F(128, 64, 4, 3, 2), F(128, 64, 8, 3, 2),
-                         F(128, 64, 8, 2, 2, max_regs=128),
-                         F(64, 64, 4, 3, 2, exact=False), F(128, 64, 4, 3, 2, exact=False),
-                         F(128, 64, 8, 3, 2, exact=False), F(64, 64, 4, 4, 2, exact=False)]
-        best = None
-        if os.environ.get("BENCH_TUNE_FWD", "1") != "1":
-            fwd_cands = []
-        for c in fwd_cands if not QUICK else fwd_cands[:2]:
-            config.set_config(d, fwd=c)
-            try:
-                o = ops.forward(q, k, v, lay, d ** -0.5, True)[0][0]
-                exact = bool(torch.equal(o, ref)) if ref is not None else None
-                ms = median_ms(bridge_fwd(q, k, v, lay, d), reps=20)
-            except Exception as e:
-                log.append(dict(kind="fwd", d=d, cfg=str(c), error=repr(e)[:200]))
-                print(f"tune fwd D{d} {c}: ERROR {e!r}"[:300], flush=True)
-                continue
-            info = compiled_info(attn_fwd_kernel)
-            log.append(dict(kind="fwd", d=d, cfg=str(c), ms=ms, tflops=tflops(fl, ms), bitexact=exact, compiled=info))
-            print(f"tune fwd D{d} {c}: {ms:.3f} ms {tflops(fl, ms):.0f} TF/s exact={exact} {info}", flush=True)
-            if c.exact and (exact is not False) and (best is None or ms < best[0]):
-                best = (ms, c)
-            if not c.exact and (d not in FAST or ms < FAST[d][0]):
-                FAST[d] = (ms, c)
-        if best:
-            config.set_config(d, fwd=best[1])
+            sglang_fwd(mod, q, k, v, cu, lens, d, out=ref)()
+        if os.environ.get("BENCH_TUNE_FWD", "1") == "1":
+            tune_fwd(d, q, k, v, lay, ref, fl, log)
         # the two backward kernels are independent: tune each alone (delta + that kernel), then combine
         base = config.GPU_BWD[d]
         o, lse = ops.forward(q, k, v, lay, d ** -0.5, True)
         do = torch.randn_like(o)
         run = lambda part: ops.backward(do, q, k, v, o, lse, lay, d ** -0.5, True, parts=(part,))  # noqa: E731
-        c = replace(base, **tune_bwd_part("dkdv", DKDV_FIELDS, DKDV_CANDIDATES, base, d, run, log),
-                    **tune_bwd_part("dq", DQ_FIELDS, DQ_CANDIDATES, base, d, run, log))
+        c = replace(base, **tune_bwd_part("dkdv", DKDV_FIELDS, DKDV_CANDIDATES[d], base, d, run, log),
+                    **tune_bwd_part("dq", DQ_FIELDS, DQ_CANDIDATES[d], base, d, run, log))
         config.set_config(d, bwd=c)
-        ms = median_ms(bridge_bwd(q, k, v, lay, d), reps=10)
-        print(f"tuned bwd D{d} {c}: {ms:.3f} ms {tflops(2.5 * fl, ms):.0f} TF/s", flush=True)
         chosen[d] = dict(fwd=str(config.GPU_FWD[d]), bwd=str(config.GPU_BWD[d]))
-        log.extend(tma_gain(q, k, v, lay, d))
+        print(f"chosen D{d}: {chosen[d]}", flush=True)
     return chosen
-
-
-def tma_gain(q, k, v, lay, d) -> list:
-    """Each kernel at its chosen config with TMA tile loads and with masked loads: what the copy engine buys."""
-    o, lse = ops.forward(q, k, v, lay, d ** -0.5, True)
-    do = torch.randn_like(o)
-    runs = {"fwd": lambda: ops.forward(q, k, v, lay, d ** -0.5, True),
-            "dkdv": lambda: ops.backward(do, q, k, v, o, lse, lay, d ** -0.5, True, parts=("dkdv",)),
-            "dq": lambda: ops.backward(do, q, k, v, o, lse, lay, d ** -0.5, True, parts=("dq",))}
-    fwd, bwd = config.GPU_FWD[d], config.GPU_BWD[d]
-    rows = []
-    for part, run in runs.items():
-        ms = {}
-        for tma in (True, False):
-            config.set_config(d, fwd=replace(fwd, tma=tma), bwd=replace(bwd, tma=tma))
-            ms[tma] = median_ms(run, reps=15)
-            print(f"tma {part} D{d} tma={tma}: {ms[tma]:.3f} ms {compiled_info(KERNEL[part])}", flush=True)
-        rows.append(dict(kind="tma", part=part, d=d, ms_tma=ms[True], ms_masked=ms[False]))
-    config.set_config(d, fwd=fwd, bwd=bwd)
-    return rows
 
 
 def main():
@@ -272,14 +272,18 @@ def main():
         o_up, _ = ops.forward(q, k, v, lay, d ** -0.5, True)
         do_up = torch.randn_like(o_up)
         cols["upstream_bwd"] = lambda: (lambda: upstream_backward(do_up, q, k, v, o_up, cu, d ** -0.5))
+        fns = {}
         for col, make in cols.items():
             try:
-                fn = make()
-                ms = median_ms(fn, reps=10 if col == "upstream_bwd" else 25)
-                mult = 2.5 if col.endswith("bwd") else 1.0
-                row[col] = dict(ms=round(ms, 4), tflops=round(tflops(mult * fl, ms), 1))
+                fns[col] = make()
             except Exception as e:
                 row[col] = dict(error=repr(e)[:160])
+        for col, ms in interleaved_ms(fns).items():  # side by side: every column sees the same clocks
+            if isinstance(ms, Exception):
+                row[col] = dict(error=repr(ms)[:160])
+                continue
+            mult = 2.5 if col.endswith("bwd") else 1.0
+            row[col] = dict(ms=round(ms, 4), tflops=round(tflops(mult * fl, ms), 1))
         table.append(row)
         print(json.dumps(row), flush=True)
         cols = q = k = v = None  # free this shape's tensors before the next one

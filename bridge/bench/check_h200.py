@@ -130,7 +130,7 @@ def tma_paths():
         outs = []
         do = torch.randn_like(q)
         for tma in (True, False):
-            config.set_config(d, fwd=replace(saved[0], tma=tma), bwd=replace(saved[1], tma=tma))
+            config.set_config(d, fwd=replace(saved[0], tma=tma), bwd=replace(saved[1], tma=tma, tma2=tma))
             o, lse = ops.forward(q, k, v, lay, d ** -0.5, True)
             outs.append((o, lse, *ops.backward(do, q, k, v, o, lse, lay, d ** -0.5, True)))
         config.set_config(d, fwd=saved[0], bwd=saved[1])

@@ -48,10 +48,8 @@ def causal_flops(lens, hq, d) -> float:
     return float(sum(2 * s * s * hq * d for s in lens))
 
 
-def median_ms(fn, reps: int = 30, warmup: int = 5) -> float:
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
+def samples_ms(fn, reps: int) -> list[float]:
+    """Device-event times of `reps` calls (ms)."""
     times = []
     for _ in range(reps):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -60,4 +58,30 @@ def median_ms(fn, reps: int = 30, warmup: int = 5) -> float:
         b.record()
         b.synchronize()
         times.append(a.elapsed_time(b))
-    return statistics.median(times)
+    return times
+
+
+def median_ms(fn, reps: int = 30, warmup: int = 5) -> float:
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    return statistics.median(samples_ms(fn, reps))
+
+
+def interleaved_ms(runs: dict, rounds: int = 6, reps: int = 5, warmup: int = 3) -> dict:
+    """Median ms of each named run, timed in alternating rounds so that clock and neighbour drift hit every
+    candidate alike; a run that raises during warm-up is reported as its exception instead."""
+    ok, out = {}, {}
+    for name, fn in runs.items():
+        try:
+            for _ in range(warmup):
+                fn()
+            torch.cuda.synchronize()
+            ok[name] = []
+        except Exception as e:  # a config that does not compile or does not fit
+            out[name] = e
+    for _ in range(rounds):
+        for name in ok:
+            ok[name].extend(samples_ms(runs[name], reps))
+    out.update({name: statistics.median(t) for name, t in ok.items()})
+    return out

@@ -121,7 +121,7 @@ def test_tma_tiles_give_the_same_bits(monkeypatch, d):
     results = []
     for tma in (False, True):
         monkeypatch.setattr(config, "INTERPRETER_FWD", config.FwdConfig(32, 64, 4, 1, tma=tma))
-        monkeypatch.setattr(config, "INTERPRETER_BWD", config.BwdConfig(32, 32, 32, 32, 4, 1, tma=tma))
+        monkeypatch.setattr(config, "INTERPRETER_BWD", config.BwdConfig(32, 32, 32, 32, 4, 1, tma=tma, tma2=tma))
         o, lse = ops.forward(q, k, v, lay, 0.125, True)
         do = torch.randn_like(o, generator=torch.Generator().manual_seed(1))
         results.append((o, lse, *ops.backward(do, q, k, v, o, lse, lay, 0.125, True)))

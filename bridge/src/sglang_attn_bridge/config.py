@@ -24,7 +24,7 @@ class FwdConfig:
     # H200, stayed bit-exact at D64: only use 2 where bench/check_h200.py proved it)
     interior: int = 1
     warp_spec: bool = False  # tl.range(warp_specialize=True) on the interior loop
-    tma: bool = True  # K/V tiles through TMA descriptors where the GPU has the copy engine (same values)
+    tma: bool = True  # Q/K/V tiles through TMA descriptors where the GPU has the copy engine (same values)
     max_regs: int = 0  # cap on registers per thread (Triton's maxnreg), 0 = none: trades spills for resident programs
     exact: bool = True  # False: exp2/in-place P.V arithmetic (faster, NOT bit-exact with sglang; bench yardstick)
 
@@ -39,7 +39,10 @@ class BwdConfig:
     num_stages: int
     num_warps2: int = 0  # dQ kernel's own warps/stages (0: same as the dK/dV kernel)
     num_stages2: int = 0
-    tma: bool = True  # Q/dO/K/V tiles through TMA descriptors where the GPU has the copy engine (same values)
+    tma: bool = True  # dK/dV kernel: tiles through TMA descriptors where the GPU has the copy engine (same values)
+    tma2: bool = True  # dQ kernel: the same choice
+    max_regs: int = 0  # dK/dV kernel's register cap (maxnreg), 0 = none: more resident programs, maybe spills
+    max_regs2: int = 0  # dQ kernel's
 
 
 # head_dim bucket (next power of two) -> config. D64/D128 tuned on the H200 (docs/bridge-h200.md); the rest are
@@ -59,7 +62,7 @@ GPU_BWD = {
     256: BwdConfig(32, 64, 64, 32, 8, 1),
 }
 INTERPRETER_FWD = FwdConfig(32, 64, 4, 1, tma=False)
-INTERPRETER_BWD = BwdConfig(32, 32, 32, 32, 4, 1, tma=False)
+INTERPRETER_BWD = BwdConfig(32, 32, 32, 32, 4, 1, tma=False, tma2=False)
 
 
 def interpreting() -> bool:

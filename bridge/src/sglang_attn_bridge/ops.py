@@ -46,6 +46,11 @@ def _use_tma(wanted: bool, *tensors: torch.Tensor) -> bool:
                for t in tensors)
 
 
+def _max_regs(n: int) -> dict:
+    """Launch option capping registers per thread (Triton's maxnreg); none when 0."""
+    return {"maxnreg": n} if n else {}
+
+
 def _ensure_allocator(dev: torch.device) -> None:
     """Device-built TMA descriptors need a little scratch memory through `triton.set_allocator`; install torch's
     allocator unless the caller set one (the setting is per thread: autograd runs the backward in its own)."""
@@ -84,7 +89,7 @@ def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softc
         IS_CAUSAL=bool(causal), WINDOW=_window(window), SOFTCAP=float(softcap or 0.0),
         COMPUTE_O=bool(compute_o), INTERIOR=cfg.interior, DOT_PREC=_prec(q.dtype), WARP_SPEC=cfg.warp_spec,
         TMA=_use_tma(cfg.tma, q, k, v), FAST=not cfg.exact and not softcap,
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages, **({"maxnreg": cfg.max_regs} if cfg.max_regs else {}),
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages, **_max_regs(cfg.max_regs),
     )
     return o, lse
 
@@ -104,7 +109,7 @@ def backward(do, q, k, v, o, lse, lay: Varlen, scale: float, causal: bool, windo
     dv = alloc((B, Sk, Hkv, D), device=q.device, dtype=v.dtype)
     delta = torch.empty_like(lse)
     common = dict(IS_CAUSAL=bool(causal), WINDOW=_window(window), SOFTCAP=float(softcap or 0.0),
-                  DOT_PREC=_prec(q.dtype), TMA=_use_tma(cfg.tma, q, k, v, do))
+                  DOT_PREC=_prec(q.dtype))
 
     delta_kernel[(triton.cdiv(lay.max_q, 64), Hq, lay.n)](
         o, do, delta, lay.row, lay.q_start, lay.len_q,
@@ -119,7 +124,8 @@ def backward(do, q, k, v, o, lse, lay: Varlen, scale: float, causal: bool, windo
             dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0), dv.stride(1), dv.stride(2),
             lse.stride(0), Sq, Hq // Hkv,
             HEAD_DIM=D, BLOCK_D=block_d, BLOCK_M=cfg.block_m1, BLOCK_N=cfg.block_n1, **common,
-            num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+            TMA=_use_tma(cfg.tma, q, k, v, do),
+            num_warps=cfg.num_warps, num_stages=cfg.num_stages, **_max_regs(cfg.max_regs),
         )
     if "dq" in parts:
         dq_kernel[(Hq, lay.n, triton.cdiv(lay.max_q, cfg.block_m2))](
@@ -129,6 +135,8 @@ def backward(do, q, k, v, o, lse, lay: Varlen, scale: float, causal: bool, windo
             dq.stride(0), dq.stride(1), dq.stride(2),
             lse.stride(0), Sq, Hq // Hkv,
             HEAD_DIM=D, BLOCK_D=block_d, BLOCK_M=cfg.block_m2, BLOCK_N=cfg.block_n2, **common,
+            TMA=_use_tma(cfg.tma2, q, k, v, do),
             num_warps=cfg.num_warps2 or cfg.num_warps, num_stages=cfg.num_stages2 or cfg.num_stages,
+            **_max_regs(cfg.max_regs2),
         )
     return dq, dk, dv
