@@ -1,12 +1,12 @@
 """Speed of the bridge on the GPU: tune per head dim, then one side-by-side table (issue 6).
 
-Every number is a median of device-event timings taken in interleaved rounds (candidates or columns alternate), so
-slow drift of clocks or neighbours cannot favour one side. Shapes: causal bf16, Hq/Hkv 32/8 and 16/16, D 128 and 64, tokens 1x8192, 4x4096 and 16 packed sequences of mixed
-length summing to 16384. Columns: TFLOP/s and ms of forward and backward for the bridge (in-tree forward; backward),
-torch SDPA (default backend; flash backend where it runs), an upstream-style backward (upstream_baseline.py) and
-sglang's unified forward. Causal FLOPs: forward 2*S^2*H*D per sequence, backward 2.5x that. Medians of device-event
-timings. Writes bench.json and bench.md to $OUT.
-"""
+Shapes: causal bf16, Hq/Hkv 32/8 and 16/16, D 128 and 64, tokens 1x8192, 4x4096 and 16 packed sequences of mixed
+length summing to 16384. Columns: TFLOP/s and ms of forward and backward for the bridge (in-tree forward with the
+committed config.py defaults; backward), torch SDPA (default backend; flash backend where it runs), an upstream-style
+backward (upstream_baseline.py) and sglang's unified forward. Causal FLOPs: forward 2*S^2*H*D per sequence, backward
+2.5x that. Every number is a median of device-event timings taken in interleaved rounds (candidates, or a row's
+columns, alternate), so slow drift of clocks or neighbours cannot favour one side. Writes bench.json and bench.md to
+$OUT."""
 
 from __future__ import annotations
 
@@ -108,17 +108,17 @@ def tflops(flops, ms):
     return flops / ms / 1e9
 
 
-F, B = config.FwdConfig, config.BwdConfig
+Fw = config.FwdConfig
 # Candidates per head dim, each timed side by side (interleaved rounds) on 1x8192 32/8. Forward: only bit-exact ones
 # may be chosen; the non-exact ones measure what exactness costs (fast_fwd). max_regs=128 lets two 8-warp programs
 # share a multiprocessor (compiled without spills on triton 3.6). Earlier runs ruled out 16 warps (Triton then caps
 # registers at 128: 3x slower), 128x128 dK/dV tiles and split dK/dV launches (docs/bridge-h200.md).
 FWD_CANDIDATES = {
-    128: [F(128, 64, 8, 2, 1, max_regs=128), F(128, 64, 8, 2, 1, max_regs=128, tma=False), F(128, 64, 8, 3, 1),
-          F(64, 64, 4, 2, 1, max_regs=128), F(128, 64, 8, 2, 2, max_regs=128),
-          F(128, 64, 8, 2, 2, max_regs=128, exact=False), F(64, 64, 4, 3, 2, exact=False)],
-    64: [F(128, 64, 8, 3, 2), F(128, 64, 8, 3, 2, tma=False), F(64, 64, 4, 3, 2), F(64, 64, 4, 4, 2),
-         F(64, 64, 4, 3, 2, exact=False), F(64, 64, 4, 4, 2, exact=False), F(128, 64, 8, 3, 2, exact=False)],
+    128: [Fw(128, 64, 8, 2, 1, max_regs=128), Fw(128, 64, 8, 2, 1, max_regs=128, tma=False), Fw(128, 64, 8, 3, 1),
+          Fw(64, 64, 4, 2, 1, max_regs=128), Fw(128, 64, 8, 2, 2, max_regs=128),
+          Fw(128, 64, 8, 2, 2, max_regs=128, exact=False), Fw(64, 64, 4, 3, 2, exact=False)],
+    64: [Fw(128, 64, 8, 3, 2), Fw(128, 64, 8, 3, 2, tma=False), Fw(64, 64, 4, 3, 2), Fw(64, 64, 4, 4, 2),
+         Fw(64, 64, 4, 3, 2, exact=False), Fw(64, 64, 4, 4, 2, exact=False), Fw(128, 64, 8, 3, 2, exact=False)],
 }
 # (rows per step, keys per program, warps, stages, TMA, register cap) of the dK/dV kernel; (rows per program, keys
 # per step, warps, stages, TMA, register cap) of the dQ kernel
@@ -239,8 +239,11 @@ def main():
     torch.manual_seed(0)
     mod = load_sglang()
     log = []
+    defaults = dict(config.GPU_FWD), dict(config.GPU_BWD)
     chosen = tune(mod, log) if os.environ.get("BENCH_TUNE", "1") == "1" else {}
-    print("chosen:", chosen, flush=True)
+    print("tuner's choice (update config.py when it holds across runs):", chosen, flush=True)
+    config.GPU_FWD.update(defaults[0])  # the table measures what users get: the committed defaults
+    config.GPU_BWD.update(defaults[1])
     table = []
     for hq, hkv, d, name, batch, lens in shapes():
         q, k, v, cu, lay = inputs(hq, hkv, d, batch, lens)
@@ -292,6 +295,7 @@ def main():
     gpu = torch.cuda.get_device_name(0)
     meta = dict(date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), gpu=gpu, torch=torch.__version__,
                 triton=__import__("triton").__version__, chosen=chosen,
+                defaults={d: dict(fwd=str(defaults[0][d]), bwd=str(defaults[1][d])) for d in (64, 128)},
                 fast={d: str(c) for d, (_, c) in FAST.items()},
                 sglang=getattr(sys.modules.get("sglang"), "__version__", None))
     with open(os.path.join(OUT, "bench.json"), "w") as f:

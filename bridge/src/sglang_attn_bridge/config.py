@@ -1,4 +1,4 @@
-"""Kernel tuning table: block sizes, warps and pipeline stages per head dimension, in one place.
+"""Kernel tuning table: block sizes, warps, pipeline stages, TMA and register caps per head dimension, in one place.
 
 The forward's BLOCK_N is fixed at 64 on every device: it fixes the order of the softmax reduction, which is what
 makes our forward agree bit for bit with sglang's deterministic kernel. On the H200 the bits did not depend on
@@ -23,7 +23,6 @@ class FwdConfig:
     # (cheaper, still stops `qk*scale - max` being fused into an FMA), 2 = no select (changed bits at D128 on the
     # H200, stayed bit-exact at D64: only use 2 where bench/check_h200.py proved it)
     interior: int = 1
-    warp_spec: bool = False  # tl.range(warp_specialize=True) on the interior loop
     tma: bool = True  # Q/K/V tiles through TMA descriptors where the GPU has the copy engine (same values)
     max_regs: int = 0  # cap on registers per thread (Triton's maxnreg), 0 = none: trades spills for resident programs
     exact: bool = True  # False: exp2/in-place P.V arithmetic (faster, NOT bit-exact with sglang; bench yardstick)
@@ -45,20 +44,20 @@ class BwdConfig:
     max_regs2: int = 0  # dQ kernel's
 
 
-# head_dim bucket (next power of two) -> config. D64/D128 tuned on the H200 (docs/bridge-h200.md); the rest are
-# untuned starting points.
+# head_dim bucket (next power of two) -> config. D64/D128 tuned on the H200 (docs/bridge-h200.md: the winners of
+# three side-by-side tuning runs, times for 1x8192 32/8); the rest are untuned starting points.
 GPU_FWD = {
     16: FwdConfig(128, 64, 4, 2),
     32: FwdConfig(128, 64, 4, 2),
-    64: FwdConfig(64, 64, 4, 3, interior=2),
-    128: FwdConfig(128, 64, 8, 3),
+    64: FwdConfig(128, 64, 8, 3, interior=2),  # 0.85-0.89 ms
+    128: FwdConfig(128, 64, 8, 2, max_regs=128),  # 1.35 ms; the register cap fits two programs per SM (was 1.66)
     256: FwdConfig(64, 64, 8, 1),
 }
 GPU_BWD = {
     16: BwdConfig(64, 128, 128, 64, 8, 2),
     32: BwdConfig(64, 128, 128, 64, 8, 2),
-    64: BwdConfig(32, 64, 64, 64, 4, 3),  # H200, 1x8192 32/8: dK/dV 2.0 ms + dQ 0.8 ms
-    128: BwdConfig(64, 128, 128, 64, 8, 1, 8, 3),  # H200, 1x8192 32/8: dK/dV 2.9 ms + dQ 1.4 ms
+    64: BwdConfig(32, 64, 64, 64, 4, 3, tma=False, tma2=False),  # dK/dV 1.8 ms + dQ 0.8 ms
+    128: BwdConfig(32, 64, 128, 64, 4, 3, 8, 3, tma2=False),  # dK/dV 2.65 ms + dQ 1.37 ms
     256: BwdConfig(32, 64, 64, 32, 8, 1),
 }
 INTERPRETER_FWD = FwdConfig(32, 64, 4, 1, tma=False)

@@ -87,7 +87,7 @@ def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softc
         HEAD_DIM=D, BLOCK_D=max(16, triton.next_power_of_2(D)),
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
         IS_CAUSAL=bool(causal), WINDOW=_window(window), SOFTCAP=float(softcap or 0.0),
-        COMPUTE_O=bool(compute_o), INTERIOR=cfg.interior, DOT_PREC=_prec(q.dtype), WARP_SPEC=cfg.warp_spec,
+        COMPUTE_O=bool(compute_o), INTERIOR=cfg.interior, DOT_PREC=_prec(q.dtype),
         TMA=_use_tma(cfg.tma, q, k, v), FAST=not cfg.exact and not softcap,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages, **_max_regs(cfg.max_regs),
     )

@@ -116,7 +116,7 @@ def attn_fwd_kernel(
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     IS_CAUSAL: tl.constexpr, WINDOW: tl.constexpr, SOFTCAP: tl.constexpr,
-    COMPUTE_O: tl.constexpr, INTERIOR: tl.constexpr, DOT_PREC: tl.constexpr, WARP_SPEC: tl.constexpr,
+    COMPUTE_O: tl.constexpr, INTERIOR: tl.constexpr, DOT_PREC: tl.constexpr,
     TMA: tl.constexpr, FAST: tl.constexpr = False,
 ):
     # grid (head, sequence, block): block 0 is each sequence's last (heaviest, under a causal mask) query block, so
@@ -178,22 +178,13 @@ def attn_fwd_kernel(
             )
         e_max = e_max * 0.6931471805599453  # back to natural-log units for the LSE
     else:
-        if WARP_SPEC:
-            for start_n in tl.range(lo, full_hi, BLOCK_N, warp_specialize=True):
-                start_n = tl.multiple_of(start_n, BLOCK_N)
-                acc, deno, e_max = _fwd_tile(
-                    acc, deno, e_max, q, k_rows, v_rows, start_n, offs_m, offs_n, mask_m, len_k, prefix, sm_scale,
-                    sks, svs, HEAD_DIM, BLOCK_D, BLOCK_N, IS_CAUSAL, WINDOW, SOFTCAP, COMPUTE_O, 2 - INTERIOR,
-                    DOT_PREC, TMA,
-                )
-        else:
-            for start_n in range(lo, full_hi, BLOCK_N):
-                start_n = tl.multiple_of(start_n, BLOCK_N)
-                acc, deno, e_max = _fwd_tile(
-                    acc, deno, e_max, q, k_rows, v_rows, start_n, offs_m, offs_n, mask_m, len_k, prefix, sm_scale,
-                    sks, svs, HEAD_DIM, BLOCK_D, BLOCK_N, IS_CAUSAL, WINDOW, SOFTCAP, COMPUTE_O, 2 - INTERIOR,
-                    DOT_PREC, TMA,
-                )
+        for start_n in range(lo, full_hi, BLOCK_N):
+            start_n = tl.multiple_of(start_n, BLOCK_N)
+            acc, deno, e_max = _fwd_tile(
+                acc, deno, e_max, q, k_rows, v_rows, start_n, offs_m, offs_n, mask_m, len_k, prefix, sm_scale,
+                sks, svs, HEAD_DIM, BLOCK_D, BLOCK_N, IS_CAUSAL, WINDOW, SOFTCAP, COMPUTE_O, 2 - INTERIOR,
+                DOT_PREC, TMA,
+            )
         for start_n in range(full_hi, hi, BLOCK_N):
             start_n = tl.multiple_of(start_n, BLOCK_N)
             acc, deno, e_max = _fwd_tile(
