@@ -6,7 +6,7 @@ committed config.py defaults; backward), torch SDPA (default backend; flash back
 backward (upstream_baseline.py) and sglang's unified forward. Causal FLOPs: forward 2*S^2*H*D per sequence, backward
 2.5x that. Every number is a median of device-event timings taken in interleaved rounds (candidates, or a row's
 columns, alternate), so slow drift of clocks or neighbours cannot favour one side. Writes bench.json and bench.md to
-$OUT."""
+$OUT. BENCH_TUNE=0 skips the tuning, BENCH_TABLE=0 the table."""
 
 from __future__ import annotations
 
@@ -28,7 +28,6 @@ from sglang_attn_bridge.kernels.backward import dkdv_kernel, dq_kernel  # noqa: 
 from sglang_attn_bridge.kernels.forward import attn_fwd_kernel  # noqa: E402
 
 OUT = os.environ.get("OUT", "out")
-FAST = {}  # head dim -> (ms, best non-bit-exact forward config): what exactness costs
 
 
 def shapes():
@@ -109,17 +108,19 @@ def tflops(flops, ms):
 
 
 Fw = config.FwdConfig
-# Candidates per head dim, each timed side by side (interleaved rounds) on 1x8192 32/8. Forward: only bit-exact ones
-# may be chosen; the non-exact ones measure what exactness costs (fast_fwd). max_regs=128 lets two 8-warp programs
-# share a multiprocessor (compiled without spills on triton 3.6). Earlier runs ruled out 16 warps (Triton then caps
-# registers at 128: 3x slower), 128x128 dK/dV tiles and split dK/dV launches (docs/bridge-h200.md).
+# Forward candidates per head dim (all bit-exact arithmetic; the tuner checks the bits against sglang). max_regs=128
+# lets two 8-warp programs share a multiprocessor (compiled without spills on triton 3.6). Earlier runs ruled out
+# 16 warps (Triton then caps registers at 128: 3x slower), 128x128 dK/dV tiles, split dK/dV launches and
+# tl.range(warp_specialize=True), which triton 3.6 cannot compile for these kernels (docs/bridge-h200.md).
 FWD_CANDIDATES = {
     128: [Fw(128, 64, 8, 2, 1, max_regs=128), Fw(128, 64, 8, 2, 1, max_regs=128, tma=False), Fw(128, 64, 8, 3, 1),
-          Fw(64, 64, 4, 2, 1, max_regs=128), Fw(128, 64, 8, 2, 2, max_regs=128),
-          Fw(128, 64, 8, 2, 2, max_regs=128, exact=False), Fw(64, 64, 4, 3, 2, exact=False)],
-    64: [Fw(128, 64, 8, 3, 2), Fw(128, 64, 8, 3, 2, tma=False), Fw(64, 64, 4, 3, 2), Fw(64, 64, 4, 4, 2),
-         Fw(64, 64, 4, 3, 2, exact=False), Fw(64, 64, 4, 4, 2, exact=False), Fw(128, 64, 8, 3, 2, exact=False)],
+          Fw(64, 64, 4, 3, 1), Fw(64, 64, 4, 2, 1, max_regs=128)],
+    64: [Fw(64, 64, 4, 3, 2), Fw(64, 64, 4, 4, 2), Fw(64, 64, 4, 3, 2, tma=False), Fw(128, 64, 8, 3, 2),
+         Fw(128, 64, 8, 2, 2, max_regs=128)],
 }
+# The fast_fwd column: the same kernel with FlashAttention's arithmetic (exp2, P.V accumulated in place), NOT
+# bit-exact with sglang; the fastest such config of the tuning runs. It shows what exactness costs.
+FAST = {128: Fw(128, 64, 8, 2, 2, max_regs=128, exact=False), 64: Fw(64, 64, 4, 3, 2, exact=False)}
 # (rows per step, keys per program, warps, stages, TMA, register cap) of the dK/dV kernel; (rows per program, keys
 # per step, warps, stages, TMA, register cap) of the dQ kernel
 DKDV_FIELDS = ("block_m1", "block_n1", "num_warps", "num_stages", "tma", "max_regs")
@@ -159,75 +160,95 @@ def _with(d, fn, fwd=None, bwd=None):
     return run
 
 
-def tune_fwd(d, q, k, v, lay, ref, fl, log):
-    """Time the forward candidates side by side; keep the fastest bit-exact one, remember the fastest non-exact."""
+def _rank(times: dict) -> dict:
+    """{(candidate, shape): ms} -> {candidate: score}: the sum over shapes of ms / best ms on that shape, so one
+    long sequence and one packed batch weigh the same. Candidates missing a shape are dropped."""
+    shapes = {s for _, s in times}
+    best = {s: min(ms for (_, s2), ms in times.items() if s2 == s) for s in shapes}
+    cands = {c for c, _ in times}
+    return {c: sum(times[c, s] / best[s] for s in shapes) for c in cands if all((c, s) in times for s in shapes)}
+
+
+def _timed(runs: dict, label: str, log: list) -> dict:
+    """Interleaved medians of {(candidate, shape): fn}; prints and logs each, drops the ones that failed."""
+    times = {}
+    for key, ms in interleaved_ms(runs).items():
+        if isinstance(ms, Exception):
+            print(f"tune {label} {key}: ERROR {ms!r}"[:300], flush=True)
+            continue
+        times[key] = ms
+        log.append(dict(kind=label, cfg=str(key[0]), shape=key[1], ms=ms))
+        print(f"tune {label} {key[1]:16} {key[0]}: {ms:.3f} ms", flush=True)
+    return times
+
+
+def tune_fwd(d, cases, ref, log):
+    """Forward candidates side by side on every tuning shape; keep the best-scoring bit-exact one."""
     runs, exact = {}, {}
     for c in FWD_CANDIDATES[d]:
         config.set_config(d, fwd=c)
+        name, q, k, v, lay = cases[0]
         try:
             o = ops.forward(q, k, v, lay, d ** -0.5, True)[0][0]  # compiles; then the bits against sglang
         except Exception as e:
             print(f"tune fwd D{d} {c}: ERROR {e!r}"[:300], flush=True)
             continue
         exact[c] = bool(torch.equal(o, ref)) if ref is not None else None
-        runs[c] = _with(d, lambda: ops.forward(q, k, v, lay, d ** -0.5, True), fwd=c)
-        log.append(dict(kind="fwd", d=d, cfg=str(c), compiled=compiled_info(attn_fwd_kernel), bitexact=exact[c]))
-    times = interleaved_ms(runs)
-    best = None
-    for c, ms in times.items():
-        if isinstance(ms, Exception):
-            continue
-        log.append(dict(kind="fwd", d=d, cfg=str(c), ms=ms, tflops=tflops(fl, ms), bitexact=exact[c]))
-        print(f"tune fwd D{d} {c}: {ms:.3f} ms {tflops(fl, ms):.0f} TF/s exact={exact[c]}", flush=True)
-        if c.exact and exact[c] is not False and (best is None or ms < times[best]):
-            best = c
-        if not c.exact and (d not in FAST or ms < FAST[d][0]):
-            FAST[d] = (ms, c)
-    if best:
-        config.set_config(d, fwd=best)
+        log.append(dict(kind=f"fwd D{d}", cfg=str(c), compiled=compiled_info(attn_fwd_kernel), bitexact=exact[c]))
+        print(f"tune fwd D{d} {c}: bit-exact with sglang: {exact[c]}", flush=True)
+        for name, q, k, v, lay in cases:
+            runs[c, name] = _with(d, lambda q=q, k=k, v=v, lay=lay: ops.forward(q, k, v, lay, d ** -0.5, True),
+                                  fwd=c)
+    score = _rank(_timed(runs, f"fwd D{d}", log))
+    ok = [c for c in score if exact[c] is not False]
+    if ok:
+        config.set_config(d, fwd=min(ok, key=score.get))
 
 
-def tune_bwd_part(part, fields, candidates, base, d, run, log) -> dict:
-    """Time one backward kernel (with delta) per candidate side by side; the fastest candidate's fields."""
+def tune_bwd_part(part, fields, candidates, base, d, cases, log) -> dict:
+    """One backward kernel (with delta) per candidate, side by side on every tuning shape; the best-scoring fields."""
     runs = {}
     for cand in candidates:
         c = replace(base, **dict(zip(fields, cand)))
         config.set_config(d, bwd=c)
         try:
-            run(part)
+            cases[0][1]()
         except Exception as e:
             print(f"tune {part} D{d} {cand}: ERROR {e!r}"[:300], flush=True)
             continue
-        log.append(dict(kind=part, d=d, cfg=cand, compiled=compiled_info(KERNEL[part])))
-        runs[cand] = _with(d, lambda: run(part), bwd=c)
-    times = {c: ms for c, ms in interleaved_ms(runs).items() if not isinstance(ms, Exception)}
-    for cand, ms in times.items():
-        log.append(dict(kind=part, d=d, cfg=cand, ms=ms))
-        print(f"tune {part} D{d} {cand}: {ms:.3f} ms", flush=True)
+        log.append(dict(kind=f"{part} D{d}", cfg=str(cand), compiled=compiled_info(KERNEL[part])))
+        for name, run in cases:
+            runs[cand, name] = _with(d, run, bwd=c)
+    score = _rank(_timed(runs, f"{part} D{d}", log))
     config.set_config(d, bwd=base)
-    return dict(zip(fields, min(times, key=times.get))) if times else {}
+    return dict(zip(fields, min(score, key=score.get))) if score else {}
 
 
 def tune(mod, log):
-    """Pick forward/backward configs per head dim on 1x8192 32/8; forward variants must stay bit-exact."""
+    """Pick forward/backward configs per head dim, scored on one long sequence and one packed batch (32/8 heads);
+    forward variants must stay bit-exact."""
     chosen = {}
     for d in (128, 64):
-        lens = [8192]
-        q, k, v, cu, lay = inputs(32, 8, d, 1, lens)
-        fl = causal_flops(lens, 32, d)
-        ref = None
-        if mod is not None:
-            ref = torch.empty_like(q[0])
-            sglang_fwd(mod, q, k, v, cu, lens, d, out=ref)()
-        if os.environ.get("BENCH_TUNE_FWD", "1") == "1":
-            tune_fwd(d, q, k, v, lay, ref, fl, log)
+        cases, ref = [], None
+        for name, lens in (("1x8192", [8192]), ("16 packed=16384", packed_lengths(16384, 16, seed=7))):
+            q, k, v, cu, lay = inputs(32, 8, d, 1, lens)
+            cases.append((name, q, k, v, lay))
+            if ref is None and mod is not None:
+                ref = torch.empty_like(q[0])
+                sglang_fwd(mod, q, k, v, cu, lens, d, out=ref)()
+        tune_fwd(d, cases, ref, log)
         # the two backward kernels are independent: tune each alone (delta + that kernel), then combine
         base = config.GPU_BWD[d]
-        o, lse = ops.forward(q, k, v, lay, d ** -0.5, True)
-        do = torch.randn_like(o)
-        run = lambda part: ops.backward(do, q, k, v, o, lse, lay, d ** -0.5, True, parts=(part,))  # noqa: E731
-        c = replace(base, **tune_bwd_part("dkdv", DKDV_FIELDS, DKDV_CANDIDATES[d], base, d, run, log),
-                    **tune_bwd_part("dq", DQ_FIELDS, DQ_CANDIDATES[d], base, d, run, log))
+        parts = {}
+        for part in ("dkdv", "dq"):
+            parts[part] = []
+            for name, q, k, v, lay in cases:
+                o, lse = ops.forward(q, k, v, lay, d ** -0.5, True)
+                do = torch.randn_like(o)
+                parts[part].append((name, lambda q=q, k=k, v=v, lay=lay, o=o, lse=lse, do=do, part=part: ops.backward(
+                    do, q, k, v, o, lse, lay, d ** -0.5, True, parts=(part,))))
+        c = replace(base, **tune_bwd_part("dkdv", DKDV_FIELDS, DKDV_CANDIDATES[d], base, d, parts["dkdv"], log),
+                    **tune_bwd_part("dq", DQ_FIELDS, DQ_CANDIDATES[d], base, d, parts["dq"], log))
         config.set_config(d, bwd=c)
         chosen[d] = dict(fwd=str(config.GPU_FWD[d]), bwd=str(config.GPU_BWD[d]))
         print(f"chosen D{d}: {chosen[d]}", flush=True)
@@ -245,7 +266,7 @@ def main():
     config.GPU_FWD.update(defaults[0])  # the table measures what users get: the committed defaults
     config.GPU_BWD.update(defaults[1])
     table = []
-    for hq, hkv, d, name, batch, lens in shapes():
+    for hq, hkv, d, name, batch, lens in (shapes() if os.environ.get("BENCH_TABLE", "1") == "1" else ()):
         q, k, v, cu, lay = inputs(hq, hkv, d, batch, lens)
         fl = causal_flops(lens, hq, d)
         row = dict(shape=f"{hq}/{hkv} D{d} {name}")
@@ -259,7 +280,7 @@ def main():
         }
         if d in FAST:
             def fast_fwd(q=q, k=k, v=v, lay=lay, d=d):
-                cfg = FAST[d][1]
+                cfg = FAST[d]
 
                 def run():
                     saved = config.GPU_FWD[d]
@@ -296,7 +317,7 @@ def main():
     meta = dict(date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), gpu=gpu, torch=torch.__version__,
                 triton=__import__("triton").__version__, chosen=chosen,
                 defaults={d: dict(fwd=str(defaults[0][d]), bwd=str(defaults[1][d])) for d in (64, 128)},
-                fast={d: str(c) for d, (_, c) in FAST.items()},
+                fast={d: str(c) for d, c in FAST.items()},
                 sglang=getattr(sys.modules.get("sglang"), "__version__", None))
     with open(os.path.join(OUT, "bench.json"), "w") as f:
         json.dump(dict(meta=meta, table=table, tune=log), f, indent=1)
