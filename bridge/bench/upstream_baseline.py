@@ -13,7 +13,7 @@ import torch
 
 from sglang_attn_bridge import config, layout, ops
 
-UPSTREAM_BWD = config.BwdConfig(64, 64, 64, 64, 4, 1, tma=False, tma2=False)
+UPSTREAM_BWD = config.BwdConfig(64, 64, 64, 64, 4, 1)
 
 
 def upstream_backward(do, q, k, v, o, cu, scale):

@@ -23,7 +23,7 @@ class FwdConfig:
     # (cheaper, still stops `qk*scale - max` being fused into an FMA), 2 = no select (changed bits at D128 on the
     # H200, stayed bit-exact at D64: only use 2 where bench/check_h200.py proved it)
     interior: int = 1
-    tma: bool = True  # Q/K/V tiles through TMA descriptors where the GPU has the copy engine (same values)
+    tma: bool = False  # Q/K/V tiles through TMA descriptors where the GPU has the copy engine (same values)
     max_regs: int = 0  # cap on registers per thread (Triton's maxnreg), 0 = none: trades spills for resident programs
     exact: bool = True  # False: exp2/in-place P.V arithmetic (faster, NOT bit-exact with sglang; bench yardstick)
 
@@ -38,30 +38,32 @@ class BwdConfig:
     num_stages: int
     num_warps2: int = 0  # dQ kernel's own warps/stages (0: same as the dK/dV kernel)
     num_stages2: int = 0
-    tma: bool = True  # dK/dV kernel: tiles through TMA descriptors where the GPU has the copy engine (same values)
-    tma2: bool = True  # dQ kernel: the same choice
+    tma: bool = False  # dK/dV kernel: tiles through TMA descriptors where the GPU has the copy engine (same values)
+    tma2: bool = False  # dQ kernel: the same choice
     max_regs: int = 0  # dK/dV kernel's register cap (maxnreg), 0 = none: more resident programs, maybe spills
     max_regs2: int = 0  # dQ kernel's
 
 
-# head_dim bucket (next power of two) -> config. D64/D128 tuned on the H200 (docs/bridge-h200.md: the winners of
-# three side-by-side tuning runs, times for 1x8192 32/8); the rest are untuned starting points.
+# head_dim bucket (next power of two) -> config. D64/D128 tuned on the H200 (docs/bridge-h200.md; times for 32/8
+# heads on 1x8192 / 16 packed sequences of 16384 tokens); the rest are untuned starting points. TMA pays only where
+# it frees registers for a second resident program (the D128 forward): elsewhere the per-program descriptor set-up
+# costs more than it saves on short programs.
 GPU_FWD = {
     16: FwdConfig(128, 64, 4, 2),
     32: FwdConfig(128, 64, 4, 2),
-    64: FwdConfig(128, 64, 8, 3, interior=2),  # 0.85-0.89 ms
-    128: FwdConfig(128, 64, 8, 2, max_regs=128),  # 1.35 ms; the register cap fits two programs per SM (was 1.66)
+    64: FwdConfig(64, 64, 4, 3, interior=2),  # 0.86 / 0.37 ms
+    128: FwdConfig(128, 64, 8, 2, tma=True, max_regs=128),  # 1.33 / 0.64 ms (masked loads and no cap: 1.65 / 0.71)
     256: FwdConfig(64, 64, 8, 1),
 }
 GPU_BWD = {
     16: BwdConfig(64, 128, 128, 64, 8, 2),
     32: BwdConfig(64, 128, 128, 64, 8, 2),
-    64: BwdConfig(32, 64, 64, 64, 4, 3, tma=False, tma2=False),  # dK/dV 1.8 ms + dQ 0.8 ms
-    128: BwdConfig(32, 64, 128, 64, 4, 3, 8, 3, tma2=False),  # dK/dV 2.65 ms + dQ 1.37 ms
+    64: BwdConfig(32, 64, 64, 64, 4, 3),  # dK/dV 1.78 / 0.73 ms + dQ 0.81 / 0.41 ms
+    128: BwdConfig(64, 128, 128, 64, 8, 1, 8, 3),  # dK/dV 2.62 / 1.12 ms + dQ 1.50 / 0.85 ms
     256: BwdConfig(32, 64, 64, 32, 8, 1),
 }
-INTERPRETER_FWD = FwdConfig(32, 64, 4, 1, tma=False)
-INTERPRETER_BWD = BwdConfig(32, 32, 32, 32, 4, 1, tma=False, tma2=False)
+INTERPRETER_FWD = FwdConfig(32, 64, 4, 1)
+INTERPRETER_BWD = BwdConfig(32, 32, 32, 32, 4, 1)
 
 
 def interpreting() -> bool:
