@@ -6,8 +6,7 @@ committed config.py defaults; backward), torch SDPA (default backend; flash back
 backward (upstream_baseline.py) and sglang's unified forward. Causal FLOPs: forward 2*S^2*H*D per sequence, backward
 2.5x that. Every number is a median of device-event timings taken in interleaved rounds (candidates, or a row's
 columns, alternate), so slow drift of clocks or neighbours cannot favour one side. Writes bench.json and bench.md to
-$OUT. BENCH_TUNE=0 skips the tuning, BENCH_ORDER=0 the launch-order comparison, BENCH_TABLE=0 the
-table."""
+$OUT. BENCH_TUNE=0 skips the tuning, BENCH_TABLE=0 the table."""
 
 from __future__ import annotations
 
@@ -256,36 +255,6 @@ def tune(mod, log):
     return chosen
 
 
-def order_effect(log):
-    """The launch order (kernels/schedule.py) side by side: chunks sized per launch (the default), pair by pair
-    (all blocks of one head and sequence together) and pure longest-first, per kernel, long and packed, 32/8."""
-    rows = []
-    for d in (128, 64):
-        for name, lens in (("1x8192", [8192]), ("16 packed=16384", packed_lengths(16384, 16, seed=7))):
-            q, k, v, cu, lay = inputs(32, 8, d, 1, lens)
-            o, lse = ops.forward(q, k, v, lay, d ** -0.5, True)
-            do = torch.randn_like(o)
-            kernels = {"fwd": lambda: ops.forward(q, k, v, lay, d ** -0.5, True),
-                       "dkdv": lambda: ops.backward(do, q, k, v, o, lse, lay, d ** -0.5, True, parts=("dkdv",)),
-                       "dq": lambda: ops.backward(do, q, k, v, o, lse, lay, d ** -0.5, True, parts=("dq",))}
-            runs = {}
-            for part, fn in kernels.items():
-                for label, chunk in (("auto", None), ("pair", 1), ("longest", 1 << 30)):
-                    def run(fn=fn, chunk=chunk):
-                        config.SCHEDULE_CHUNK = chunk
-                        return fn()
-                    runs[part, label] = run
-            times = interleaved_ms(runs)
-            config.SCHEDULE_CHUNK = None
-            for part in kernels:
-                row = dict(kind="order", d=d, shape=name, part=part,
-                           **{label: times[part, label] for label in ("auto", "pair", "longest")})
-                rows.append(row)
-                print(f"order D{d} {name:16} {part:5} auto {row['auto']:.3f} ms, pair by pair {row['pair']:.3f}, "
-                      f"longest first {row['longest']:.3f}", flush=True)
-    log.extend(rows)
-
-
 def main():
     t0 = time.time()
     torch.manual_seed(0)
@@ -296,8 +265,6 @@ def main():
     print("tuner's choice (update config.py when it holds across runs):", chosen, flush=True)
     config.GPU_FWD.update(defaults[0])  # the table measures what users get: the committed defaults
     config.GPU_BWD.update(defaults[1])
-    if os.environ.get("BENCH_ORDER", "1") == "1":
-        order_effect(log)
     table = []
     for hq, hkv, d, name, batch, lens in (shapes() if os.environ.get("BENCH_TABLE", "1") == "1" else ()):
         q, k, v, cu, lay = inputs(hq, hkv, d, batch, lens)

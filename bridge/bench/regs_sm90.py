@@ -41,8 +41,7 @@ def _value(name: str, d: int):
     if m:
         heads = TENSORS[STRIDE_OF[m.group(1)]][1]
         return {"b": S * heads * d, "s": heads * d, "h": d}[m.group(2)]
-    return {"sm_scale": 0.09, "v_scale": 1.0, "lse_sh": S, "lse_sb": S, "group": HQ // HKV, "num_heads": HQ,
-            "num_kv_heads": HKV, "num_seqs": 1, "num_blocks": 64, "chunk": 5}[name]
+    return {"sm_scale": 0.09, "v_scale": 1.0, "lse_sh": S, "lse_sb": S, "group": HQ // HKV}[name]
 
 
 def compile_report(kind: str, d: int, block_m: int, block_n: int, warps: int, stages: int, **extra) -> tuple:

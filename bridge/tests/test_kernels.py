@@ -130,22 +130,3 @@ def test_tma_tiles_give_the_same_bits(monkeypatch, d):
     assert ops._use_tma(True, q, k, v)
     assert not ops._use_tma(True, q[..., 1:])  # 4-byte offset: not 16-byte aligned
     assert not ops._use_tma(False, q)
-
-
-@pytest.mark.parametrize("chunk", [1, 3, 1000])
-def test_launch_order_chunks_cover_every_block(monkeypatch, chunk):
-    """Whatever the chunking of the launch order (pair by pair, a padded last chunk, pure longest-first), every
-    block is computed exactly once: results match the float64 reference and are bitwise equal across orders."""
-    from sglang_attn_bridge import config, ops
-
-    monkeypatch.setattr(config, "SCHEDULE_CHUNK", chunk)
-    _check([37, 5, 50, 64], [37, 5, 50, 64], 4, 2, 64, torch.float32, scale=0.125)
-    torch.manual_seed(3)
-    q, k, v, lay, _, _ = _packed_case([37, 5, 50], [37, 20, 50], 4, 2, 64, torch.float32)
-    o, lse = ops.forward(q, k, v, lay, 0.125, True)
-    grads = ops.backward(torch.ones_like(o), q, k, v, o, lse, lay, 0.125, True)
-    monkeypatch.setattr(config, "SCHEDULE_CHUNK", None)
-    o2, lse2 = ops.forward(q, k, v, lay, 0.125, True)
-    assert torch.equal(o, o2) and torch.equal(lse, lse2)
-    for a, b in zip(grads, ops.backward(torch.ones_like(o), q, k, v, o, lse, lay, 0.125, True)):
-        assert torch.equal(a, b)

@@ -62,8 +62,6 @@ GPU_BWD = {
     128: BwdConfig(64, 128, 128, 64, 8, 1, 8, 3),  # dK/dV 2.62 / 1.12 ms + dQ 1.50 / 0.85 ms
     256: BwdConfig(32, 64, 64, 32, 8, 1),
 }
-# (head, sequence) pairs per launch-order chunk (kernels/schedule.py); None: sized from the GPU per launch
-SCHEDULE_CHUNK: int | None = None
 INTERPRETER_FWD = FwdConfig(32, 64, 4, 1)
 INTERPRETER_BWD = BwdConfig(32, 32, 32, 32, 4, 1)
 

@@ -11,7 +11,6 @@ import triton
 
 from . import config
 from .kernels.backward import delta_kernel, dkdv_kernel, dq_kernel
-from .kernels import schedule
 from .kernels.forward import attn_fwd_kernel
 from .layout import Varlen
 
@@ -47,22 +46,6 @@ def _use_tma(wanted: bool, *tensors: torch.Tensor) -> bool:
                for t in tensors)
 
 
-def _order(heads: int, lay: Varlen, max_len: int, block: int):
-    """(grid, launch-order arguments) for one program per (head, sequence, block): chunks of (head, sequence) pairs
-    sized so that the programs in flight (about two per multiprocessor) span all blocks of a few pairs."""
-    blocks = triton.cdiv(max_len, block)
-    chunk = config.SCHEDULE_CHUNK or triton.cdiv(2 * _multiprocessors(lay.row.device), blocks)
-    pairs = heads * lay.n
-    chunk = max(1, min(chunk, pairs))
-    return (schedule.grid_size(pairs, blocks, chunk),), (heads, lay.n, blocks, chunk)
-
-
-def _multiprocessors(dev: torch.device) -> int:
-    if dev.type != "cuda":
-        return 132  # the interpreter: any number, the order only
-    return torch.cuda.get_device_properties(dev).multi_processor_count
-
-
 def _max_regs(n: int) -> dict:
     """Launch option capping registers per thread (Triton's maxnreg); none when 0."""
     return {"maxnreg": n} if n else {}
@@ -91,7 +74,7 @@ def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softc
     if compute_o:
         o = (torch.empty if lay.covers_all else torch.zeros)((B, Sq, Hq, D), device=q.device, dtype=q.dtype)
     o_arg = o if o is not None else q
-    grid, order = _order(Hq, lay, lay.max_q, cfg.block_m)
+    grid = (Hq, lay.n, triton.cdiv(lay.max_q, cfg.block_m))
     attn_fwd_kernel[grid](
         q, k, v, o_arg, lse, *_lay_args(lay),
         float(scale), 1.0,
@@ -100,7 +83,7 @@ def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softc
         v.stride(0), v.stride(1), v.stride(2),
         o_arg.stride(0), o_arg.stride(1), o_arg.stride(2),
         lse.stride(0), Sq,
-        Hq // Hkv, *order,
+        Hq // Hkv,
         HEAD_DIM=D, BLOCK_D=max(16, triton.next_power_of_2(D)),
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
         IS_CAUSAL=bool(causal), WINDOW=_window(window), SOFTCAP=float(softcap or 0.0),
@@ -134,25 +117,23 @@ def backward(do, q, k, v, o, lse, lay: Varlen, scale: float, causal: bool, windo
         HEAD_DIM=D, BLOCK_D=block_d, BLOCK_M=64,
     )
     if "dkdv" in parts:
-        grid, order = _order(Hkv, lay, lay.max_k, cfg.block_n1)
-        dkdv_kernel[grid](
+        dkdv_kernel[(Hkv, lay.n, triton.cdiv(lay.max_k, cfg.block_n1))](
             q, k, v, do, dk, dv, lse, delta, *_lay_args(lay), float(scale),
             q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
             v.stride(0), v.stride(1), v.stride(2), do.stride(0), do.stride(1), do.stride(2),
             dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0), dv.stride(1), dv.stride(2),
-            lse.stride(0), Sq, Hq // Hkv, *order,
+            lse.stride(0), Sq, Hq // Hkv,
             HEAD_DIM=D, BLOCK_D=block_d, BLOCK_M=cfg.block_m1, BLOCK_N=cfg.block_n1, **common,
             TMA=_use_tma(cfg.tma, q, k, v, do),
             num_warps=cfg.num_warps, num_stages=cfg.num_stages, **_max_regs(cfg.max_regs),
         )
     if "dq" in parts:
-        grid, order = _order(Hq, lay, lay.max_q, cfg.block_m2)
-        dq_kernel[grid](
+        dq_kernel[(Hq, lay.n, triton.cdiv(lay.max_q, cfg.block_m2))](
             q, k, v, do, dq, lse, delta, *_lay_args(lay), float(scale),
             q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
             v.stride(0), v.stride(1), v.stride(2), do.stride(0), do.stride(1), do.stride(2),
             dq.stride(0), dq.stride(1), dq.stride(2),
-            lse.stride(0), Sq, Hq // Hkv, *order,
+            lse.stride(0), Sq, Hq // Hkv,
             HEAD_DIM=D, BLOCK_D=block_d, BLOCK_M=cfg.block_m2, BLOCK_N=cfg.block_n2, **common,
             TMA=_use_tma(cfg.tma2, q, k, v, do),
             num_warps=cfg.num_warps2 or cfg.num_warps, num_stages=cfg.num_stages2 or cfg.num_stages,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from . import schedule, tiles
+from . import tiles
 
 # log2(e) is written out as a literal in the kernels: the interpreter mishandles constexpr globals
 
@@ -102,16 +102,16 @@ def dkdv_kernel(
     sm_scale,
     sqb, sqs, sqh, skb, sks, skh, svb, svs, svh, sdob, sdos, sdoh,
     sdkb, sdks, sdkh, sdvb, sdvs, sdvh,
-    lse_sh, lse_sb, group, num_kv_heads, num_seqs, num_blocks, chunk,
+    lse_sh, lse_sb, group,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     IS_CAUSAL: tl.constexpr, WINDOW: tl.constexpr, SOFTCAP: tl.constexpr, DOT_PREC: tl.constexpr,
     TMA: tl.constexpr,
 ):
-    # block 0 holds the first keys: under a causal mask every query row sees them, the heaviest block
-    kv_head, seq, block = schedule.coords(num_kv_heads, num_blocks, chunk)
-    if seq >= num_seqs:
-        return
-    n0 = block * BLOCK_N
+    # grid (KV head, sequence, key block): the heaviest blocks (the first keys, under a causal mask) of every head
+    # and sequence are launched before any lighter one, so no long program starts last
+    kv_head = tl.program_id(0)
+    seq = tl.program_id(1)
+    n0 = tl.program_id(2) * BLOCK_N
     len_k = tl.load(LenK + seq)
     if n0 >= len_k:
         return
@@ -199,17 +199,16 @@ def dq_kernel(
     Row, QStart, KStart, LenQ, LenK,
     sm_scale,
     sqb, sqs, sqh, skb, sks, skh, svb, svs, svh, sdob, sdos, sdoh, sdqb, sdqs, sdqh,
-    lse_sh, lse_sb, group, num_heads, num_seqs, num_blocks, chunk,
+    lse_sh, lse_sb, group,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     IS_CAUSAL: tl.constexpr, WINDOW: tl.constexpr, SOFTCAP: tl.constexpr, DOT_PREC: tl.constexpr,
     TMA: tl.constexpr,
 ):
-    # block 0 is each sequence's last query block: under a causal mask it sees the most keys, the heaviest block
-    head, seq, block = schedule.coords(num_heads, num_blocks, chunk)
-    if seq >= num_seqs:
-        return
+    # grid (head, sequence, block): block 0 is each sequence's last (heaviest, under a causal mask) query block
+    head = tl.program_id(0)
+    seq = tl.program_id(1)
     len_q = tl.load(LenQ + seq)
-    m0 = (tl.cdiv(len_q, BLOCK_M) - 1 - block) * BLOCK_M
+    m0 = (tl.cdiv(len_q, BLOCK_M) - 1 - tl.program_id(2)) * BLOCK_M
     if m0 < 0:
         return
     len_k = tl.load(LenK + seq)

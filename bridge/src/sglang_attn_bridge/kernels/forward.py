@@ -19,7 +19,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from . import schedule, tiles
+from . import tiles
 
 
 @triton.jit
@@ -112,19 +112,19 @@ def attn_fwd_kernel(
     svb, svs, svh,
     sob, sos, soh,
     lse_sh, lse_sb,
-    group, num_heads, num_seqs, num_blocks, chunk,
+    group,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     IS_CAUSAL: tl.constexpr, WINDOW: tl.constexpr, SOFTCAP: tl.constexpr,
     COMPUTE_O: tl.constexpr, INTERIOR: tl.constexpr, DOT_PREC: tl.constexpr,
     TMA: tl.constexpr, FAST: tl.constexpr = False,
 ):
-    # block 0 is each sequence's last query block: under a causal mask it sees the most keys, the heaviest block
-    head, seq, block = schedule.coords(num_heads, num_blocks, chunk)
-    if seq >= num_seqs:
-        return
+    # grid (head, sequence, block): block 0 is each sequence's last (heaviest, under a causal mask) query block, so
+    # every heavy program is launched before any light one and none of them starts last
+    head = tl.program_id(0)
+    seq = tl.program_id(1)
     len_q = tl.load(LenQ + seq)
-    m0 = (tl.cdiv(len_q, BLOCK_M) - 1 - block) * BLOCK_M
+    m0 = (tl.cdiv(len_q, BLOCK_M) - 1 - tl.program_id(2)) * BLOCK_M
     if m0 < 0:
         return
     len_k = tl.load(LenK + seq)
