@@ -7,8 +7,8 @@ Three kernels: `delta_kernel`; `dkdv_kernel`, one program per (key block, KV hea
 head of its GQA group, so dK/dV of a KV head are summed in registers rather than by atomics or expanded K/V; and
 `dq_kernel`, one program per (query block, query head, sequence). Recomputing S and dP in both costs two extra matrix
 products but keeps every output written by exactly one program, hence bitwise repeatable.
-Tiles that the causal mask cannot touch run without the mask select; rows past a sequence's end are loaded as zeros,
-which contribute nothing (dO = 0, Q = 0), so only masking that changes values needs the select.
+Tiles that the causal mask cannot touch run without the mask select; rows past a sequence's end are loaded as zeros
+(`tiles.load`), which contribute nothing (dO = 0, Q = 0), so only masking that changes values needs the select.
 """
 
 from __future__ import annotations
