@@ -3,7 +3,8 @@
 Triton compiles for a named target without a device; ptxas (shipped inside Triton's wheel) then reports the
 resources. This answers "does this config spill / how many programs fit on an SM" at no device time. Use the
 Triton version the GPU machine runs, installed aside, e.g.
-  pip download --no-deps --only-binary=:all: -d /tmp/t triton==3.6.0 && pip install --no-deps --target /tmp/t36 /tmp/t/*.whl
+  pip download --no-deps --only-binary=:all: -d /tmp/t triton==3.6.0
+  pip install --no-deps --target /tmp/t36 /tmp/t/*.whl
   PYTHONPATH=/tmp/t36:bridge/src python3 bridge/bench/regs_sm90.py dkdv,128,32,64,4,3 fwd,128,128,64,8,2,max_regs=128
 Each spec: kernel (fwd|dkdv|dq), head dim, BLOCK_M, BLOCK_N, warps, stages, then optional k=v (TMA=0, INTERIOR=2,
 max_regs=128, ...). Shapes: one sequence of 8192 tokens, 32/8 heads, bf16, causal.
