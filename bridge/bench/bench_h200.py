@@ -6,7 +6,8 @@ committed config.py defaults; backward), torch SDPA (default backend; flash back
 backward (upstream_baseline.py) and sglang's unified forward. Causal FLOPs: forward 2*S^2*H*D per sequence, backward
 2.5x that. Every number is a median of device-event timings taken in interleaved rounds (candidates, or a row's
 columns, alternate), so slow drift of clocks or neighbours cannot favour one side. Writes bench.json and bench.md to
-$OUT. BENCH_TUNE=0 skips the tuning, BENCH_TABLE=0 the table."""
+$OUT. BENCH_TUNE=0 skips the tuning (BENCH_TUNE_ONLY=dq: only that kernel), BENCH_TABLE=0 the table;
+BENCH_TABLE_TUNED=1 measures the tuner's choice instead of the defaults."""
 
 from __future__ import annotations
 
@@ -132,12 +133,13 @@ DKDV_CANDIDATES = {
 }
 DQ_FIELDS = ("block_m2", "block_n2", "num_warps2", "num_stages2", "tma2", "max_regs2")
 DQ_CANDIDATES = {
-    128: [(128, 64, 8, 3, True, 0), (128, 64, 8, 3, False, 0), (64, 64, 4, 2, True, 0), (64, 32, 4, 3, True, 0),
-          (128, 64, 8, 4, False, 0), (128, 64, 8, 2, False, 0), (64, 32, 4, 3, True, 128)],
+    128: [(128, 64, 8, 3, False, 0), (128, 64, 8, 3, True, 0), (128, 32, 8, 3, False, 128),
+          (128, 32, 8, 2, False, 128), (128, 32, 8, 3, False, 0), (128, 64, 8, 4, False, 0)],
     64: [(64, 64, 4, 3, True, 0), (64, 64, 4, 3, False, 0), (128, 64, 8, 3, True, 0), (128, 64, 8, 3, False, 0),
          (64, 32, 4, 3, True, 0), (64, 64, 4, 2, True, 0)],
 }
 KERNEL = {"fwd": attn_fwd_kernel, "dkdv": dkdv_kernel, "dq": dq_kernel}
+TUNE_ONLY = os.environ.get("BENCH_TUNE_ONLY", "fwd,dkdv,dq").split(",")
 
 
 def compiled_info(kernel) -> str:
@@ -236,7 +238,8 @@ def tune(mod, log):
             if ref is None and mod is not None:
                 ref = torch.empty_like(q[0])
                 sglang_fwd(mod, q, k, v, cu, lens, d, out=ref)()
-        tune_fwd(d, cases, ref, log)
+        if "fwd" in TUNE_ONLY:
+            tune_fwd(d, cases, ref, log)
         # the two backward kernels are independent: tune each alone (delta + that kernel), then combine
         base = config.GPU_BWD[d]
         parts = {}
@@ -247,8 +250,11 @@ def tune(mod, log):
                 do = torch.randn_like(o)
                 parts[part].append((name, lambda q=q, k=k, v=v, lay=lay, o=o, lse=lse, do=do, part=part: ops.backward(
                     do, q, k, v, o, lse, lay, d ** -0.5, True, parts=(part,))))
-        c = replace(base, **tune_bwd_part("dkdv", DKDV_FIELDS, DKDV_CANDIDATES[d], base, d, parts["dkdv"], log),
-                    **tune_bwd_part("dq", DQ_FIELDS, DQ_CANDIDATES[d], base, d, parts["dq"], log))
+        c = base
+        if "dkdv" in TUNE_ONLY:
+            c = replace(c, **tune_bwd_part("dkdv", DKDV_FIELDS, DKDV_CANDIDATES[d], base, d, parts["dkdv"], log))
+        if "dq" in TUNE_ONLY:
+            c = replace(c, **tune_bwd_part("dq", DQ_FIELDS, DQ_CANDIDATES[d], base, d, parts["dq"], log))
         config.set_config(d, bwd=c)
         chosen[d] = dict(fwd=str(config.GPU_FWD[d]), bwd=str(config.GPU_BWD[d]))
         print(f"chosen D{d}: {chosen[d]}", flush=True)
@@ -263,8 +269,9 @@ def main():
     defaults = dict(config.GPU_FWD), dict(config.GPU_BWD)
     chosen = tune(mod, log) if os.environ.get("BENCH_TUNE", "1") == "1" else {}
     print("tuner's choice (update config.py when it holds across runs):", chosen, flush=True)
-    config.GPU_FWD.update(defaults[0])  # the table measures what users get: the committed defaults
-    config.GPU_BWD.update(defaults[1])
+    if os.environ.get("BENCH_TABLE_TUNED") != "1":
+        config.GPU_FWD.update(defaults[0])  # the table measures what users get: the committed defaults
+        config.GPU_BWD.update(defaults[1])
     table = []
     for hq, hkv, d, name, batch, lens in (shapes() if os.environ.get("BENCH_TABLE", "1") == "1" else ()):
         q, k, v, cu, lay = inputs(hq, hkv, d, batch, lens)
