@@ -59,7 +59,9 @@ GPU_BWD = {
     16: BwdConfig(64, 128, 128, 64, 8, 2),
     32: BwdConfig(64, 128, 128, 64, 8, 2),
     64: BwdConfig(32, 64, 64, 64, 4, 3),  # dK/dV 1.78 / 0.73 ms + dQ 0.81 / 0.41 ms
-    128: BwdConfig(64, 128, 128, 64, 8, 1, 8, 3),  # dK/dV 2.62 / 1.12 ms + dQ 1.50 / 0.85 ms
+    # dK/dV 2.62 / 1.12 ms + dQ 1.47 / 0.67 ms: 32-key steps under a 128-register cap fit two dQ programs per SM
+    # (64-key steps, no cap: 1.38 / 0.74 ms; the packed batch decides)
+    128: BwdConfig(64, 128, 128, 32, 8, 1, 8, 3, max_regs2=128),
     256: BwdConfig(32, 64, 64, 32, 8, 1),
 }
 INTERPRETER_FWD = FwdConfig(32, 64, 4, 1)
