@@ -130,3 +130,5 @@ def test_tma_tiles_give_the_same_bits(monkeypatch, d):
     assert ops._use_tma(True, q, k, v)
     assert not ops._use_tma(True, q[..., 1:])  # 4-byte offset: not 16-byte aligned
     assert not ops._use_tma(False, q)
+    monkeypatch.delattr(ops.tl, "make_tensor_descriptor")  # an older Triton: masked loads, no failure
+    assert not ops._use_tma(True, q, k, v)

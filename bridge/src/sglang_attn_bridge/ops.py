@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import torch
 import triton
+import triton.language as tl
 
 from . import config
 from .kernels.backward import delta_kernel, dkdv_kernel, dq_kernel
@@ -33,15 +34,17 @@ def _window(window) -> int:
 
 
 def _use_tma(wanted: bool, *tensors: torch.Tensor) -> bool:
-    """TMA tile loads where the copy engine exists (NVIDIA sm_90+; the interpreter emulates it) and every tensor
-    meets its 16-byte alignment rule; otherwise the kernels take the masked-load path, with identical values."""
-    if not wanted:
+    """TMA tile loads where the copy engine exists (NVIDIA sm_90+; the interpreter emulates it), the installed Triton
+    builds descriptors in kernels, and every tensor meets the 16-byte alignment rule; otherwise the kernels take the
+    masked-load path, with identical values."""
+    if not wanted or not hasattr(tl, "make_tensor_descriptor"):
         return False
     if not config.interpreting():
         dev = tensors[0].device
         if dev.type != "cuda" or torch.version.hip or torch.cuda.get_device_capability(dev)[0] < 9:
             return False
-        _ensure_allocator(dev)
+        if not _ensure_allocator(dev):
+            return False
     return all(t.data_ptr() % 16 == 0 and all(st * t.element_size() % 16 == 0 for st in t.stride()[:-1])
                for t in tensors)
 
@@ -51,13 +54,17 @@ def _max_regs(n: int) -> dict:
     return {"maxnreg": n} if n else {}
 
 
-def _ensure_allocator(dev: torch.device) -> None:
+def _ensure_allocator(dev: torch.device) -> bool:
     """Device-built TMA descriptors need a little scratch memory through `triton.set_allocator`; install torch's
-    allocator unless the caller set one (the setting is per thread: autograd runs the backward in its own)."""
-    from triton.runtime import _allocation
-
+    allocator unless the caller set one (the setting is per thread: autograd runs the backward in its own).
+    False where this Triton has no such hook."""
+    try:
+        from triton.runtime import _allocation
+    except ImportError:
+        return False
     if isinstance(_allocation._allocator.get(), _allocation.NullAllocator):
         triton.set_allocator(lambda size, alignment, stream: torch.empty(size, dtype=torch.int8, device=dev))
+    return True
 
 
 def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softcap=0.0, compute_o=True):
