@@ -16,7 +16,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from . import tiles
+from . import tiles, varlen
 
 # log2(e) is written out as a literal in the kernels: the interpreter mishandles constexpr globals
 
@@ -107,8 +107,7 @@ def dkdv_kernel(
     IS_CAUSAL: tl.constexpr, WINDOW: tl.constexpr, SOFTCAP: tl.constexpr, DOT_PREC: tl.constexpr,
     TMA: tl.constexpr,
 ):
-    # grid (KV head, sequence, key block): the heaviest blocks (the first keys, under a causal mask) of every head
-    # and sequence are launched before any lighter one, so no long program starts last
+    # grid (KV head, sequence, key block): block 0 holds the first keys, which every query row sees under a causal mask
     kv_head = tl.program_id(0)
     seq = tl.program_id(1)
     n0 = tl.program_id(2) * BLOCK_N
@@ -116,9 +115,7 @@ def dkdv_kernel(
     if n0 >= len_k:
         return
     len_q = tl.load(LenQ + seq)
-    row = tl.load(Row + seq).to(tl.int64)
-    q_start = tl.load(QStart + seq).to(tl.int64)
-    k_start = tl.load(KStart + seq).to(tl.int64)
+    row, q_start, k_start = varlen.offsets(seq, Row, QStart, KStart)
     prefix = len_k - len_q
     qk_scale2 = sm_scale * 1.4426950408889634
 
@@ -204,17 +201,11 @@ def dq_kernel(
     IS_CAUSAL: tl.constexpr, WINDOW: tl.constexpr, SOFTCAP: tl.constexpr, DOT_PREC: tl.constexpr,
     TMA: tl.constexpr,
 ):
-    # grid (head, sequence, block): block 0 is each sequence's last (heaviest, under a causal mask) query block
-    head = tl.program_id(0)
-    seq = tl.program_id(1)
-    len_q = tl.load(LenQ + seq)
-    m0 = (tl.cdiv(len_q, BLOCK_M) - 1 - tl.program_id(2)) * BLOCK_M
+    head, seq, len_q, m0 = varlen.query_block(LenQ, BLOCK_M)
     if m0 < 0:
         return
     len_k = tl.load(LenK + seq)
-    row = tl.load(Row + seq).to(tl.int64)
-    q_start = tl.load(QStart + seq).to(tl.int64)
-    k_start = tl.load(KStart + seq).to(tl.int64)
+    row, q_start, k_start = varlen.offsets(seq, Row, QStart, KStart)
     prefix = len_k - len_q
     kv_head = head // group
     qk_scale2 = sm_scale * 1.4426950408889634

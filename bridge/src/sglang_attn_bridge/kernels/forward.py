@@ -8,9 +8,7 @@ loads are software-pipelined, tiles that are fully masked are skipped (they add 
 it also writes the log-sum-exp that the backward needs. With COMPUTE_O off it computes only the log-sum-exp (used when
 sglang's kernel produced the output).
 
-One program: BLOCK_M query rows of one head of one sequence. Sequences are described by five int32 arrays (row in
-the batch, first query/key position in that row, query/key length), so packed, padded and plain batches are all one
-launch. Causal masking is bottom-right aligned (key j visible to query i iff j <= i + len_k - len_q); WINDOW uses
+One program: BLOCK_M query rows of one head of one sequence of a varlen batch (`varlen.py`). Causal masking is bottom-right aligned (key j visible to query i iff j <= i + len_k - len_q); WINDOW uses
 sglang's convention (visible iff i + prefix - j <= WINDOW), i.e. transformers' sliding_window - 1.
 """
 
@@ -19,7 +17,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from . import tiles
+from . import tiles, varlen
 
 
 @triton.jit
@@ -119,18 +117,11 @@ def attn_fwd_kernel(
     COMPUTE_O: tl.constexpr, INTERIOR: tl.constexpr, DOT_PREC: tl.constexpr,
     TMA: tl.constexpr, FAST: tl.constexpr = False,
 ):
-    # grid (head, sequence, block): block 0 is each sequence's last (heaviest, under a causal mask) query block, so
-    # every heavy program is launched before any light one and none of them starts last
-    head = tl.program_id(0)
-    seq = tl.program_id(1)
-    len_q = tl.load(LenQ + seq)
-    m0 = (tl.cdiv(len_q, BLOCK_M) - 1 - tl.program_id(2)) * BLOCK_M
+    head, seq, len_q, m0 = varlen.query_block(LenQ, BLOCK_M)
     if m0 < 0:
         return
     len_k = tl.load(LenK + seq)
-    row = tl.load(Row + seq).to(tl.int64)
-    q_start = tl.load(QStart + seq).to(tl.int64)
-    k_start = tl.load(KStart + seq).to(tl.int64)
+    row, q_start, k_start = varlen.offsets(seq, Row, QStart, KStart)
     prefix = len_k - len_q
     kv_head = head // group
 
