@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from support import ROOT, run_build_py
+from support import git as run_git
 from toolkit.spec import load_catalog
 
 SCRIPT = ROOT / "ci" / "changed_images.py"
@@ -21,8 +22,7 @@ ROCM = sorted(n for n, v in load_catalog().variants.items() if v.family == "rocm
 
 
 def git(repo, *args):
-    run = subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", "-C", str(repo), *args],
-                         capture_output=True, text=True)
+    run = run_git(repo, *args, check=False)
     assert run.returncode == 0, run.stderr
     return run.stdout.strip()
 

@@ -12,6 +12,7 @@ import subprocess
 
 import pytest
 
+from support import git, git_init
 from verify.overlays import lint_paths
 
 REV_A = '''\
@@ -50,10 +51,6 @@ def sh(args, cwd, check=True):
     return subprocess.run(args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=check)
 
 
-def git(cwd, *args, check=True):
-    return sh(["git", *args], cwd, check)
-
-
 def compiles(path):
     try:
         compile(path.read_text(), str(path), "exec")
@@ -71,11 +68,7 @@ def engine_methods(path):
 @pytest.fixture
 def upstream(tmp_path):
     """Repo with A, the patches for 'insert restart()' made at A, and B committed on top."""
-    repo = tmp_path / "upstream"
-    repo.mkdir()
-    git(repo, "init", "-q")
-    git(repo, "config", "user.email", "t@example.invalid")
-    git(repo, "config", "user.name", "t")
+    repo = git_init(tmp_path / "upstream")
     (repo / "mod.py").write_text(REV_A)
     git(repo, "add", "mod.py")
     git(repo, "commit", "-qm", "A")

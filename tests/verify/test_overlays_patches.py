@@ -4,23 +4,15 @@ import subprocess
 
 import pytest
 
+from support import git, git_init
 from verify.overlays import lint_patch_text, lint_paths
 
 BASE = "".join("line %d\n" % i for i in range(1, 21))
 
 
-def git(repo, *args, check=True):
-    return subprocess.run(["git", "-C", str(repo), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True, check=check)
-
-
 @pytest.fixture
 def repo(tmp_path):
-    r = tmp_path / "repo"
-    r.mkdir()
-    git(r, "init", "-q")
-    git(r, "config", "user.email", "t@example.invalid")
-    git(r, "config", "user.name", "t")
+    r = git_init(tmp_path / "repo")
     (r / "src").mkdir()
     (r / "src" / "a.txt").write_text(BASE)
     (r / "run.sh").write_text("echo hi\n")
