@@ -125,7 +125,7 @@ def tma_paths():
         q, k, v, cu = make_qkv(lens, hq, hkv, d, torch.bfloat16)
         t = sum(lens)
         lay = layout.from_cu_seqlens(cu, cu, t, t)
-        saved = config.GPU_FWD[config._bucket(d)], config.GPU_BWD[config._bucket(d)]
+        saved = config.fwd_config(d), config.bwd_config(d)
         used = ops._use_tma(True, q, k, v)
         outs = []
         do = torch.randn_like(q)
