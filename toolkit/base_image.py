@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 
+from toolkit import engine
 from toolkit.errors import BuildFailed, UsageError
 
 
@@ -44,11 +45,7 @@ def ensure_base(client, variant, log=print) -> bool:
         # Keep the image small and its apt state clean.
         for junk in ("var/cache/apt/archives", "var/lib/apt/lists"):
             shutil.rmtree(f"{rootfs}/{junk}", ignore_errors=True)
-        tar = subprocess.Popen(["tar", "--numeric-owner", "-C", rootfs, "-c", "."], stdout=subprocess.PIPE)
-        imp = subprocess.run(["docker", "import", "-", variant.base], stdin=tar.stdout, capture_output=True, text=True)
-        tar.stdout.close()
-        if tar.wait() != 0 or imp.returncode != 0:
-            raise BuildFailed(f"docker import of {variant.base} failed: {imp.stderr.strip()}")
+        engine.import_tree(rootfs, variant.base, ("--numeric-owner",))
     log(f"base image {variant.base} made locally")
     return True
 

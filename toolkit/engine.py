@@ -6,6 +6,7 @@ everything else (ping, inspect, tag, push, containers) goes through the SDK.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -34,15 +35,36 @@ def connect():
         raise EngineUnavailable(f"no Docker engine answers ({reason}); {START_HINT}") from None
 
 
-def buildx_cmd() -> list:
-    """`docker buildx`, verified to exist (it is a CLI plugin that some clients lack)."""
+def docker_cmd() -> str:
+    """The docker client, else EngineUnavailable (exit 3)."""
     docker_bin = shutil.which("docker")
     if docker_bin is None:
         raise EngineUnavailable(f"no docker client on PATH; {START_HINT}")
+    return docker_bin
+
+
+def buildx_cmd() -> list:
+    """`docker buildx`, verified to exist (it is a CLI plugin that some clients lack); probed once per process."""
+    return list(_buildx())
+
+
+@functools.lru_cache(maxsize=None)  # a failed probe raises and is not cached
+def _buildx() -> tuple:
+    docker_bin = docker_cmd()
     probe = subprocess.run([docker_bin, "buildx", "version"], capture_output=True, text=True)
     if probe.returncode != 0:
         raise EngineUnavailable("the docker client has no buildx plugin (Debian: docker-buildx; see ci/setup.sh)")
-    return [docker_bin, "buildx"]
+    return docker_bin, "buildx"
+
+
+def import_tree(folder, ref: str, tar_options: tuple = ()) -> None:
+    """`tar -c folder | docker import - ref`: an image whose one layer is exactly the folder (base images and the
+    wheelhouse, made on this machine because no registry can be reached)."""
+    tar = subprocess.Popen(["tar", *tar_options, "-C", str(folder), "-c", "."], stdout=subprocess.PIPE)
+    imp = subprocess.run([docker_cmd(), "import", "-", ref], stdin=tar.stdout, capture_output=True, text=True)
+    tar.stdout.close()
+    if tar.wait() != 0 or imp.returncode != 0:
+        raise BuildFailed(f"docker import of {ref} failed: {imp.stderr.strip()}")
 
 
 @dataclass

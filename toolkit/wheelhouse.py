@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from toolkit import engine
 from toolkit.errors import BuildFailed
 from toolkit.spec import ROOT
 
@@ -77,10 +78,6 @@ def ensure_wheelhouse_image(client, variant, log=print) -> str | None:
     except docker.errors.ImageNotFound:
         pass
     folder = ensure_wheelhouse(variant, log=log)
-    tar = subprocess.Popen(["tar", "-C", str(folder), "--exclude=./.complete", "-c", "."], stdout=subprocess.PIPE)
-    imp = subprocess.run(["docker", "import", "-", ref], stdin=tar.stdout, capture_output=True, text=True)
-    tar.stdout.close()
-    if tar.wait() != 0 or imp.returncode != 0:
-        raise BuildFailed(f"docker import of {ref} failed: {imp.stderr.strip()}")
+    engine.import_tree(folder, ref, ("--exclude=./.complete",))
     log(f"wheelhouse image {ref} made from {folder.relative_to(ROOT)}")
     return ref
