@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from toolkit.spec import ROOT
+from verify.bundle import RUNNER_MODULES, config_text
 
 BUILD_DIR = ROOT / "build"
 BRIDGE_EXCLUDE = {"tests", "bench", "build", "dist", "__pycache__", ".pytest_cache"}
@@ -40,8 +41,6 @@ def _link_or_copy(src: Path, dst: Path) -> None:
 
 def context_files(plan) -> dict:
     """Map of context-relative path -> source file. Pure function of the plan and the project tree."""
-    from verify.bundle import RUNNER_MODULES
-
     files = {}
     bridge = ROOT / "bridge"
     for dirpath, dirnames, filenames in os.walk(bridge):
@@ -57,10 +56,6 @@ def context_files(plan) -> dict:
     return dict(sorted(files.items()))
 
 
-def gates_json(plan) -> str:
-    return json.dumps(plan.gates, indent=2, sort_keys=True) + "\n"
-
-
 def plan_hash(plan, dockerfile_text: str, files: dict | None = None) -> str:
     """The input hash of a rendered plan: what the build labels and tags, and what CI compares across revisions.
     Covers the Dockerfile, the resolved spec, the secret ids, every context file and the gate config."""
@@ -74,7 +69,7 @@ def plan_hash(plan, dockerfile_text: str, files: dict | None = None) -> str:
             for chunk in iter(lambda: f.read(1 << 20), b""):
                 fh.update(chunk)
         h.update(rel.encode() + b"\0" + fh.hexdigest().encode() + b"\0")
-    h.update(gates_json(plan).encode())
+    h.update(config_text(plan.gates).encode())
     return h.hexdigest()
 
 
@@ -89,7 +84,7 @@ def stage(plan, dockerfile_text: str, build_dir: Path = BUILD_DIR) -> Context:
     for rel, src in files.items():
         _link_or_copy(src, root / rel)
     (root / "gates").mkdir(exist_ok=True)
-    (root / "gates" / "gates.json").write_text(gates_json(plan))
+    (root / "gates" / "gates.json").write_text(config_text(plan.gates))
     (root / "patches").mkdir(exist_ok=True)
     dockerfile = root / "Dockerfile"
     dockerfile.write_text(dockerfile_text)

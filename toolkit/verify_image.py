@@ -7,7 +7,6 @@ own python; reports are copied back; the container is always removed.
 from __future__ import annotations
 
 import io
-import json
 import tarfile
 from pathlib import Path
 
@@ -18,10 +17,10 @@ WORKDIR = "/tmp/miles-gates"
 
 def _gates_tar(gates: dict) -> bytes:
     """miles-gates/verify/ (the runner's modules only) and miles-gates/gates.json, for put_archive."""
-    from verify.bundle import runner_files, tar_of
+    from verify.bundle import config_text, runner_files, tar_of
 
     files = {f"miles-gates/{name}": data for name, data in runner_files().items()}
-    files["miles-gates/gates.json"] = (json.dumps(gates, indent=2, sort_keys=True) + "\n").encode()
+    files["miles-gates/gates.json"] = config_text(gates).encode()
     return tar_of(files)
 
 

@@ -6,6 +6,7 @@ container-structure-test config. Only the runner's own modules go in, never __py
 from __future__ import annotations
 
 import io
+import json
 import os
 import tarfile
 import time
@@ -16,6 +17,11 @@ from . import PACKAGE_DIR
 
 RUNNER_MODULES = ("__init__.py", "__main__.py", "checks.py", "config.py", "locate.py", "report.py", "result.py",
                   "runner.py", "sigsource.py")
+
+
+def config_text(gates: dict) -> str:
+    """``gates.json`` as the runner reads it: the spec's ``gates`` mapping, in stable bytes (it is hashed)."""
+    return json.dumps(gates, indent=2, sort_keys=True) + "\n"
 
 
 def runner_files(everything: bool = False) -> Dict[str, bytes]:
