@@ -124,12 +124,13 @@ FWD_CANDIDATES = {
 FAST = {128: Fw(128, 64, 8, 2, 2, max_regs=128, exact=False), 64: Fw(64, 64, 4, 3, 2, exact=False)}
 # (rows per step, keys per program, warps, stages, TMA, register cap) of the dK/dV kernel; (rows per program, keys
 # per step, warps, stages, TMA, register cap) of the dQ kernel
-DKDV_FIELDS = ("block_m1", "block_n1", "num_warps", "num_stages", "tma", "max_regs")
-DKDV_CANDIDATES = {
-    128: [(32, 64, 4, 3, True, 0), (32, 64, 4, 3, False, 0), (16, 64, 4, 3, True, 0), (16, 64, 4, 4, True, 0),
-          (32, 64, 4, 2, True, 0), (64, 128, 8, 2, True, 0), (64, 128, 8, 1, False, 0)],
-    64: [(32, 64, 4, 3, True, 0), (32, 64, 4, 3, False, 0), (32, 64, 4, 4, True, 0), (16, 64, 4, 3, True, 0),
-         (16, 64, 4, 3, True, 168), (32, 64, 4, 3, True, 168), (64, 64, 4, 3, True, 0), (64, 128, 8, 2, True, 0)],
+DKDV_FIELDS = ("block_m1", "block_n1", "num_warps", "num_stages", "tma", "max_regs", "gluon")
+DKDV_CANDIDATES = {  # the gluon ones (kernels/dkdv_sm90.py) use rows, keys and warps only
+    128: [(64, 128, 8, 1, False, 0, False), (32, 64, 4, 3, True, 0, False), (64, 128, 8, 1, False, 0, True),
+          (32, 128, 8, 1, False, 0, True), (64, 64, 4, 1, False, 0, True), (128, 64, 4, 1, False, 0, True)],
+    64: [(32, 64, 4, 3, False, 0, False), (32, 64, 4, 3, True, 0, False), (64, 128, 8, 1, False, 0, True),
+         (128, 128, 8, 1, False, 0, True), (64, 64, 4, 1, False, 0, True), (32, 128, 8, 1, False, 0, True),
+         (128, 64, 4, 1, False, 0, True)],
 }
 DQ_FIELDS = ("block_m2", "block_n2", "num_warps2", "num_stages2", "tma2", "max_regs2")
 DQ_CANDIDATES = {

@@ -15,6 +15,11 @@ from .kernels.backward import delta_kernel, dkdv_kernel, dq_kernel
 from .kernels.forward import attn_fwd_kernel
 from .layout import Varlen
 
+try:  # Gluon (Triton's explicit-layout dialect) came with Triton 3.4; older ones run the Triton kernel
+    from .kernels.dkdv_sm90 import dkdv_sm90_kernel
+except ImportError:
+    dkdv_sm90_kernel = None
+
 
 def _last_dim_contiguous(t: torch.Tensor) -> torch.Tensor:
     return t if t.stride(-1) == 1 else t.contiguous()
@@ -47,6 +52,19 @@ def _use_tma(wanted: bool, *tensors: torch.Tensor) -> bool:
             return False
     return all(t.data_ptr() % 16 == 0 and all(st * t.element_size() % 16 == 0 for st in t.stride()[:-1])
                for t in tensors)
+
+
+def _use_gluon_dkdv(cfg: config.BwdConfig, q, k, v, do, window, softcap) -> bool:
+    """The Gluon dK/dV kernel covers Hopper (wgmma is sm_90 only), 16-bit types, head dim 64/128, no window or
+    softcap, and query heads side by side in memory (its TMA view spans a GQA group's heads); else the Triton one."""
+    if not cfg.gluon or dkdv_sm90_kernel is None or config.interpreting():
+        return False
+    D = q.shape[-1]
+    if window is not None or softcap or D not in (64, 128) or q.dtype not in (torch.float16, torch.bfloat16):
+        return False
+    if q.device.type != "cuda" or torch.version.hip or torch.cuda.get_device_capability(q.device)[0] != 9:
+        return False
+    return q.stride(2) == D and do.stride(2) == D and _use_tma(True, q, k, v, do)
 
 
 def _max_regs(n: int) -> dict:
@@ -123,7 +141,16 @@ def backward(do, q, k, v, o, lse, lay: Varlen, scale: float, causal: bool, windo
         o.stride(0), o.stride(1), o.stride(2), do.stride(0), do.stride(1), do.stride(2), lse.stride(0), Sq,
         HEAD_DIM=D, BLOCK_D=block_d, BLOCK_M=64,
     )
-    if "dkdv" in parts:
+    if "dkdv" in parts and _use_gluon_dkdv(cfg, q, k, v, do, window, softcap):
+        dkdv_sm90_kernel[(Hkv, lay.n, triton.cdiv(lay.max_k, cfg.block_n1))](
+            q, k, v, do, dk, dv, lse, delta, *_lay_args(lay), float(scale),
+            q.stride(0), q.stride(1), k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2),
+            do.stride(0), do.stride(1),
+            dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0), dv.stride(1), dv.stride(2),
+            lse.stride(0), Sq, Hq // Hkv,
+            HEAD_DIM=D, BLOCK_M=cfg.block_m1, BLOCK_N=cfg.block_n1, IS_CAUSAL=bool(causal), num_warps=cfg.num_warps,
+        )
+    elif "dkdv" in parts:
         dkdv_kernel[(Hkv, lay.n, triton.cdiv(lay.max_k, cfg.block_n1))](
             q, k, v, do, dk, dv, lse, delta, *_lay_args(lay), float(scale),
             q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),

@@ -1,0 +1,163 @@
+"""dK/dV on Hopper in Gluon: the math of `backward.dkdv_kernel`, with the overlap Triton 3.6 does not emit.
+
+Triton waits on every matrix product it does not accumulate right after issuing it, so inside a program the tensor
+cores idle while the exponentials run. Here the products are issued by hand (`warpgroup_mma(is_async=True)`) so that
+each elementwise step runs under a product still in flight:
+
+    issue S^T = K Q^T and dP^T = V dO^T  ->  wait S^T;  P^T = exp2(S^T - LSE)   (under dP^T)
+    issue dV += P^T dO                   ->  wait dP^T; dS^T = P^T (dP^T - D)   (under dV)
+    issue dK += dS^T Q                   ->  wait all
+
+and the next query tile (Q, dO) arrives by TMA into a second buffer while this one is used. One program owns
+BLOCK_N keys of one KV head (K and V stay in shared memory) and walks every query head of its GQA group, as the
+Triton kernel does, in the same order, so each dK/dV is written by one program (deterministic). Query tiles come
+through a descriptor bounded by the sequence, so rows past its end are zeros and need no select.
+Covers the common case only (causal or not, no window, no softcap, head dim 64/128, 16-bit types, heads of one
+token adjacent in memory); ops.py sends everything else to the Triton kernel.
+"""
+
+from __future__ import annotations
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
+
+
+@gluon.jit
+def _issue_tile(q_desc, do_desc, q_buf, do_buf, bar, it, lo, nblk, total,
+                BLOCK_M: gl.constexpr, HEAD_DIM: gl.constexpr):
+    """Start the TMA copies of step `it`'s Q and dO tiles (query head it // nblk, rows from its block) into a buffer."""
+    g = it // nblk
+    start_m = lo + (it - g * nblk) * BLOCK_M
+    live = it < total
+    mbarrier.expect(bar, 2 * BLOCK_M * HEAD_DIM * q_desc.dtype.primitive_bitwidth // 8, pred=live)
+    tma.async_copy_global_to_shared(q_desc, [start_m, g * HEAD_DIM], bar, q_buf, pred=live)
+    tma.async_copy_global_to_shared(do_desc, [start_m, g * HEAD_DIM], bar, do_buf, pred=live)
+
+
+@gluon.jit
+def dkdv_sm90_kernel(
+    Q, K, V, DO, DK, DV, LSE, Delta,
+    Row, QStart, KStart, LenQ, LenK,
+    sm_scale,
+    sqb, sqs, skb, sks, skh, svb, svs, svh, sdob, sdos,
+    sdkb, sdks, sdkh, sdvb, sdvs, sdvh,
+    lse_sh, lse_sb, group,
+    HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, IS_CAUSAL: gl.constexpr,
+):
+    # grid (KV head, sequence, key block), block 0 the first keys: the ones every query row sees under a causal mask
+    kv_head = gl.program_id(0)
+    seq = gl.program_id(1)
+    n0 = gl.program_id(2) * BLOCK_N
+    len_k = gl.load(LenK + seq)
+    if n0 >= len_k:
+        return
+    len_q = gl.load(LenQ + seq)
+    row = gl.load(Row + seq).to(gl.int64)
+    q_start = gl.load(QStart + seq).to(gl.int64)
+    k_start = gl.load(KStart + seq).to(gl.int64)
+    prefix = len_k - len_q
+    qk_scale2 = sm_scale * 1.4426950408889634
+    dtype: gl.constexpr = Q.dtype.element_ty
+    num_warps: gl.constexpr = gl.num_warps()
+
+    # S^T tiles are [keys, query rows]: the keys are the MMA's M, split across the warps
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                       instr_shape=[16, BLOCK_M, 16])
+    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                         instr_shape=[16, HEAD_DIM, 16])
+    op_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_layout, k_width=2)
+    rows_layout: gl.constexpr = gl.SliceLayout(0, s_layout)
+    keys_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
+    kv_smem: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
+    q_smem_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], dtype)
+
+    # descriptors bounded by this sequence: TMA fills rows past its end with zeros. The query descriptor spans the
+    # group's heads side by side (column g * HEAD_DIM is head kv_head * group + g).
+    k_desc = tma.make_tensor_descriptor(K + row * skb + kv_head * skh + k_start * sks, shape=[len_k, HEAD_DIM],
+                                        strides=[sks, 1], block_shape=[BLOCK_N, HEAD_DIM], layout=kv_smem)
+    v_desc = tma.make_tensor_descriptor(V + row * svb + kv_head * svh + k_start * svs, shape=[len_k, HEAD_DIM],
+                                        strides=[svs, 1], block_shape=[BLOCK_N, HEAD_DIM], layout=kv_smem)
+    head0 = kv_head * group
+    q_desc = tma.make_tensor_descriptor(Q + row * sqb + head0 * HEAD_DIM + q_start * sqs,
+                                        shape=[len_q, group * HEAD_DIM], strides=[sqs, 1],
+                                        block_shape=[BLOCK_M, HEAD_DIM], layout=q_smem_layout)
+    do_desc = tma.make_tensor_descriptor(DO + row * sdob + head0 * HEAD_DIM + q_start * sdos,
+                                         shape=[len_q, group * HEAD_DIM], strides=[sdos, 1],
+                                         block_shape=[BLOCK_M, HEAD_DIM], layout=q_smem_layout)
+
+    k_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, HEAD_DIM], kv_smem)
+    v_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, HEAD_DIM], kv_smem)
+    q_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_M, HEAD_DIM], q_smem_layout)
+    do_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_M, HEAD_DIM], q_smem_layout)
+    bars = gl.allocate_shared_memory(gl.int64, [3, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(3):
+        mbarrier.init(bars.index(i), count=1)
+    kv_bar = bars.index(2)
+    gl.thread_barrier()
+
+    # query rows that can see this key block, and from which one on they see all of it
+    lo = 0
+    if IS_CAUSAL:
+        lo = gl.maximum(0, n0 - prefix) // BLOCK_M * BLOCK_M
+    hi = len_q
+    full_lo = lo
+    if IS_CAUSAL:
+        full_lo = gl.minimum(gl.maximum(lo, (n0 + BLOCK_N - 1 - prefix + BLOCK_M - 1) // BLOCK_M * BLOCK_M), hi)
+    nblk = gl.maximum(hi - lo + BLOCK_M - 1, 0) // BLOCK_M
+    total = group * nblk
+
+    mbarrier.expect(kv_bar, 2 * BLOCK_N * HEAD_DIM * dtype.primitive_bitwidth // 8)
+    tma.async_copy_global_to_shared(k_desc, [n0, 0], kv_bar, k_smem)
+    tma.async_copy_global_to_shared(v_desc, [n0, 0], kv_bar, v_smem)
+    _issue_tile(q_desc, do_desc, q_smem.index(0), do_smem.index(0), bars.index(0), 0, lo, nblk, total,
+                BLOCK_M, HEAD_DIM)
+
+    offs_n = n0 + gl.arange(0, BLOCK_N, layout=keys_layout)
+    s_zero = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, s_layout)
+    dk = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, acc_layout)
+    dv = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, acc_layout)
+    mbarrier.wait(kv_bar, 0)
+
+    for it in range(total):
+        slot = it % 2
+        # every warp is done with step it-1, the last reader of the other buffer: refill it with step it+1
+        gl.thread_barrier()
+        _issue_tile(q_desc, do_desc, q_smem.index(1 - slot), do_smem.index(1 - slot), bars.index(1 - slot), it + 1,
+                    lo, nblk, total, BLOCK_M, HEAD_DIM)
+        g = it // nblk
+        start_m = lo + (it - g * nblk) * BLOCK_M
+        offs_m = start_m + gl.arange(0, BLOCK_M, layout=rows_layout)
+        stats = (head0 + g) * lse_sh + row * lse_sb + q_start + offs_m
+        mask_m = offs_m < len_q
+        lse2 = gl.load(LSE + stats, mask=mask_m, other=0.0) * 1.4426950408889634
+        delta = gl.load(Delta + stats, mask=mask_m, other=0.0)
+        q_buf = q_smem.index(slot)
+        do_buf = do_smem.index(slot)
+        mbarrier.wait(bars.index(slot), (it // 2) & 1)
+
+        sT = warpgroup_mma(k_smem, q_buf.permute((1, 0)), s_zero, use_acc=False, is_async=True)
+        dpT = warpgroup_mma(v_smem, do_buf.permute((1, 0)), s_zero, use_acc=False, is_async=True)
+        sT = warpgroup_mma_wait(num_outstanding=1, deps=(sT, ))
+        pT = gl.exp2(sT * qk_scale2 - gl.expand_dims(lse2, 0))
+        if IS_CAUSAL:
+            if start_m < full_lo:
+                vis = gl.expand_dims(offs_m + prefix, 0) >= gl.expand_dims(offs_n, 1)
+                pT = gl.where(vis, pT, 0.0)
+        p16 = gl.convert_layout(pT.to(dtype), op_layout)
+        dv = warpgroup_mma(p16, do_buf, dv, is_async=True)
+        dpT = warpgroup_mma_wait(num_outstanding=1, deps=(dpT, ))
+        dsT = pT * (dpT - gl.expand_dims(delta, 0))
+        ds16 = gl.convert_layout(dsT.to(dtype), op_layout)
+        dk = warpgroup_mma(ds16, q_buf, dk, is_async=True)
+        dv, dk, p16, ds16 = warpgroup_mma_wait(num_outstanding=0, deps=(dv, dk, p16, ds16))
+
+    for i in gl.static_range(3):
+        mbarrier.invalidate(bars.index(i))
+    dk = dk * sm_scale
+    offs_kn = n0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, acc_layout))
+    offs_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, acc_layout))
+    keep = gl.expand_dims(offs_kn < len_k, 1) & gl.expand_dims(offs_d < HEAD_DIM, 0)
+    at = gl.expand_dims(k_start + offs_kn, 1)
+    gl.store(DK + row * sdkb + kv_head * sdkh + at * sdks + gl.expand_dims(offs_d, 0), dk.to(dtype), mask=keep)
+    gl.store(DV + row * sdvb + kv_head * sdvh + at * sdvs + gl.expand_dims(offs_d, 0), dv.to(dtype), mask=keep)
