@@ -124,13 +124,12 @@ FWD_CANDIDATES = {
 FAST = {128: Fw(128, 64, 8, 2, 2, max_regs=128, exact=False), 64: Fw(64, 64, 4, 3, 2, exact=False)}
 # (rows per step, keys per program, warps, stages, TMA, register cap) of the dK/dV kernel; (rows per program, keys
 # per step, warps, stages, TMA, register cap) of the dQ kernel
-DKDV_FIELDS = ("block_m1", "block_n1", "num_warps", "num_stages", "tma", "max_regs", "gluon")
-DKDV_CANDIDATES = {  # the gluon ones (kernels/dkdv_sm90.py) use rows, keys and warps only
-    128: [(64, 128, 8, 1, False, 0, False), (32, 64, 4, 3, True, 0, False), (64, 128, 8, 1, False, 0, True),
-          (32, 128, 8, 1, False, 0, True), (64, 64, 4, 1, False, 0, True), (128, 64, 4, 1, False, 0, True)],
-    64: [(32, 64, 4, 3, False, 0, False), (32, 64, 4, 3, True, 0, False), (64, 128, 8, 1, False, 0, True),
-         (128, 128, 8, 1, False, 0, True), (64, 64, 4, 1, False, 0, True), (32, 128, 8, 1, False, 0, True),
-         (128, 64, 4, 1, False, 0, True)],
+DKDV_FIELDS = ("block_m1", "block_n1", "num_warps", "num_stages", "tma", "max_regs", "gluon1")
+DKDV_CANDIDATES = {  # gluon1: (rows, keys, warps) of the Gluon kernel (kernels/dkdv_sm90.py), () = the Triton one
+    128: [(64, 128, 8, 1, False, 0, ()), (32, 64, 4, 3, True, 0, ()), (64, 128, 8, 1, False, 0, (64, 64, 4)),
+          (64, 128, 8, 1, False, 0, (64, 128, 8)), (64, 128, 8, 1, False, 0, (32, 64, 4))],
+    64: [(32, 64, 4, 3, False, 0, ()), (32, 64, 4, 3, False, 0, (64, 64, 4)), (32, 64, 4, 3, False, 0, (64, 128, 8)),
+         (32, 64, 4, 3, False, 0, (128, 64, 4)), (32, 64, 4, 3, False, 0, (32, 64, 4))],
 }
 DQ_FIELDS = ("block_m2", "block_n2", "num_warps2", "num_stages2", "tma2", "max_regs2")
 DQ_CANDIDATES = {

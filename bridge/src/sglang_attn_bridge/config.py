@@ -42,9 +42,10 @@ class BwdConfig:
     tma2: bool = False  # dQ kernel: the same choice
     max_regs: int = 0  # dK/dV kernel's register cap (maxnreg), 0 = none: more resident programs, maybe spills
     max_regs2: int = 0  # dQ kernel's
-    # dK/dV through kernels/dkdv_sm90.py (Gluon, Hopper: products overlapped with the exponentials, TMA double
-    # buffer) where it applies, with block_m1/block_n1/num_warps; elsewhere the Triton kernel
-    gluon: bool = False
+    # (rows per step, keys per program, warps) of kernels/dkdv_sm90.py, the Gluon dK/dV kernel (Hopper: products
+    # overlapped with the exponentials, query tiles double-buffered by TMA), used where it applies; () = never.
+    # Where it does not apply (other GPUs, window, softcap) the Triton dK/dV kernel runs with the fields above.
+    gluon1: tuple = ()
 
 
 # head_dim bucket (next power of two) -> config. D64/D128 tuned on the H200 (docs/bridge-h200.md; times for 32/8
@@ -61,10 +62,13 @@ GPU_FWD = {
 GPU_BWD = {
     16: BwdConfig(64, 128, 128, 64, 8, 2),
     32: BwdConfig(64, 128, 128, 64, 8, 2),
-    64: BwdConfig(32, 64, 64, 64, 4, 3),  # dK/dV 1.78 / 0.73 ms + dQ 0.81 / 0.41 ms
-    # dK/dV 2.62 / 1.12 ms + dQ 1.47 / 0.67 ms: 32-key steps under a 128-register cap fit two dQ programs per SM
-    # (64-key steps, no cap: 1.38 / 0.74 ms; the packed batch decides)
-    128: BwdConfig(64, 128, 128, 32, 8, 1, 8, 3, max_regs2=128, gluon=True),
+    # dK/dV: Gluon 64 rows x 64 keys, one warpgroup (two programs per SM): 1.65 / 0.80 ms; Triton kernel (32x64,
+    # 4 warps, 3 stages): 1.85 / 0.79 ms. dQ 0.81 / 0.41 ms
+    64: BwdConfig(32, 64, 64, 64, 4, 3, gluon1=(64, 64, 4)),
+    # dK/dV: Gluon 64x64, one warpgroup: 2.03 / 0.91 ms; Triton kernel (64x128, 8 warps): 2.57 / 1.09 ms.
+    # dQ 1.47 / 0.67 ms: 32-key steps under a 128-register cap fit two dQ programs per SM (64-key steps, no cap:
+    # 1.38 / 0.74 ms; the packed batch decides)
+    128: BwdConfig(64, 128, 128, 32, 8, 1, 8, 3, max_regs2=128, gluon1=(64, 64, 4)),
     256: BwdConfig(32, 64, 64, 32, 8, 1),
 }
 INTERPRETER_FWD = FwdConfig(32, 64, 4, 1)

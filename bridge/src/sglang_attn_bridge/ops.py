@@ -15,7 +15,9 @@ from .kernels.backward import delta_kernel, dkdv_kernel, dq_kernel
 from .kernels.forward import attn_fwd_kernel
 from .layout import Varlen
 
-try:  # Gluon (Triton's explicit-layout dialect) came with Triton 3.4; older ones run the Triton kernel
+# The Gluon kernels are written against Triton 3.6's Gluon API (it changes between releases)
+GLUON_TRITON = (3, 6)
+try:
     from .kernels.dkdv_sm90 import dkdv_sm90_kernel
 except ImportError:
     dkdv_sm90_kernel = None
@@ -55,9 +57,12 @@ def _use_tma(wanted: bool, *tensors: torch.Tensor) -> bool:
 
 
 def _use_gluon_dkdv(cfg: config.BwdConfig, q, k, v, do, window, softcap) -> bool:
-    """The Gluon dK/dV kernel covers Hopper (wgmma is sm_90 only), 16-bit types, head dim 64/128, no window or
-    softcap, and query heads side by side in memory (its TMA view spans a GQA group's heads); else the Triton one."""
-    if not cfg.gluon or dkdv_sm90_kernel is None or config.interpreting():
+    """The Gluon dK/dV kernel covers Hopper (wgmma is sm_90 only) under Triton 3.6, 16-bit types, head dim 64/128,
+    no window or softcap, and query heads side by side in memory (its TMA view spans a GQA group's heads); else the
+    Triton one."""
+    if not cfg.gluon1 or dkdv_sm90_kernel is None or config.interpreting():
+        return False
+    if tuple(int(x) for x in triton.__version__.split(".")[:2]) != GLUON_TRITON:
         return False
     D = q.shape[-1]
     if window is not None or softcap or D not in (64, 128) or q.dtype not in (torch.float16, torch.bfloat16):
@@ -142,13 +147,14 @@ def backward(do, q, k, v, o, lse, lay: Varlen, scale: float, causal: bool, windo
         HEAD_DIM=D, BLOCK_D=block_d, BLOCK_M=64,
     )
     if "dkdv" in parts and _use_gluon_dkdv(cfg, q, k, v, do, window, softcap):
-        dkdv_sm90_kernel[(Hkv, lay.n, triton.cdiv(lay.max_k, cfg.block_n1))](
+        rows, keys, warps = cfg.gluon1
+        dkdv_sm90_kernel[(Hkv, lay.n, triton.cdiv(lay.max_k, keys))](
             q, k, v, do, dk, dv, lse, delta, *_lay_args(lay), float(scale),
             q.stride(0), q.stride(1), k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2),
             do.stride(0), do.stride(1),
             dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0), dv.stride(1), dv.stride(2),
             lse.stride(0), Sq, Hq // Hkv,
-            HEAD_DIM=D, BLOCK_M=cfg.block_m1, BLOCK_N=cfg.block_n1, IS_CAUSAL=bool(causal), num_warps=cfg.num_warps,
+            HEAD_DIM=D, BLOCK_M=rows, BLOCK_N=keys, IS_CAUSAL=bool(causal), num_warps=warps,
         )
     elif "dkdv" in parts:
         dkdv_kernel[(Hkv, lay.n, triton.cdiv(lay.max_k, cfg.block_n1))](
