@@ -143,6 +143,7 @@ def dq_sm90_kernel(
         ds = p * (dp - gl.expand_dims(delta, 1))
         ds16 = gl.convert_layout(ds.to(dtype), op_layout)
         dq = warpgroup_mma(ds16, k_buf, dq, is_async=True)
+        # dQ reads this K buffer, refilled at the top of the next step, and dS's registers: both must outlive it
         dq, ds16 = warpgroup_mma_wait(num_outstanding=0, deps=(dq, ds16))
 
     for i in gl.static_range(3):
