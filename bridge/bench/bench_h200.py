@@ -113,12 +113,10 @@ Fw = config.FwdConfig
 # lets two 8-warp programs share a multiprocessor (compiled without spills on triton 3.6). Earlier runs ruled out
 # 16 warps (Triton then caps registers at 128: 3x slower), 128x128 dK/dV tiles, split dK/dV launches and
 # tl.range(warp_specialize=True), which triton 3.6 cannot compile for these kernels (docs/bridge-h200.md).
-G = (128, 8, 0), (64, 4, 0), (128, 4, 0), (64, 4, 168)  # (rows, warps, register cap) of the Gluon forward
-FWD_CANDIDATES = {  # Triton configs last: the Gluon field is ignored where it is ()
-    128: [Fw(128, 64, 8, 2, 1, tma=True, max_regs=128, gluon=g) for g in G]
-    + [Fw(128, 64, 8, 2, 1, tma=True, max_regs=128), Fw(64, 64, 4, 3, 1)],
-    64: [Fw(64, 64, 4, 3, 2, gluon=g) for g in G[:3]]
-    + [Fw(64, 64, 4, 3, 1, gluon=G[1]), Fw(64, 64, 4, 3, 2), Fw(128, 64, 8, 2, 2, max_regs=128)],
+G = (64, 4, 0), (128, 8, 0), (128, 8, 128), (128, 4, 0)  # (rows, warps, register cap) of the Gluon forward
+FWD_CANDIDATES = {  # the Triton forward where gluon is ()
+    128: [Fw(128, 64, 8, 2, 1, tma=True, max_regs=128, gluon=g) for g in G + ((),)],
+    64: [Fw(64, 64, 4, 3, 2, gluon=g) for g in G] + [Fw(64, 64, 4, 3, 1, gluon=G[0]), Fw(64, 64, 4, 3, 2)],
 }
 # The fast_fwd column: the same kernel with FlashAttention's arithmetic (exp2, P.V accumulated in place), NOT
 # bit-exact with sglang; the fastest such config of the tuning runs. It shows what exactness costs.
@@ -134,10 +132,8 @@ DKDV_CANDIDATES = {  # gluon1: (rows, keys, warps) of the Gluon kernel (kernels/
 }
 DQ_FIELDS = ("block_m2", "block_n2", "num_warps2", "num_stages2", "tma2", "max_regs2", "gluon2")
 DQ_CANDIDATES = {  # gluon2: (rows, keys, warps) of the Gluon kernel (kernels/dq_sm90.py), () = the Triton one
-    128: [(128, 32, 8, 3, False, 128, ()), (128, 64, 8, 3, False, 0, ())]
-    + [(128, 32, 8, 3, False, 128, g) for g in ((128, 64, 8), (128, 32, 8), (64, 64, 4))],
-    64: [(64, 64, 4, 3, False, 0, ()), (128, 64, 8, 3, False, 0, ())]
-    + [(64, 64, 4, 3, False, 0, g) for g in ((64, 64, 4), (128, 64, 8), (64, 32, 4))],
+    128: [(128, 32, 8, 3, False, 128, g) for g in ((), (64, 64, 4), (128, 64, 8), (128, 32, 8), (64, 32, 4))],
+    64: [(64, 64, 4, 3, False, 0, g) for g in ((), (64, 64, 4), (128, 64, 8), (64, 32, 4))],
 }
 KERNEL = {"fwd": attn_fwd_kernel, "dkdv": dkdv_kernel, "dq": dq_kernel}
 TUNE_ONLY = os.environ.get("BENCH_TUNE_ONLY", "fwd,dkdv,dq").split(",")

@@ -141,7 +141,8 @@ def tma_paths():
 
 def gluon_kernels():
     """The Gluon kernels (Hopper) against the Triton ones on the same inputs: the forward must give the same bits
-    (both are sglang's arithmetic), dK/dV the same products in the same order; each repeatable."""
+    (both are sglang's arithmetic); the gradients agree to rounding (tile shapes may differ; the FA-rule checks
+    above ran through the Gluon kernels); each repeatable."""
     for label, lens, hq, hkv, d, dtype, causal in (
             ("32/8 D128 packed bf16", [1, 700, 64, 1500, 333], 32, 8, 128, torch.bfloat16, True),
             ("32/8 D128 packed fp16", packed_lengths(3000, 5, 6), 32, 8, 128, torch.float16, True),
@@ -170,7 +171,8 @@ def gluon_kernels():
         equal = [n for n, a, b in zip(names, gluon, triton_) if torch.equal(a, b)]
         diffs = {n: ((a.float() - b.float()).abs().max() / b.float().abs().max()).item()
                  for n, a, b in zip(names, gluon, triton_) if n not in equal}
-        record("gluon", label, all(used) and repeat and len(equal) == len(names),
+        fwd_exact = all(n in equal for n in ("o", "lse", "lse-only"))
+        record("gluon", label, all(used) and repeat and fwd_exact and max(diffs.values(), default=0) < 1e-2,
                f"used fwd/dkdv/dq={used} repeatable={repeat} bitwise equal to Triton: {', '.join(equal)}"
                + (f"; max rel diff {diffs}" if diffs else ""))
 

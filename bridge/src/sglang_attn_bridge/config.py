@@ -61,7 +61,7 @@ GPU_FWD = {
     32: FwdConfig(128, 64, 4, 2),
     64: FwdConfig(64, 64, 4, 3, interior=2, gluon=(64, 4, 0)),  # 0.86 / 0.37 ms
     # Triton: 1.33 / 0.64 ms (masked loads and no cap: 1.65 / 0.71)
-    128: FwdConfig(128, 64, 8, 2, tma=True, max_regs=128, gluon=(128, 8, 0)),
+    128: FwdConfig(128, 64, 8, 2, tma=True, max_regs=128, gluon=(64, 4, 0)),
     256: FwdConfig(64, 64, 8, 1),
 }
 GPU_BWD = {
@@ -73,7 +73,7 @@ GPU_BWD = {
     # dK/dV: Gluon 64x64, one warpgroup: 2.03 / 0.91 ms; Triton kernel (64x128, 8 warps): 2.57 / 1.09 ms.
     # dQ 1.47 / 0.67 ms: 32-key steps under a 128-register cap fit two dQ programs per SM (64-key steps, no cap:
     # 1.38 / 0.74 ms; the packed batch decides)
-    128: BwdConfig(64, 128, 128, 32, 8, 1, 8, 3, max_regs2=128, gluon1=(64, 64, 4), gluon2=(128, 64, 8)),
+    128: BwdConfig(64, 128, 128, 32, 8, 1, 8, 3, max_regs2=128, gluon1=(64, 64, 4), gluon2=(64, 64, 4)),
     256: BwdConfig(32, 64, 64, 32, 8, 1),
 }
 INTERPRETER_FWD = FwdConfig(32, 64, 4, 1)

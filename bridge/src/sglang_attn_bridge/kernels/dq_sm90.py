@@ -3,8 +3,8 @@
 As in `dkdv_sm90`, the products are issued by hand (`warpgroup_mma(is_async=True)`) so that the exponentials run
 under a product still in flight instead of after Triton's wait on each one:
 
-    issue S = Q K^T and dP = dO V^T  ->  wait S;  P = exp2(S - LSE)   (under dP)
-    wait dP;  dS = P (dP - D);  issue dQ += dS K  ->  wait all
+    issue S = Q K^T and dP = dO V^T  ->  wait S (and the last step's dQ);  P = exp2(S - LSE)   (under dP)
+    wait dP;  dS = P (dP - D);  issue dQ += dS K   (runs on under the next step's loads and S, dP)
 
 dS goes from the product's accumulator layout to the next product's register operand without a trip through shared
 memory, and the next key tile (K, V) arrives by TMA into a second buffer while this one is used. One program owns
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
+from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_init, warpgroup_mma_wait
 
 
 @gluon.jit
@@ -111,15 +111,12 @@ def dq_sm90_kernel(
     lse2 = gl.load(LSE + stats, mask=mask_m, other=0.0) * 1.4426950408889634
     delta = gl.load(Delta + stats, mask=mask_m, other=0.0)
     s_zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
-    dq = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, acc_layout)
+    dq = warpgroup_mma_init(gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, acc_layout))
+    ds16 = gl.zeros([BLOCK_M, BLOCK_N], dtype, op_layout)
     mbarrier.wait(q_bar, 0)
 
     for it in range(nblk):
         slot = it % 2
-        # every warp is done with block it-1, the last reader of the other buffer: refill it with block it+1
-        gl.thread_barrier()
-        _issue_kv(k_desc, v_desc, k_smem.index(1 - slot), v_smem.index(1 - slot), bars.index(1 - slot), it + 1,
-                  nblk, BLOCK_N, HEAD_DIM)
         start_n = it * BLOCK_N
         k_buf = k_smem.index(slot)
         v_buf = v_smem.index(slot)
@@ -127,7 +124,10 @@ def dq_sm90_kernel(
 
         s = warpgroup_mma(q_smem, k_buf.permute((1, 0)), s_zero, use_acc=False, is_async=True)
         dp = warpgroup_mma(do_smem, v_buf.permute((1, 0)), s_zero, use_acc=False, is_async=True)
-        s = warpgroup_mma_wait(num_outstanding=1, deps=(s, ))
+        s, dq, ds16 = warpgroup_mma_wait(num_outstanding=1, deps=(s, dq, ds16))
+        gl.thread_barrier()
+        _issue_kv(k_desc, v_desc, k_smem.index(1 - slot), v_smem.index(1 - slot), bars.index(1 - slot), it + 1,
+                  nblk, BLOCK_N, HEAD_DIM)
         p = gl.exp2(s * qk_scale2 - gl.expand_dims(lse2, 1))
         if start_n >= full_hi:
             # backward._visible with no window, and the keys past the sequence's end
@@ -143,9 +143,8 @@ def dq_sm90_kernel(
         ds = p * (dp - gl.expand_dims(delta, 1))
         ds16 = gl.convert_layout(ds.to(dtype), op_layout)
         dq = warpgroup_mma(ds16, k_buf, dq, is_async=True)
-        # dQ reads this K buffer, refilled at the top of the next step, and dS's registers: both must outlive it
-        dq, ds16 = warpgroup_mma_wait(num_outstanding=0, deps=(dq, ds16))
 
+    dq, ds16 = warpgroup_mma_wait(num_outstanding=0, deps=(dq, ds16))
     for i in gl.static_range(3):
         mbarrier.invalidate(bars.index(i))
     dq = dq * sm_scale

@@ -4,11 +4,10 @@ not emit.
 Triton waits on S = Q K^T right after issuing it, so the exponentials of one tile and the product of the next never
 run together inside a program. Here the next tile's scores are issued before this tile's softmax:
 
-    issue S_j+1 = Q K_j+1^T  ->  softmax(S_j) (under S_j+1)  ->  issue PV_j = P_j V_j  ->  wait both;
-    acc = acc * rescale + PV_j
+    issue S_j+1 = Q K_j+1^T  ->  softmax(S_j), acc *= rescale (under S_j+1)  ->  issue acc += P_j V_j  ->  wait both
 
 with K and V tiles double-buffered by TMA. The per-row arithmetic is sglang's, op for op (scale after the dot, a
-select before the max, natural exp, `acc * rescale + P V` with P V in its own accumulator), and the tiles are the
+select before the max, natural exp, P V accumulated onto `acc * rescale`), and the tiles are the
 same 64 keys taken in the same order, so the bits match sglang's kernel (bench/check_h200.py checks torch.equal).
 Covers the common case (causal or not, no window, no softcap, head dim 64/128, 16-bit types) on Triton 3.6, whose
 Gluon API this is written against; ops.py sends everything else to the Triton kernel.
@@ -121,7 +120,6 @@ def attn_fwd_sm90_kernel(
 
     offs_m = m0 + gl.arange(0, BLOCK_M, layout=rows_layout)
     s_zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
-    o_zero = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, acc_layout)
     acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, acc_layout)
     deno = gl.zeros([BLOCK_M], gl.float32, rows_layout)
     e_max = gl.zeros([BLOCK_M], gl.float32, rows_layout) - float("inf")
@@ -146,11 +144,13 @@ def attn_fwd_sm90_kernel(
         p, re_scale, e_max, deno = _softmax(qk, e_max, deno, start_n, full_hi, offs_m, prefix, len_k, sm_scale,
                                             BLOCK_N, IS_CAUSAL, INTERIOR)
         if COMPUTE_O:
+            # acc * rescale + P V with P V accumulated onto the rescaled acc by the tensor cores: the form Triton
+            # (and so sglang's kernel) compiles that expression to, hence the same rounding
+            acc = acc * gl.expand_dims(gl.convert_layout(re_scale, gl.SliceLayout(1, acc_layout)), 1)
             p16 = gl.convert_layout(p.to(dtype), op_layout)
             mbarrier.wait(bars.index(2 + j % 2), (j // 2) & 1)
-            pv = warpgroup_mma(p16, v_smem.index(j % 2), o_zero, use_acc=False, is_async=True)
-            qk, pv, p16 = warpgroup_mma_wait(num_outstanding=0, deps=(qk_next, pv, p16))
-            acc = acc * gl.expand_dims(gl.convert_layout(re_scale, gl.SliceLayout(1, acc_layout)), 1) + pv
+            acc = warpgroup_mma(p16, v_smem.index(j % 2), acc, is_async=True)
+            qk, acc, p16 = warpgroup_mma_wait(num_outstanding=0, deps=(qk_next, acc, p16))
         else:
             qk = warpgroup_mma_wait(num_outstanding=0, deps=(qk_next, ))
 
