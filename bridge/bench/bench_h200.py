@@ -113,27 +113,35 @@ Fw = config.FwdConfig
 # lets two 8-warp programs share a multiprocessor (compiled without spills on triton 3.6). Earlier runs ruled out
 # 16 warps (Triton then caps registers at 128: 3x slower), 128x128 dK/dV tiles, split dK/dV launches and
 # tl.range(warp_specialize=True), which triton 3.6 cannot compile for these kernels (docs/bridge-h200.md).
-G = (64, 4, 0), (128, 8, 0), (128, 8, 128), (128, 4, 0)  # (rows, warps, register cap) of the Gluon forward
-FWD_CANDIDATES = {  # the Triton forward where gluon is ()
-    128: [Fw(128, 64, 8, 2, 1, tma=True, max_regs=128, gluon=g) for g in G + ((),)],
-    64: [Fw(64, 64, 4, 3, 2, gluon=g) for g in G] + [Fw(64, 64, 4, 3, 1, gluon=G[0]), Fw(64, 64, 4, 3, 2)],
+FWD_CANDIDATES = {
+    128: [Fw(128, 64, 8, 2, 1, max_regs=128), Fw(128, 64, 8, 2, 1, max_regs=128, tma=False), Fw(128, 64, 8, 3, 1),
+          Fw(64, 64, 4, 3, 1), Fw(64, 64, 4, 2, 1, max_regs=128)],
+    64: [Fw(64, 64, 4, 3, 2), Fw(64, 64, 4, 4, 2), Fw(64, 64, 4, 3, 2, tma=False), Fw(128, 64, 8, 3, 2),
+         Fw(128, 64, 8, 2, 2, max_regs=128)],
 }
 # The fast_fwd column: the same kernel with FlashAttention's arithmetic (exp2, P.V accumulated in place), NOT
 # bit-exact with sglang; the fastest such config of the tuning runs. It shows what exactness costs.
 FAST = {128: Fw(128, 64, 8, 2, 2, max_regs=128, exact=False), 64: Fw(64, 64, 4, 3, 2, exact=False)}
 # (rows per step, keys per program, warps, stages, TMA, register cap) of the dK/dV kernel; (rows per program, keys
 # per step, warps, stages, TMA, register cap) of the dQ kernel
-DKDV_FIELDS = ("block_m1", "block_n1", "num_warps", "num_stages", "tma", "max_regs", "gluon1")
-DKDV_CANDIDATES = {  # gluon1: (rows, keys, warps) of the Gluon kernel (kernels/dkdv_sm90.py), () = the Triton one
-    128: [(64, 128, 8, 1, False, 0, ()), (32, 64, 4, 3, True, 0, ()), (64, 128, 8, 1, False, 0, (64, 64, 4)),
-          (64, 128, 8, 1, False, 0, (64, 128, 8)), (64, 128, 8, 1, False, 0, (32, 64, 4))],
-    64: [(32, 64, 4, 3, False, 0, ()), (32, 64, 4, 3, False, 0, (64, 64, 4)), (32, 64, 4, 3, False, 0, (64, 128, 8)),
-         (32, 64, 4, 3, False, 0, (128, 64, 4)), (32, 64, 4, 3, False, 0, (32, 64, 4))],
+DKDV_FIELDS = ("block_m1", "block_n1", "num_warps", "num_stages", "tma", "max_regs", "gluon_dkdv")
+# the Triton kernel's candidates, then the Gluon kernel's (kernels/dkdv_sm90.py: rows, keys, warps), which runs
+# wherever it applies and leaves the Triton fields to the other cases
+GLUON_DKDV = (64, 64, 4), (32, 64, 4), (64, 128, 8)
+DKDV_CANDIDATES = {
+    128: [c + ((),) for c in ((32, 64, 4, 3, True, 0), (32, 64, 4, 3, False, 0), (16, 64, 4, 3, True, 0),
+                              (32, 64, 4, 2, True, 0), (64, 128, 8, 2, True, 0), (64, 128, 8, 1, False, 0))]
+    + [(64, 128, 8, 1, False, 0, g) for g in GLUON_DKDV],
+    64: [c + ((),) for c in ((32, 64, 4, 3, True, 0), (32, 64, 4, 3, False, 0), (16, 64, 4, 3, True, 0),
+                             (32, 64, 4, 3, True, 168), (64, 64, 4, 3, True, 0), (64, 128, 8, 2, True, 0))]
+    + [(32, 64, 4, 3, False, 0, g) for g in GLUON_DKDV],
 }
-DQ_FIELDS = ("block_m2", "block_n2", "num_warps2", "num_stages2", "tma2", "max_regs2", "gluon2")
-DQ_CANDIDATES = {  # gluon2: (rows, keys, warps) of the Gluon kernel (kernels/dq_sm90.py), () = the Triton one
-    128: [(128, 32, 8, 3, False, 128, g) for g in ((), (64, 64, 4), (128, 64, 8), (128, 32, 8), (64, 32, 4))],
-    64: [(64, 64, 4, 3, False, 0, g) for g in ((), (64, 64, 4), (128, 64, 8), (64, 32, 4))],
+DQ_FIELDS = ("block_m2", "block_n2", "num_warps2", "num_stages2", "tma2", "max_regs2")
+DQ_CANDIDATES = {
+    128: [(128, 64, 8, 3, False, 0), (128, 64, 8, 3, True, 0), (128, 32, 8, 3, False, 128),
+          (128, 32, 8, 2, False, 128), (128, 32, 8, 3, False, 0), (128, 64, 8, 4, False, 0)],
+    64: [(64, 64, 4, 3, True, 0), (64, 64, 4, 3, False, 0), (128, 64, 8, 3, True, 0), (128, 64, 8, 3, False, 0),
+         (64, 32, 4, 3, True, 0), (64, 64, 4, 2, True, 0)],
 }
 KERNEL = {"fwd": attn_fwd_kernel, "dkdv": dkdv_kernel, "dq": dq_kernel}
 TUNE_ONLY = os.environ.get("BENCH_TUNE_ONLY", "fwd,dkdv,dq").split(",")
@@ -215,7 +223,8 @@ def tune_bwd_part(part, fields, candidates, base, d, cases, log) -> dict:
         except Exception as e:
             print(f"tune {part} D{d} {cand}: ERROR {e!r}"[:300], flush=True)
             continue
-        log.append(dict(kind=f"{part} D{d}", cfg=str(cand), compiled=compiled_info(KERNEL[part])))
+        kernel = ops.dkdv_sm90_kernel if getattr(c, "gluon_dkdv", ()) and part == "dkdv" else KERNEL[part]
+        log.append(dict(kind=f"{part} D{d}", cfg=str(cand), compiled=compiled_info(kernel)))
         for name, run in cases:
             runs[cand, name] = _with(d, run, bwd=c)
     score = _rank(_timed(runs, f"{part} D{d}", log))

@@ -26,9 +26,6 @@ class FwdConfig:
     tma: bool = False  # Q/K/V tiles through TMA descriptors where the GPU has the copy engine (same values)
     max_regs: int = 0  # cap on registers per thread (Triton's maxnreg), 0 = none: trades spills for resident programs
     exact: bool = True  # False: exp2/in-place P.V arithmetic (faster, NOT bit-exact with sglang; bench yardstick)
-    # (rows, warps, register cap) of kernels/forward_sm90.py, the Gluon forward (Hopper: the next tile's scores
-    # overlap this tile's softmax; block_n and interior as above) where it applies; () = never
-    gluon: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -48,8 +45,7 @@ class BwdConfig:
     # (rows per step, keys per program, warps) of kernels/dkdv_sm90.py, the Gluon dK/dV kernel (Hopper: products
     # overlapped with the exponentials, query tiles double-buffered by TMA), used where it applies; () = never.
     # Where it does not apply (other GPUs, window, softcap) the Triton dK/dV kernel runs with the fields above.
-    gluon1: tuple = ()
-    gluon2: tuple = ()  # (rows per program, keys per step, warps) of kernels/dq_sm90.py, the Gluon dQ kernel
+    gluon_dkdv: tuple = ()
 
 
 # head_dim bucket (next power of two) -> config. D64/D128 tuned on the H200 (docs/bridge-h200.md; times for 32/8
@@ -59,9 +55,8 @@ class BwdConfig:
 GPU_FWD = {
     16: FwdConfig(128, 64, 4, 2),
     32: FwdConfig(128, 64, 4, 2),
-    64: FwdConfig(64, 64, 4, 3, interior=2, gluon=(64, 4, 0)),  # 0.86 / 0.37 ms
-    # Triton: 1.33 / 0.64 ms (masked loads and no cap: 1.65 / 0.71)
-    128: FwdConfig(128, 64, 8, 2, tma=True, max_regs=128, gluon=(64, 4, 0)),
+    64: FwdConfig(64, 64, 4, 3, interior=2),  # 0.86 / 0.37 ms
+    128: FwdConfig(128, 64, 8, 2, tma=True, max_regs=128),  # 1.33 / 0.64 ms (masked loads and no cap: 1.65 / 0.71)
     256: FwdConfig(64, 64, 8, 1),
 }
 GPU_BWD = {
@@ -69,11 +64,11 @@ GPU_BWD = {
     32: BwdConfig(64, 128, 128, 64, 8, 2),
     # dK/dV: Gluon 64 rows x 64 keys, one warpgroup (two programs per SM): 1.65 / 0.80 ms; Triton kernel (32x64,
     # 4 warps, 3 stages): 1.85 / 0.79 ms. dQ 0.81 / 0.41 ms
-    64: BwdConfig(32, 64, 64, 64, 4, 3, gluon1=(64, 64, 4), gluon2=(64, 64, 4)),
+    64: BwdConfig(32, 64, 64, 64, 4, 3, gluon_dkdv=(64, 64, 4)),
     # dK/dV: Gluon 64x64, one warpgroup: 2.03 / 0.91 ms; Triton kernel (64x128, 8 warps): 2.57 / 1.09 ms.
     # dQ 1.47 / 0.67 ms: 32-key steps under a 128-register cap fit two dQ programs per SM (64-key steps, no cap:
     # 1.38 / 0.74 ms; the packed batch decides)
-    128: BwdConfig(64, 128, 128, 32, 8, 1, 8, 3, max_regs2=128, gluon1=(64, 64, 4), gluon2=(64, 64, 4)),
+    128: BwdConfig(64, 128, 128, 32, 8, 1, 8, 3, max_regs2=128, gluon_dkdv=(64, 64, 4)),
     256: BwdConfig(32, 64, 64, 32, 8, 1),
 }
 INTERPRETER_FWD = FwdConfig(32, 64, 4, 1)

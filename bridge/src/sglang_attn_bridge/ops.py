@@ -15,14 +15,12 @@ from .kernels.backward import delta_kernel, dkdv_kernel, dq_kernel
 from .kernels.forward import attn_fwd_kernel
 from .layout import Varlen
 
-# The Gluon kernels are written against Triton 3.6's Gluon API (it changes between releases)
+# The Gluon kernel is written against Triton 3.6's Gluon API (it changes between releases)
 GLUON_TRITON = (3, 6)
 try:
     from .kernels.dkdv_sm90 import dkdv_sm90_kernel
-    from .kernels.dq_sm90 import dq_sm90_kernel
-    from .kernels.forward_sm90 import attn_fwd_sm90_kernel
 except ImportError:
-    dkdv_sm90_kernel = dq_sm90_kernel = attn_fwd_sm90_kernel = None
+    dkdv_sm90_kernel = None
 
 
 def _last_dim_contiguous(t: torch.Tensor) -> torch.Tensor:
@@ -58,25 +56,20 @@ def _use_tma(wanted: bool, *tensors: torch.Tensor) -> bool:
                for t in tensors)
 
 
-def _gluon_applies(wanted, kernel, q, tensors, window, softcap) -> bool:
-    """The Gluon kernels cover Hopper (wgmma is sm_90 only) under Triton 3.6, 16-bit types, head dim 64/128 and no
-    window or softcap; elsewhere the Triton kernels run."""
-    if not wanted or kernel is None or config.interpreting():
+def _use_gluon_dkdv(cfg: config.BwdConfig, q, k, v, do, window, softcap) -> bool:
+    """The Gluon dK/dV kernel covers Hopper (wgmma is sm_90 only) under Triton 3.6, 16-bit types, head dim 64/128,
+    no window or softcap, and a token's query heads side by side in memory (its TMA view spans a GQA group's
+    heads); elsewhere the Triton kernel runs."""
+    if not cfg.gluon_dkdv or dkdv_sm90_kernel is None or config.interpreting():
         return False
     if tuple(int(x) for x in triton.__version__.split(".")[:2]) != GLUON_TRITON:
         return False
-    if window is not None or softcap or q.shape[-1] not in (64, 128) or q.dtype not in (torch.float16, torch.bfloat16):
+    D = q.shape[-1]
+    if window is not None or softcap or D not in (64, 128) or q.dtype not in (torch.float16, torch.bfloat16):
         return False
     if q.device.type != "cuda" or torch.version.hip or torch.cuda.get_device_capability(q.device)[0] != 9:
         return False
-    return _use_tma(True, *tensors)
-
-
-def _use_gluon_dkdv(cfg: config.BwdConfig, q, k, v, do, window, softcap) -> bool:
-    """Also needs a token's query heads side by side in memory: its TMA view spans a GQA group's heads."""
-    D = q.shape[-1]
-    return (_gluon_applies(cfg.gluon1, dkdv_sm90_kernel, q, (q, k, v, do), window, softcap)
-            and q.stride(2) == D and do.stride(2) == D)
+    return q.stride(2) == D and do.stride(2) == D and _use_tma(True, q, k, v, do)
 
 
 def _max_regs(n: int) -> dict:
@@ -111,17 +104,6 @@ def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softc
     if compute_o:
         o = (torch.empty if lay.covers_all else torch.zeros)((B, Sq, Hq, D), device=q.device, dtype=q.dtype)
     o_arg = o if o is not None else q
-    if cfg.exact and _gluon_applies(cfg.gluon, attn_fwd_sm90_kernel, q, (q, k, v), window, softcap):
-        rows, warps, regs = cfg.gluon
-        attn_fwd_sm90_kernel[(Hq, lay.n, triton.cdiv(lay.max_q, rows))](
-            q, k, v, o_arg, lse, *_lay_args(lay), float(scale), 1.0,
-            q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
-            v.stride(0), v.stride(1), v.stride(2), o_arg.stride(0), o_arg.stride(1), o_arg.stride(2),
-            lse.stride(0), Sq, Hq // Hkv,
-            HEAD_DIM=D, BLOCK_M=rows, BLOCK_N=cfg.block_n, IS_CAUSAL=bool(causal), COMPUTE_O=bool(compute_o),
-            INTERIOR=cfg.interior, num_warps=warps, **_max_regs(regs),
-        )
-        return o, lse
     grid = (Hq, lay.n, triton.cdiv(lay.max_q, cfg.block_m))
     attn_fwd_kernel[grid](
         q, k, v, o_arg, lse, *_lay_args(lay),
@@ -165,7 +147,7 @@ def backward(do, q, k, v, o, lse, lay: Varlen, scale: float, causal: bool, windo
         HEAD_DIM=D, BLOCK_D=block_d, BLOCK_M=64,
     )
     if "dkdv" in parts and _use_gluon_dkdv(cfg, q, k, v, do, window, softcap):
-        rows, keys, warps = cfg.gluon1
+        rows, keys, warps = cfg.gluon_dkdv
         dkdv_sm90_kernel[(Hkv, lay.n, triton.cdiv(lay.max_k, keys))](
             q, k, v, do, dk, dv, lse, delta, *_lay_args(lay), float(scale),
             q.stride(0), q.stride(1), k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2),
@@ -185,17 +167,7 @@ def backward(do, q, k, v, o, lse, lay: Varlen, scale: float, causal: bool, windo
             TMA=_use_tma(cfg.tma, q, k, v, do),
             num_warps=cfg.num_warps, num_stages=cfg.num_stages, **_max_regs(cfg.max_regs),
         )
-    if "dq" in parts and _gluon_applies(cfg.gluon2, dq_sm90_kernel, q, (q, k, v, do), window, softcap):
-        rows, keys, warps = cfg.gluon2
-        dq_sm90_kernel[(Hq, lay.n, triton.cdiv(lay.max_q, rows))](
-            q, k, v, do, dq, lse, delta, *_lay_args(lay), float(scale),
-            q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
-            v.stride(0), v.stride(1), v.stride(2), do.stride(0), do.stride(1), do.stride(2),
-            dq.stride(0), dq.stride(1), dq.stride(2),
-            lse.stride(0), Sq, Hq // Hkv,
-            HEAD_DIM=D, BLOCK_M=rows, BLOCK_N=keys, IS_CAUSAL=bool(causal), num_warps=warps,
-        )
-    elif "dq" in parts:
+    if "dq" in parts:
         dq_kernel[(Hq, lay.n, triton.cdiv(lay.max_q, cfg.block_m2))](
             q, k, v, do, dq, lse, delta, *_lay_args(lay), float(scale),
             q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
