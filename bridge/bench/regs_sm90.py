@@ -6,8 +6,8 @@ Triton version the GPU machine runs, installed aside, e.g.
   pip download --no-deps --only-binary=:all: -d /tmp/t triton==3.6.0
   pip install --no-deps --target /tmp/t36 /tmp/t/*.whl
   PYTHONPATH=/tmp/t36:bridge/src python3 bridge/bench/regs_sm90.py dkdv,128,32,64,4,3 fwd,128,128,64,8,2,max_regs=128
-Each spec: kernel (fwd|dkdv|dq), head dim, BLOCK_M, BLOCK_N, warps, stages, then optional k=v (TMA=0, INTERIOR=2,
-max_regs=128, ...). Shapes: one sequence of 8192 tokens, 32/8 heads, bf16, causal.
+Each spec: kernel (fwd|dkdv|dq|gluon-dkdv), head dim, BLOCK_M, BLOCK_N, warps, stages (ignored by gluon-dkdv), then
+optional k=v (TMA=0, INTERIOR=2, max_regs=128, ...). Shapes: one sequence of 8192 tokens, 32/8 heads, bf16, causal.
 """
 
 from __future__ import annotations
@@ -24,9 +24,10 @@ from triton.compiler import ASTSource
 
 from sglang_attn_bridge.kernels.backward import dkdv_kernel, dq_kernel
 from sglang_attn_bridge.kernels.forward import attn_fwd_kernel
+from sglang_attn_bridge.ops import dkdv_sm90_kernel
 
 S, HQ, HKV = 8192, 32, 8
-KERNELS = {"fwd": attn_fwd_kernel, "dkdv": dkdv_kernel, "dq": dq_kernel}
+KERNELS = {"fwd": attn_fwd_kernel, "dkdv": dkdv_kernel, "dq": dq_kernel, "gluon-dkdv": dkdv_sm90_kernel}
 TENSORS = {  # pointer arguments: element type, heads (None: not a [B, S, H, D] tensor)
     "Q": ("bf16", HQ), "K": ("bf16", HKV), "V": ("bf16", HKV), "O": ("bf16", HQ), "DO": ("bf16", HQ),
     "DQ": ("bf16", HQ), "DK": ("bf16", HKV), "DV": ("bf16", HKV), "LSE": ("fp32", None), "Delta": ("fp32", None),
@@ -63,7 +64,10 @@ def compile_report(kind: str, d: int, block_m: int, block_n: int, warps: int, st
             if isinstance(v, int) and v % 16 == 0:
                 attrs[(i,)] = [["tt.divisibility", 16]]
     opts = dict(num_warps=warps, num_stages=stages, **({"maxnreg": max_regs} if max_regs else {}))
-    k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=cex, attrs=attrs),
+    source = ASTSource
+    if kind.startswith("gluon"):
+        from triton.experimental.gluon._runtime import GluonASTSource as source
+    k = triton.compile(source(fn=fn, signature=sig, constexprs=cex, attrs=attrs),
                        target=GPUTarget("cuda", 90, 32), options=opts)
     ptxas = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
     with tempfile.TemporaryDirectory() as tmp:

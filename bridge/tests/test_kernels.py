@@ -132,3 +132,19 @@ def test_tma_tiles_give_the_same_bits(monkeypatch, d):
     assert not ops._use_tma(False, q)
     monkeypatch.delattr(ops.tl, "make_tensor_descriptor")  # an older Triton: masked loads, no failure
     assert not ops._use_tma(True, q, k, v)
+
+
+def test_gluon_dkdv_only_where_it_can_run(monkeypatch):
+    """The Gluon dK/dV kernel is written for Triton 3.6 on Hopper: any other Triton or device gets the Triton kernel
+    (and the doctor a reason), never a compile error at the first backward."""
+    from sglang_attn_bridge import config, ops
+
+    cpu = torch.device("cpu")
+    cfg = config.BwdConfig(32, 32, 32, 32, 4, 1, gluon_dkdv=(64, 64, 4))
+    q = torch.zeros(1, 8, 4, 64, dtype=torch.bfloat16)
+    assert ops.gluon_unavailable(cpu)
+    assert not ops._use_gluon_dkdv(cfg, q, q, q, q, None, 0.0)
+    monkeypatch.setattr(ops.triton, "__version__", "3.9.0")
+    assert "3.9.0" in ops.gluon_unavailable(cpu) or ops.dkdv_sm90_kernel is None
+    monkeypatch.setattr(ops, "dkdv_sm90_kernel", None)
+    assert ops.gluon_unavailable(cpu) == "this Triton has no usable Gluon"

@@ -99,7 +99,14 @@ def main(argv=None) -> int:
     except Exception as e:
         _line("FAIL", "forward", str(e))
         problems += 1
-    _line("INFO", "backward", "in-tree Triton FA2 (varlen, GQA per KV head, no atomics)")
+    import torch
+
+    from .ops import gluon_unavailable
+
+    why = gluon_unavailable(torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu"))
+    _line("INFO", "backward", "in-tree FA2 (varlen, GQA per KV head, no atomics); dK/dV "
+          + (f"in Triton: no Gluon kernel, {why}" if why else "in Gluon on this Hopper GPU (head dim 64/128, "
+             "no window/softcap; Triton otherwise)"))
 
     try:
         from transformers import AttentionInterface

@@ -1,4 +1,4 @@
-"""Launchers for the Triton kernels on [B, S, H, D] views described by a `Varlen` layout.
+"""Launchers for the Triton kernels (and the Gluon dK/dV kernel on Hopper) on [B, S, H, D] views described by a `Varlen`
 
 Tensors stay in the strided views transformers hands us (only the last dim must be contiguous), so a plain, padded or
 packed batch needs no gather/scatter copies. Block sizes come from `config`.
@@ -19,7 +19,7 @@ from .layout import Varlen
 GLUON_TRITON = (3, 6)
 try:
     from .kernels.dkdv_sm90 import dkdv_sm90_kernel
-except ImportError:
+except Exception:  # a Triton without Gluon, or whose Gluon cannot define it: the Triton kernel serves
     dkdv_sm90_kernel = None
 
 
@@ -56,18 +56,25 @@ def _use_tma(wanted: bool, *tensors: torch.Tensor) -> bool:
                for t in tensors)
 
 
-def _use_gluon_dkdv(cfg: config.BwdConfig, q, k, v, do, window, softcap) -> bool:
-    """The Gluon dK/dV kernel covers Hopper (wgmma is sm_90 only) under Triton 3.6, 16-bit types, head dim 64/128,
-    no window or softcap, and a token's query heads side by side in memory (its TMA view spans a GQA group's
-    heads); elsewhere the Triton kernel runs."""
-    if not cfg.gluon_dkdv or dkdv_sm90_kernel is None or config.interpreting():
-        return False
+def gluon_unavailable(device: torch.device) -> str:
+    """Why the Gluon dK/dV kernel cannot run on `device`, or '' when it can (the doctor prints this)."""
+    if dkdv_sm90_kernel is None:
+        return "this Triton has no usable Gluon"
     if tuple(int(x) for x in triton.__version__.split(".")[:2]) != GLUON_TRITON:
+        return f"it is written for Triton 3.6's Gluon, this is Triton {triton.__version__}"
+    if device.type != "cuda" or torch.version.hip or torch.cuda.get_device_capability(device)[0] != 9:
+        return "it needs a Hopper (sm_90) GPU: wgmma"
+    return ""
+
+
+def _use_gluon_dkdv(cfg: config.BwdConfig, q, k, v, do, window, softcap) -> bool:
+    """The Gluon dK/dV kernel covers 16-bit types, head dim 64/128, no window or softcap, and a token's query heads
+    side by side in memory (its TMA view spans a GQA group's heads) where it can run at all; elsewhere the Triton
+    kernel runs."""
+    if not cfg.gluon_dkdv or config.interpreting() or gluon_unavailable(q.device):
         return False
     D = q.shape[-1]
     if window is not None or softcap or D not in (64, 128) or q.dtype not in (torch.float16, torch.bfloat16):
-        return False
-    if q.device.type != "cuda" or torch.version.hip or torch.cuda.get_device_capability(q.device)[0] != 9:
         return False
     return q.stride(2) == D and do.stride(2) == D and _use_tma(True, q, k, v, do)
 
