@@ -62,11 +62,11 @@ GPU_FWD = {
 GPU_BWD = {
     16: BwdConfig(64, 128, 128, 64, 8, 2),
     32: BwdConfig(64, 128, 128, 64, 8, 2),
-    # dK/dV: Gluon 64 rows x 64 keys, one warpgroup (two programs per SM): 1.65 / 0.80 ms; Triton kernel (32x64,
-    # 4 warps, 3 stages): 1.85 / 0.79 ms. dQ 0.81 / 0.41 ms
+    # dK/dV: Gluon 64 rows x 64 keys, one warpgroup (two programs per SM): 1.50 / 0.64 ms; Triton kernel (32x64,
+    # 4 warps, 3 stages): 1.69 / 0.71 ms. dQ 0.89 / 0.47 ms
     64: BwdConfig(32, 64, 64, 64, 4, 3, gluon_dkdv=(64, 64, 4)),
-    # dK/dV: Gluon 64x64, one warpgroup: 2.03 / 0.91 ms; Triton kernel (64x128, 8 warps): 2.57 / 1.09 ms.
-    # dQ 1.47 / 0.67 ms: 32-key steps under a 128-register cap fit two dQ programs per SM (64-key steps, no cap:
+    # dK/dV: Gluon 64x64, one warpgroup: 2.18 / 1.01 ms; Triton kernel (64x128, 8 warps, 1 stage): 2.67 / 1.17 ms.
+    # dQ 1.48 / 0.68 ms: 32-key steps under a 128-register cap fit two dQ programs per SM (64-key steps, no cap:
     # 1.38 / 0.74 ms; the packed batch decides)
     128: BwdConfig(64, 128, 128, 32, 8, 1, 8, 3, max_regs2=128, gluon_dkdv=(64, 64, 4)),
     256: BwdConfig(32, 64, 64, 32, 8, 1),
