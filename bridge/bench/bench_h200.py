@@ -114,9 +114,10 @@ Fw = config.FwdConfig
 # 16 warps (Triton then caps registers at 128: 3x slower), 128x128 dK/dV tiles, split dK/dV launches and
 # tl.range(warp_specialize=True), which triton 3.6 cannot compile for these kernels (docs/bridge-h200.md).
 FWD_CANDIDATES = {
-    128: [Fw(128, 64, 8, 2, 1, max_regs=128), Fw(128, 64, 8, 2, 1, max_regs=128, tma=False), Fw(128, 64, 8, 3, 1),
-          Fw(64, 64, 4, 3, 1), Fw(64, 64, 4, 2, 1, max_regs=128)],
-    64: [Fw(64, 64, 4, 3, 2), Fw(64, 64, 4, 4, 2), Fw(64, 64, 4, 3, 2, tma=False), Fw(128, 64, 8, 3, 2),
+    128: [Fw(128, 64, 8, 2, 3, max_regs=128, tma=True), Fw(128, 64, 8, 2, 1, max_regs=128, tma=True),
+          Fw(128, 64, 8, 2, 3, max_regs=128, tma=False), Fw(128, 64, 8, 3, 3, max_regs=128, tma=True),
+          Fw(64, 64, 4, 3, 3)],
+    64: [Fw(64, 64, 4, 3, 2), Fw(64, 64, 4, 3, 3), Fw(64, 64, 4, 4, 3), Fw(128, 64, 8, 2, 3, max_regs=128),
          Fw(128, 64, 8, 2, 2, max_regs=128)],
 }
 # The fast_fwd column: the same kernel with FlashAttention's arithmetic (exp2, P.V accumulated in place), NOT

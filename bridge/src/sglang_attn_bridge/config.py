@@ -21,7 +21,8 @@ class FwdConfig:
     num_stages: int
     # tiles every row of the block fully sees: 0 = sglang's full mask select, 1 = a select on the key bound only
     # (cheaper, still stops `qk*scale - max` being fused into an FMA), 2 = no select (changed bits at D128 on the
-    # H200, stayed bit-exact at D64: only use 2 where bench/check_h200.py proved it)
+    # H200, stayed bit-exact at D64: only use 2 where bench/check_h200.py proved it), 3 = no select, the scale
+    # multiply as an unfusable PTX mul.rn (GPU only; the rounding sglang's select forces, one instruction less)
     interior: int = 1
     tma: bool = False  # Q/K/V tiles through TMA descriptors where the GPU has the copy engine (same values)
     max_regs: int = 0  # cap on registers per thread (Triton's maxnreg), 0 = none: trades spills for resident programs
@@ -56,7 +57,7 @@ GPU_FWD = {
     16: FwdConfig(128, 64, 4, 2),
     32: FwdConfig(128, 64, 4, 2),
     64: FwdConfig(64, 64, 4, 3, interior=2),  # 0.86 / 0.37 ms
-    128: FwdConfig(128, 64, 8, 2, tma=True, max_regs=128),  # 1.33 / 0.64 ms (masked loads and no cap: 1.65 / 0.71)
+    128: FwdConfig(128, 64, 8, 2, interior=3, tma=True, max_regs=128),  # 1.33 / 0.64 ms (interior=1)
     256: FwdConfig(64, 64, 8, 1),
 }
 GPU_BWD = {

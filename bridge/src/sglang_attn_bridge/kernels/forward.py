@@ -40,6 +40,14 @@ def _tanh(x):
 
 
 @triton.jit
+def _mul_rn(x, y):
+    """x * y as a PTX mul.rn, which ptxas may not contract into an FMA with a later add: the rounding of the unfused
+    multiply, without the select sglang's kernel puts in between (GPU only: inline PTX)."""
+    return tl.inline_asm_elementwise("mul.rn.f32 $0, $1, $2;", "=r,r,r", [x, tl.full(x.shape, y, tl.float32)],
+                                     dtype=tl.float32, is_pure=True, pack=1)
+
+
+@triton.jit
 def _fwd_tile(
     acc, deno, e_max, q, k_rows, v_rows, start_n, offs_m, offs_n, mask_m,
     len_k, prefix, sm_scale, sks, svs,
@@ -51,7 +59,10 @@ def _fwd_tile(
     mask_n = offs_kn < len_k
     k = tiles.load(k_rows, start_n, len_k, sks, BLOCK_N, BLOCK_D, HEAD_DIM, TMA)
     qk = tl.dot(q, tl.trans(k), input_precision=DOT_PREC)
-    qk *= sm_scale
+    if MASK == 3:
+        qk = _mul_rn(qk, sm_scale)
+    else:
+        qk *= sm_scale
     if SOFTCAP > 0:
         qk = SOFTCAP * _tanh(qk / SOFTCAP)
     if MASK == 1:
@@ -153,6 +164,8 @@ def attn_fwd_kernel(
         if IS_CAUSAL:
             full_hi = tl.minimum(full_hi, (prefix + m0 + 1) // BLOCK_N * BLOCK_N)
         full_hi = tl.maximum(full_hi, lo)
+    # interior tiles: 0 -> full select (2), 1 -> bound select (1), 2 -> none (0), 3 -> none, scale by mul.rn (3)
+    INTERIOR_MASK: tl.constexpr = 3 if INTERIOR == 3 else 2 - INTERIOR
     if FAST:
         qk_scale2 = sm_scale * 1.4426950408889634
         for start_n in range(lo, full_hi, BLOCK_N):
@@ -173,7 +186,7 @@ def attn_fwd_kernel(
             start_n = tl.multiple_of(start_n, BLOCK_N)
             acc, deno, e_max = _fwd_tile(
                 acc, deno, e_max, q, k_rows, v_rows, start_n, offs_m, offs_n, mask_m, len_k, prefix, sm_scale,
-                sks, svs, HEAD_DIM, BLOCK_D, BLOCK_N, IS_CAUSAL, WINDOW, SOFTCAP, COMPUTE_O, 2 - INTERIOR,
+                sks, svs, HEAD_DIM, BLOCK_D, BLOCK_N, IS_CAUSAL, WINDOW, SOFTCAP, COMPUTE_O, INTERIOR_MASK,
                 DOT_PREC, TMA,
             )
         for start_n in range(full_hi, hi, BLOCK_N):
