@@ -146,7 +146,7 @@ def gluon_dkdv():
     for label, lens, hq, hkv, d, dtype, causal in (
             ("32/8 D128 packed bf16", [1, 700, 64, 1500, 333], 32, 8, 128, torch.bfloat16, True),
             ("32/8 D128 packed fp16", packed_lengths(3000, 5, 6), 32, 8, 128, torch.float16, True),
-            ("16/16 D64 packed bf16", [1, 700, 64, 1000], 16, 16, 64, torch.bfloat16, True),
+            ("8/2 D64 packed bf16", [1, 700, 64, 1000], 8, 2, 64, torch.bfloat16, True),
             ("8/2 D64 1x2049 bf16", [2049], 8, 2, 64, torch.bfloat16, True),
             ("8/8 D128 non-causal bf16", [513, 640], 8, 8, 128, torch.bfloat16, False)):
         q, k, v, cu = make_qkv(lens, hq, hkv, d, dtype)

@@ -47,6 +47,7 @@ class BwdConfig:
     # overlapped with the exponentials, query tiles double-buffered by TMA), used where it applies; () = never.
     # Where it does not apply (other GPUs, window, softcap) the Triton dK/dV kernel runs with the fields above.
     gluon_dkdv: tuple = ()
+    gluon_min_group: int = 1  # ... and only for GQA groups of at least this many query heads per KV head
 
 
 # head_dim bucket (next power of two) -> config. D64/D128 tuned on the H200 (docs/bridge-h200.md; times for 32/8
@@ -63,9 +64,11 @@ GPU_FWD = {
 GPU_BWD = {
     16: BwdConfig(64, 128, 128, 64, 8, 2),
     32: BwdConfig(64, 128, 128, 64, 8, 2),
-    # dK/dV: Gluon 64 rows x 64 keys, one warpgroup (two programs per SM): 1.50 / 0.64 ms; Triton kernel (32x64,
-    # 4 warps, 3 stages): 1.69 / 0.71 ms. dQ 0.89 / 0.47 ms
-    64: BwdConfig(32, 64, 64, 64, 4, 3, gluon_dkdv=(64, 64, 4)),
+    # dK/dV: Gluon 64 rows x 64 keys, one warpgroup (two programs per SM) when a KV head serves 2+ query heads:
+    # 32/8 heads 1.51 / 1.71 / 0.67 ms (1x8192 / 4x4096 / packed) against the Triton kernel's (32x64, 4 warps,
+    # 3 stages) 1.70 / 1.87 / 0.68; with one query head per KV head its programs are too short to repay their set-up
+    # (16/16: 1.05 / 1.00 / 0.58 against 0.94 / 0.87 / 0.42). dQ 0.89 / 0.47 ms
+    64: BwdConfig(32, 64, 64, 64, 4, 3, gluon_dkdv=(64, 64, 4), gluon_min_group=2),
     # dK/dV: Gluon 64x64, one warpgroup: 2.18 / 1.01 ms; Triton kernel (64x128, 8 warps, 1 stage): 2.67 / 1.17 ms.
     # dQ 1.48 / 0.68 ms: 32-key steps under a 128-register cap fit two dQ programs per SM (64-key steps, no cap:
     # 1.38 / 0.74 ms; the packed batch decides)

@@ -69,9 +69,11 @@ def gluon_unavailable(device: torch.device) -> str:
 
 def _use_gluon_dkdv(cfg: config.BwdConfig, q, k, v, do, window, softcap) -> bool:
     """The Gluon dK/dV kernel covers 16-bit types, head dim 64/128, no window or softcap, and a token's query heads
-    side by side in memory (its TMA view spans a GQA group's heads) where it can run at all; elsewhere the Triton
-    kernel runs."""
+    side by side in memory (its TMA view spans a GQA group's heads) where it can run at all, for GQA groups of at
+    least `gluon_min_group`; elsewhere the Triton kernel runs."""
     if not cfg.gluon_dkdv or config.interpreting() or gluon_unavailable(q.device):
+        return False
+    if q.shape[2] // k.shape[2] < cfg.gluon_min_group:
         return False
     D = q.shape[-1]
     if window is not None or softcap or D not in (64, 128) or q.dtype not in (torch.float16, torch.bfloat16):

@@ -59,13 +59,13 @@ def _fwd_tile(
     mask_n = offs_kn < len_k
     k = tiles.load(k_rows, start_n, len_k, sks, BLOCK_N, BLOCK_D, HEAD_DIM, TMA)
     qk = tl.dot(q, tl.trans(k), input_precision=DOT_PREC)
-    if MASK == 3:
+    if MASK == 3 and SOFTCAP == 0:
         qk = _mul_rn(qk, sm_scale)
     else:
         qk *= sm_scale
     if SOFTCAP > 0:
         qk = SOFTCAP * _tanh(qk / SOFTCAP)
-    if MASK == 1:
+    if MASK == 1 or (MASK == 3 and SOFTCAP > 0):  # mul.rn alone did not keep softcapped scores' bits
         # a select on the key bound alone: every key here is visible, but keeping a select keeps the compiler
         # from fusing `qk * scale - max` into one FMA, which would round differently from sglang's kernel
         qk = tl.where(mask_n[None, :], qk, float("-inf"))
