@@ -58,7 +58,8 @@ GPU_FWD = {
     16: FwdConfig(128, 64, 4, 2),
     32: FwdConfig(128, 64, 4, 2),
     64: FwdConfig(64, 64, 4, 3, interior=2),  # 0.86 / 0.37 ms
-    128: FwdConfig(128, 64, 8, 2, interior=3, tma=True, max_regs=128),  # 1.33 / 0.64 ms (interior=1)
+    # 1.33 / 0.66 ms (interior=1: 1.38 / 0.68; masked loads, no cap: 1.65 / 0.71)
+    128: FwdConfig(128, 64, 8, 2, interior=3, tma=True, max_regs=128),
     256: FwdConfig(64, 64, 8, 1),
 }
 GPU_BWD = {
@@ -69,9 +70,9 @@ GPU_BWD = {
     # 3 stages) 1.70 / 1.87 / 0.68; with one query head per KV head its programs are too short to repay their set-up
     # (16/16: 1.05 / 1.00 / 0.58 against 0.94 / 0.87 / 0.42). dQ 0.89 / 0.47 ms
     64: BwdConfig(32, 64, 64, 64, 4, 3, gluon_dkdv=(64, 64, 4), gluon_min_group=2),
-    # dK/dV: Gluon 64x64, one warpgroup: 2.18 / 1.01 ms; Triton kernel (64x128, 8 warps, 1 stage): 2.67 / 1.17 ms.
-    # dQ 1.48 / 0.68 ms: 32-key steps under a 128-register cap fit two dQ programs per SM (64-key steps, no cap:
-    # 1.38 / 0.74 ms; the packed batch decides)
+    # dK/dV: Gluon 64x64, one warpgroup: 2.10 / 0.92 ms; Triton kernel (64x128, 8 warps, 1 stage): 2.66 / 1.11 ms
+    # (16/16 heads: 1.11 / 0.60 against 1.41 / 0.66). dQ 1.48 / 0.68 ms: 32-key steps under a 128-register cap fit
+    # two dQ programs per SM (64-key steps, no cap: 1.38 / 0.74 ms; the packed batch decides)
     128: BwdConfig(64, 128, 128, 32, 8, 1, 8, 3, max_regs2=128, gluon_dkdv=(64, 64, 4)),
     256: BwdConfig(32, 64, 64, 32, 8, 1),
 }
