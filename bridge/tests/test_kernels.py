@@ -148,3 +148,16 @@ def test_gluon_dkdv_only_where_it_can_run(monkeypatch):
     assert "3.9.0" in ops.gluon_unavailable(cpu) or ops.dkdv_sm90_kernel is None
     monkeypatch.setattr(ops, "dkdv_sm90_kernel", None)
     assert ops.gluon_unavailable(cpu) == "this Triton has no usable Gluon"
+
+
+def test_interior_3_runs_as_interior_1_off_nvidia(monkeypatch):
+    """interior=3 scales scores with inline PTX (mul.rn); off NVIDIA (here the CPU interpreter, also ROCm) the
+    launcher must fall back to interior=1, the select that gives the same rounding, not fail."""
+    from sglang_attn_bridge import config, ops
+
+    q, k, v, lay, _, _ = _packed_case([70, 33], [70, 33], 4, 2, 64, torch.float32)
+    outs = []
+    for interior in (1, 3):
+        monkeypatch.setattr(config, "INTERPRETER_FWD", config.FwdConfig(32, 64, 4, 1, interior=interior))
+        outs.append(ops.forward(q, k, v, lay, 0.125, True))
+    assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])

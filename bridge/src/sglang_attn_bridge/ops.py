@@ -81,6 +81,11 @@ def _use_gluon_dkdv(cfg: config.BwdConfig, q, k, v, do, window, softcap) -> bool
     return q.stride(2) == D and do.stride(2) == D and _use_tma(True, q, k, v, do)
 
 
+def _interior(interior: int, q: torch.Tensor) -> int:
+    """interior=3 is inline PTX (mul.rn): NVIDIA only; elsewhere the select of interior=1 gives the same rounding."""
+    return 1 if interior == 3 and (q.device.type != "cuda" or torch.version.hip) else interior
+
+
 def _max_regs(n: int) -> dict:
     """Launch option capping registers per thread (Triton's maxnreg); none when 0."""
     return {"maxnreg": n} if n else {}
@@ -126,7 +131,7 @@ def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softc
         HEAD_DIM=D, BLOCK_D=max(16, triton.next_power_of_2(D)),
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
         IS_CAUSAL=bool(causal), WINDOW=_window(window), SOFTCAP=float(softcap or 0.0),
-        COMPUTE_O=bool(compute_o), INTERIOR=cfg.interior, DOT_PREC=_prec(q.dtype),
+        COMPUTE_O=bool(compute_o), INTERIOR=_interior(cfg.interior, q), DOT_PREC=_prec(q.dtype),
         TMA=_use_tma(cfg.tma, q, k, v), FAST=not cfg.exact and not softcap,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages, **_max_regs(cfg.max_regs),
     )
