@@ -29,7 +29,8 @@ def recipe_key(variant) -> str | None:
         return None
     w = variant.wheelhouse
     pins = (ROOT / "images" / w["constraints"]).read_text() if w.get("constraints") else ""
-    return hashlib.sha256(json.dumps([requirements(variant), w["python_version"], w["platform"], pins]).encode()).hexdigest()[:16]
+    recipe = [requirements(variant), w["python_version"], w["platform"], pins]
+    return hashlib.sha256(json.dumps(recipe).encode()).hexdigest()[:16]
 
 
 def image_ref(variant) -> str | None:

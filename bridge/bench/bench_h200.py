@@ -224,7 +224,7 @@ def tune_bwd_part(part, fields, candidates, base, d, cases, log) -> dict:
         except Exception as e:
             print(f"tune {part} D{d} {cand}: ERROR {e!r}"[:300], flush=True)
             continue
-        kernel = ops.dkdv_sm90_kernel if getattr(c, "gluon_dkdv", ()) and part == "dkdv" else KERNEL[part]
+        kernel = ops.dkdv_sm90_kernel if part == "dkdv" and c.gluon_dkdv else KERNEL[part]
         log.append(dict(kind=f"{part} D{d}", cfg=str(cand), compiled=compiled_info(kernel)))
         for name, run in cases:
             runs[cand, name] = _with(d, run, bwd=c)
@@ -249,13 +249,12 @@ def tune(mod, log):
             tune_fwd(d, cases, ref, log)
         # the two backward kernels are independent: tune each alone (delta + that kernel), then combine
         base = config.GPU_BWD[d]
-        parts = {}
-        for part in ("dkdv", "dq"):
-            parts[part] = []
-            for name, q, k, v, lay in cases:
-                o, lse = ops.forward(q, k, v, lay, d ** -0.5, True)
-                do = torch.randn_like(o)
-                parts[part].append((name, lambda q=q, k=k, v=v, lay=lay, o=o, lse=lse, do=do, part=part: ops.backward(
+        parts = {"dkdv": [], "dq": []}
+        for name, q, k, v, lay in cases:
+            o, lse = ops.forward(q, k, v, lay, d ** -0.5, True)
+            do = torch.randn_like(o)
+            for part, runs in parts.items():
+                runs.append((name, lambda q=q, k=k, v=v, lay=lay, o=o, lse=lse, do=do, part=part: ops.backward(
                     do, q, k, v, o, lse, lay, d ** -0.5, True, parts=(part,))))
         c = base
         if "dkdv" in TUNE_ONLY:

@@ -8,8 +8,9 @@ loads are software-pipelined, tiles that are fully masked are skipped (they add 
 it also writes the log-sum-exp that the backward needs. With COMPUTE_O off it computes only the log-sum-exp (used when
 sglang's kernel produced the output).
 
-One program: BLOCK_M query rows of one head of one sequence of a varlen batch (`varlen.py`). Causal masking is bottom-right aligned (key j visible to query i iff j <= i + len_k - len_q); WINDOW uses
-sglang's convention (visible iff i + prefix - j <= WINDOW), i.e. transformers' sliding_window - 1.
+One program: BLOCK_M query rows of one head of one sequence of a varlen batch (`varlen.py`). Causal masking is
+bottom-right aligned (key j visible to query i iff j <= i + len_k - len_q); WINDOW uses sglang's convention (visible
+iff i + prefix - j <= WINDOW), i.e. transformers' sliding_window - 1.
 """
 
 from __future__ import annotations
