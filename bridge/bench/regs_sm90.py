@@ -24,10 +24,11 @@ from triton.compiler import ASTSource
 
 from sglang_attn_bridge.kernels.backward import dkdv_kernel, dq_kernel
 from sglang_attn_bridge.kernels.forward import attn_fwd_kernel
-from sglang_attn_bridge.ops import dkdv_sm90_kernel
+from sglang_attn_bridge.ops import attn_fwd_ws_sm90_kernel, dkdv_sm90_kernel
 
 S, HQ, HKV = 8192, 32, 8
-KERNELS = {"fwd": attn_fwd_kernel, "dkdv": dkdv_kernel, "dq": dq_kernel, "gluon-dkdv": dkdv_sm90_kernel}
+KERNELS = {"fwd": attn_fwd_kernel, "dkdv": dkdv_kernel, "dq": dq_kernel, "gluon-dkdv": dkdv_sm90_kernel,
+           "gluon-fwd-ws": attn_fwd_ws_sm90_kernel}
 TENSORS = {  # pointer arguments: element type, heads (None: not a [B, S, H, D] tensor)
     "Q": ("bf16", HQ), "K": ("bf16", HKV), "V": ("bf16", HKV), "O": ("bf16", HQ), "DO": ("bf16", HQ),
     "DQ": ("bf16", HQ), "DK": ("bf16", HKV), "DV": ("bf16", HKV), "LSE": ("fp32", None), "Delta": ("fp32", None),

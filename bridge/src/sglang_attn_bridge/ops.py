@@ -19,8 +19,9 @@ from .layout import Varlen
 GLUON_TRITON = (3, 6)
 try:
     from .kernels.dkdv_sm90 import dkdv_sm90_kernel
-except Exception:  # a Triton without Gluon, or whose Gluon cannot define it: the Triton kernel serves
-    dkdv_sm90_kernel = None
+    from .kernels.forward_ws_sm90 import attn_fwd_ws_sm90_kernel
+except Exception:  # a Triton without Gluon, or whose Gluon cannot define them: the Triton kernels serve
+    dkdv_sm90_kernel = attn_fwd_ws_sm90_kernel = None
 
 
 def _last_dim_contiguous(t: torch.Tensor) -> torch.Tensor:
@@ -57,7 +58,7 @@ def _use_tma(wanted: bool, *tensors: torch.Tensor) -> bool:
 
 
 def gluon_unavailable(device: torch.device) -> str:
-    """Why the Gluon dK/dV kernel cannot run on `device`, or '' when it can (the doctor prints this)."""
+    """Why the Gluon kernels (forward, dK/dV) cannot run on `device`, or '' when they can (the doctor prints this)."""
     if dkdv_sm90_kernel is None:
         return "this Triton has no usable Gluon"
     if tuple(int(x) for x in triton.__version__.split(".")[:2]) != GLUON_TRITON:
@@ -79,6 +80,16 @@ def _use_gluon_dkdv(cfg: config.BwdConfig, q, k, v, do, window, softcap) -> bool
     if window is not None or softcap or D not in (64, 128) or q.dtype not in (torch.float16, torch.bfloat16):
         return False
     return q.stride(2) == D and do.stride(2) == D and _use_tma(True, q, k, v, do)
+
+
+def _use_gluon_fwd(cfg: config.FwdConfig, q, k, v, window, softcap, compute_o) -> bool:
+    """The warp-specialised Gluon forward covers sglang's arithmetic (cfg.exact) with output, 16-bit types, head dim
+    64/128 and no window or softcap, where Gluon runs at all; elsewhere the Triton forward runs."""
+    if not cfg.gluon_ws or not cfg.exact or not compute_o or config.interpreting() or gluon_unavailable(q.device):
+        return False
+    if window is not None or softcap or q.shape[-1] not in (64, 128) or q.dtype not in (torch.float16, torch.bfloat16):
+        return False
+    return _use_tma(True, q, k, v)
 
 
 def _interior(interior: int, q: torch.Tensor) -> int:
@@ -118,14 +129,23 @@ def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softc
     if compute_o:
         o = (torch.empty if lay.covers_all else torch.zeros)((B, Sq, Hq, D), device=q.device, dtype=q.dtype)
     o_arg = o if o is not None else q
+    strides = (q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
+               v.stride(0), v.stride(1), v.stride(2), o_arg.stride(0), o_arg.stride(1), o_arg.stride(2))
+    if _use_gluon_fwd(cfg, q, k, v, window, softcap, compute_o):
+        stages, pingpong, q_regs = cfg.gluon_ws
+        # 12 warps (3 warpgroups) at 168 registers fill the register file: the default warpgroup takes 256,
+        # the producer's 24, which leaves the other consumer 232 (more would block setmaxnreg forever)
+        attn_fwd_ws_sm90_kernel[(Hq, lay.n, triton.cdiv(lay.max_q, 128))](
+            q, k, v, o, lse, *_lay_args(lay), float(scale), 1.0, *strides, lse.stride(0), Sq, Hq // Hkv,
+            HEAD_DIM=D, BLOCK_M=64, BLOCK_N=64, STAGES=stages, IS_CAUSAL=bool(causal),
+            INTERIOR=cfg.interior, PINGPONG=bool(pingpong), Q_REGS=bool(q_regs), CONSUMER_REGS=232,
+            num_warps=4, maxnreg=168,
+        )
+        return o, lse
     grid = (Hq, lay.n, triton.cdiv(lay.max_q, cfg.block_m))
     attn_fwd_kernel[grid](
         q, k, v, o_arg, lse, *_lay_args(lay),
-        float(scale), 1.0,
-        q.stride(0), q.stride(1), q.stride(2),
-        k.stride(0), k.stride(1), k.stride(2),
-        v.stride(0), v.stride(1), v.stride(2),
-        o_arg.stride(0), o_arg.stride(1), o_arg.stride(2),
+        float(scale), 1.0, *strides,
         lse.stride(0), Sq,
         Hq // Hkv,
         HEAD_DIM=D, BLOCK_D=max(16, triton.next_power_of_2(D)),

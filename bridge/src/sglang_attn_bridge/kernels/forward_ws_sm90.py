@@ -1,0 +1,251 @@
+"""The bit-exact forward on Hopper, warp-specialised in Gluon: `forward.attn_fwd_kernel`'s arithmetic on FA3's schedule.
+
+Triton's forward keeps the tensor cores under half busy: each warp waits on its own S = Q K^T before its softmax and
+on its P V before the next tile. Here one program holds 2 x BLOCK_M query rows and splits the work across warps:
+
+* a producer warp (few registers) streams K and V tiles into a ring of STAGES slots by TMA;
+* two consumer warpgroups own BLOCK_M rows each. Per tile a consumer issues S_j = Q K_j^T and acc += P_j-1 V_j-1
+  together, then runs softmax(S_j) while P_j-1 V_j-1 is still on the tensor cores;
+* with PINGPONG the consumers take turns to issue (an mbarrier pair), so one's softmax runs under the other's
+  products (FA3's ping-pong).
+
+The per-row arithmetic is sglang's op for op (scale after the dot, natural exp, fp32 running max/denominator, P V
+accumulated onto `acc * rescale` by the tensor cores, the form Triton compiles sglang's expression to), over the
+same 64-key tiles in the same order, so the bits equal sglang's kernel (bench/check_h200.py: torch.equal). Both
+consumers walk the program's whole key range: a tile past one consumer's causal edge is an exact no-op for its rows
+(rescale 1, P 0), as in sglang. Covers causal or not, no window, no softcap, head dim 64/128, 16-bit types, Triton
+3.6's Gluon API; ops.py sends everything else to the Triton kernel.
+"""
+
+from __future__ import annotations
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
+
+
+@gluon.jit
+def _load(desc, buf, bar, row, BLOCK: gl.constexpr, HEAD_DIM: gl.constexpr, pred=True):
+    mbarrier.expect(bar, BLOCK * HEAD_DIM * desc.dtype.primitive_bitwidth // 8, pred=pred)
+    tma.async_copy_global_to_shared(desc, [row, 0], bar, buf, pred=pred)
+
+
+@gluon.jit
+def _mul_rn(x, y):
+    """x * y as a PTX mul.rn, which ptxas may not contract into an FMA with the later subtraction (forward.py)."""
+    return gl.inline_asm_elementwise("mul.rn.f32 $0, $1, $2;", "=r,r,r", [x, gl.full(x.shape, y, gl.float32,
+                                                                                     x.type.layout)],
+                                     dtype=gl.float32, is_pure=True, pack=1)
+
+
+@gluon.jit
+def _softmax(qk, e_max, deno, start_n, full_hi, offs_m, prefix, len_k, sm_scale,
+             BLOCK_N: gl.constexpr, IS_CAUSAL: gl.constexpr, INTERIOR: gl.constexpr):
+    """sglang's online-softmax step on one tile of raw scores: (P, rescale, new max, new denominator)."""
+    offs_n = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, qk.type.layout))
+    if start_n >= full_hi:  # a tile the mask or the key bound cuts: sglang's full select
+        qk = qk * sm_scale
+        vis = gl.expand_dims(offs_n < len_k, 0)
+        if IS_CAUSAL:
+            vis = vis & (gl.expand_dims(offs_m + prefix, 1) >= gl.expand_dims(offs_n, 0))
+        qk = gl.where(vis, qk, float("-inf"))
+    elif INTERIOR == 3:  # an unfusable multiply: the rounding the select forces, without it
+        qk = _mul_rn(qk, sm_scale)
+    else:  # a select on the bound alone keeps `qk * scale - max` from fusing into one FMA
+        qk = gl.where(gl.expand_dims(offs_n < len_k, 0), qk * sm_scale, float("-inf"))
+    row_max = gl.max(qk, 1)
+    row_max = gl.where(row_max == float("-inf"), -1e20, row_max)
+    n_e_max = gl.maximum(row_max, e_max)
+    re_scale = gl.exp(e_max - n_e_max)
+    p = gl.exp(qk - gl.expand_dims(n_e_max, 1))
+    deno = deno * re_scale + gl.sum(p, 1)
+    return p, re_scale, n_e_max, deno
+
+
+@gluon.jit
+def _consume(p, WG: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+             STAGES: gl.constexpr, IS_CAUSAL: gl.constexpr, INTERIOR: gl.constexpr, PINGPONG: gl.constexpr,
+             Q_REGS: gl.constexpr):
+    """Consumer warpgroup WG: rows m0 + WG * BLOCK_M .. + BLOCK_M of the program's block."""
+    (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, turn, k_ready, k_empty, v_ready, v_empty,
+     O, LSE, o_base, lse_base, sos, m0, lo, hi, n, len_q, len_k, prefix, sm_scale, v_scale) = p
+    dtype: gl.constexpr = q_smem.dtype
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, BLOCK_N, 16])
+    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                         instr_shape=[16, HEAD_DIM, 16])
+    op_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_layout, k_width=2)
+    rows_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
+    acc_rows: gl.constexpr = gl.SliceLayout(1, acc_layout)
+
+    mr = m0 + WG * BLOCK_M
+    # tiles below full_hi are seen whole by every row of this warpgroup
+    full_hi = hi // BLOCK_N * BLOCK_N
+    if IS_CAUSAL:
+        full_hi = gl.minimum(full_hi, (prefix + mr + 1) // BLOCK_N * BLOCK_N)
+    full_hi = gl.maximum(full_hi, lo)
+    if INTERIOR == 0:
+        full_hi = lo
+
+    if PINGPONG and WG == 1:
+        mbarrier.arrive(turn.index(0), count=1)  # warpgroup 0 issues first
+    if n > 0:
+        offs_m = mr + gl.arange(0, BLOCK_M, layout=rows_layout)
+        s_zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
+        acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, acc_layout)
+        deno = gl.zeros([BLOCK_M], gl.float32, rows_layout)
+        e_max = gl.zeros([BLOCK_M], gl.float32, rows_layout) - float("inf")
+        mbarrier.wait(q_bars.index(WG), 0, pred=mr < len_q)  # no copy was issued for rows past the sequence
+        q = q_smem.index(WG)
+        if Q_REGS:  # Q as the register operand: S's products then read only K from shared memory
+            q = q.load(gl.DotOperandLayout(operand_index=0, parent=s_layout, k_width=2))
+
+        # tile 0: S alone
+        if PINGPONG:
+            mbarrier.wait(turn.index(WG), 0)
+        mbarrier.wait(k_ready.index(0), 0)
+        qk = warpgroup_mma(q, k_smem.index(0).permute((1, 0)), s_zero, use_acc=False, is_async=True)
+        if PINGPONG:
+            mbarrier.arrive(turn.index(1 - WG), count=1)
+        qk = warpgroup_mma_wait(num_outstanding=0, deps=(qk, ))
+        mbarrier.arrive(k_empty.index(0), count=1)
+        pr, re_scale, e_max, deno = _softmax(qk, e_max, deno, lo, full_hi, offs_m, prefix, len_k, sm_scale,
+                                             BLOCK_N, IS_CAUSAL, INTERIOR)
+        acc = acc * gl.expand_dims(gl.convert_layout(re_scale, acc_rows), 1)
+
+        for j in range(1, n):
+            slot = j % STAGES
+            prev = (j - 1) % STAGES
+            # issue S_j and acc += P_j-1 V_j-1 (onto the rescaled acc) back to back
+            if PINGPONG:
+                mbarrier.wait(turn.index(WG), j & 1)
+            mbarrier.wait(k_ready.index(slot), (j // STAGES) & 1)
+            sj = warpgroup_mma(q, k_smem.index(slot).permute((1, 0)), s_zero, use_acc=False, is_async=True)
+            p16 = gl.convert_layout(pr.to(dtype), op_layout)
+            mbarrier.wait(v_ready.index(prev), ((j - 1) // STAGES) & 1)
+            acc = warpgroup_mma(p16, v_smem.index(prev), acc, is_async=True)
+            if PINGPONG:
+                mbarrier.arrive(turn.index(1 - WG), count=1)
+            # softmax(S_j) under P_j-1 V_j-1
+            sj = warpgroup_mma_wait(num_outstanding=1, deps=(sj, ))
+            mbarrier.arrive(k_empty.index(slot), count=1)
+            pr, re_scale, e_max, deno = _softmax(sj, e_max, deno, lo + j * BLOCK_N, full_hi, offs_m, prefix, len_k,
+                                                 sm_scale, BLOCK_N, IS_CAUSAL, INTERIOR)
+            acc, p16 = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p16))
+            mbarrier.arrive(v_empty.index(prev), count=1)
+            acc = acc * gl.expand_dims(gl.convert_layout(re_scale, acc_rows), 1)
+
+        last = (n - 1) % STAGES
+        p16 = gl.convert_layout(pr.to(dtype), op_layout)
+        mbarrier.wait(v_ready.index(last), ((n - 1) // STAGES) & 1)
+        acc = warpgroup_mma(p16, v_smem.index(last), acc, is_async=True)
+        acc, p16 = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p16))
+        mbarrier.arrive(v_empty.index(last), count=1)
+
+        gl.store(LSE + lse_base + offs_m, e_max + gl.log(deno), mask=offs_m < len_q)
+        o = acc / gl.expand_dims(gl.convert_layout(deno, acc_rows), 1) * v_scale
+        offs_om = mr + gl.arange(0, BLOCK_M, layout=acc_rows)
+        offs_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, acc_layout))
+        gl.store(O + o_base + gl.expand_dims(offs_om, 1) * sos + gl.expand_dims(offs_d, 0), o.to(dtype),
+                 mask=gl.expand_dims(offs_om < len_q, 1))
+
+
+@gluon.jit
+def _consumer0(p, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+               IS_CAUSAL: gl.constexpr, INTERIOR: gl.constexpr, PINGPONG: gl.constexpr,
+             Q_REGS: gl.constexpr):
+    _consume(p, 0, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, IS_CAUSAL, INTERIOR, PINGPONG, Q_REGS)
+
+
+@gluon.jit
+def _consumer1(p, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+               IS_CAUSAL: gl.constexpr, INTERIOR: gl.constexpr, PINGPONG: gl.constexpr,
+             Q_REGS: gl.constexpr):
+    _consume(p, 1, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, IS_CAUSAL, INTERIOR, PINGPONG, Q_REGS)
+
+
+@gluon.jit
+def _producer(p, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+              IS_CAUSAL: gl.constexpr, INTERIOR: gl.constexpr, PINGPONG: gl.constexpr,
+             Q_REGS: gl.constexpr):
+    """One warp: both consumers' Q tiles, then K_j and V_j into slot j % STAGES once both consumers freed it."""
+    (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, turn, k_ready, k_empty, v_ready, v_empty,
+     O, LSE, o_base, lse_base, sos, m0, lo, hi, n, len_q, len_k, prefix, sm_scale, v_scale) = p
+    if n > 0:
+        _load(q_desc, q_smem.index(0), q_bars.index(0), m0, BLOCK_M, HEAD_DIM)
+        _load(q_desc, q_smem.index(1), q_bars.index(1), m0 + BLOCK_M, BLOCK_M, HEAD_DIM, pred=m0 + BLOCK_M < len_q)
+    for j in range(n):
+        slot = j % STAGES
+        phase = (j // STAGES) & 1
+        # a fresh mbarrier counts as having completed the phase before 0: the first STAGES waits pass at once
+        mbarrier.wait(k_empty.index(slot), phase ^ 1)
+        _load(k_desc, k_smem.index(slot), k_ready.index(slot), lo + j * BLOCK_N, BLOCK_N, HEAD_DIM)
+        mbarrier.wait(v_empty.index(slot), phase ^ 1)
+        _load(v_desc, v_smem.index(slot), v_ready.index(slot), lo + j * BLOCK_N, BLOCK_N, HEAD_DIM)
+
+
+@gluon.jit
+def attn_fwd_ws_sm90_kernel(
+    Q, K, V, O, LSE,
+    Row, QStart, KStart, LenQ, LenK,
+    sm_scale, v_scale,
+    sqb, sqs, sqh, skb, sks, skh, svb, svs, svh, sob, sos, soh,
+    lse_sh, lse_sb, group,
+    HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+    IS_CAUSAL: gl.constexpr, INTERIOR: gl.constexpr, PINGPONG: gl.constexpr, Q_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+):
+    # grid (head, sequence, block of 2 x BLOCK_M rows), block 0 the sequence's last: the one that sees the most keys
+    head = gl.program_id(0)
+    seq = gl.program_id(1)
+    len_q = gl.load(LenQ + seq)
+    m0 = ((len_q + 2 * BLOCK_M - 1) // (2 * BLOCK_M) - 1 - gl.program_id(2)) * (2 * BLOCK_M)
+    len_k = gl.load(LenK + seq)
+    row = gl.load(Row + seq).to(gl.int64)
+    q_start = gl.load(QStart + seq).to(gl.int64)
+    k_start = gl.load(KStart + seq).to(gl.int64)
+    prefix = len_k - len_q
+    kv_head = head // group
+    dtype: gl.constexpr = Q.dtype.element_ty
+
+    lo = 0
+    hi = len_k
+    if IS_CAUSAL:
+        hi = gl.minimum(len_k, prefix + gl.minimum(m0 + 2 * BLOCK_M, len_q))
+    n = gl.maximum(hi - lo + BLOCK_N - 1, 0) // BLOCK_N
+    n = gl.where(m0 >= 0, n, 0)  # a block past the sequence's first: every partition does nothing
+
+    q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], dtype)
+    kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
+    # descriptors bounded by the sequence: rows past its end arrive as zeros
+    q_desc = tma.make_tensor_descriptor(Q + row * sqb + head * sqh + q_start * sqs, shape=[len_q, HEAD_DIM],
+                                        strides=[sqs, 1], block_shape=[BLOCK_M, HEAD_DIM], layout=q_layout)
+    k_desc = tma.make_tensor_descriptor(K + row * skb + kv_head * skh + k_start * sks, shape=[len_k, HEAD_DIM],
+                                        strides=[sks, 1], block_shape=[BLOCK_N, HEAD_DIM], layout=kv_layout)
+    v_desc = tma.make_tensor_descriptor(V + row * svb + kv_head * svh + k_start * svs, shape=[len_k, HEAD_DIM],
+                                        strides=[svs, 1], block_shape=[BLOCK_N, HEAD_DIM], layout=kv_layout)
+    q_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_M, HEAD_DIM], q_layout)
+    k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_layout)
+    v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_layout)
+    q_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(2):
+        mbarrier.init(q_bars.index(i), count=1)
+        mbarrier.init(turn.index(i), count=1)
+    for i in gl.static_range(STAGES):
+        mbarrier.init(k_ready.index(i), count=1)
+        mbarrier.init(v_ready.index(i), count=1)
+        mbarrier.init(k_empty.index(i), count=2)  # both consumers release a slot
+        mbarrier.init(v_empty.index(i), count=2)
+
+    p = (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, turn, k_ready, k_empty, v_ready, v_empty,
+         O, LSE, row * sob + head * soh + q_start * sos, head * lse_sh + row * lse_sb + q_start, sos,
+         m0, lo, hi, n, len_q, len_k, prefix, sm_scale, v_scale)
+    gl.warp_specialize([
+        (_consumer0, (p, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, IS_CAUSAL, INTERIOR, PINGPONG, Q_REGS)),
+        (_consumer1, (p, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, IS_CAUSAL, INTERIOR, PINGPONG, Q_REGS)),
+        (_producer, (p, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, IS_CAUSAL, INTERIOR, PINGPONG, Q_REGS)),
+    ], [4, 1], [CONSUMER_REGS, 24])
