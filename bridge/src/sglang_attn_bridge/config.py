@@ -27,7 +27,7 @@ class FwdConfig:
     tma: bool = False  # Q/K/V tiles through TMA descriptors where the GPU has the copy engine (same values)
     max_regs: int = 0  # cap on registers per thread (Triton's maxnreg), 0 = none: trades spills for resident programs
     exact: bool = True  # False: exp2/in-place P.V arithmetic (faster, NOT bit-exact with sglang; bench yardstick)
-    # (K/V ring slots, ping-pong, Q in registers) of kernels/forward_ws_sm90.py, the warp-specialised Hopper forward (a TMA producer
+    # (K/V ring slots, exp_ftz) of kernels/forward_ws_sm90.py, the warp-specialised Hopper forward (a TMA producer
     # warp, two consumer warpgroups of 64 rows), used where it applies; () = never. Elsewhere (other GPUs, window,
     # softcap, LSE only) the Triton forward runs with the fields above.
     gluon_ws: tuple = ()

@@ -132,14 +132,12 @@ def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softc
     strides = (q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
                v.stride(0), v.stride(1), v.stride(2), o_arg.stride(0), o_arg.stride(1), o_arg.stride(2))
     if _use_gluon_fwd(cfg, q, k, v, window, softcap, compute_o):
-        stages, pingpong, q_regs = cfg.gluon_ws
-        # 12 warps (3 warpgroups) at 168 registers fill the register file: the default warpgroup takes 256,
-        # the producer's 24, which leaves the other consumer 232 (more would block setmaxnreg forever)
-        attn_fwd_ws_sm90_kernel[(Hq, lay.n, triton.cdiv(lay.max_q, 128))](
+        stages, exp_ftz = cfg.gluon_ws
+        # 4 warpgroups at maxnreg=128 fill the register file; the kernel splits it between them (setmaxnreg)
+        attn_fwd_ws_sm90_kernel[(Hq, lay.n, triton.cdiv(lay.max_q, 192))](
             q, k, v, o, lse, *_lay_args(lay), float(scale), 1.0, *strides, lse.stride(0), Sq, Hq // Hkv,
-            HEAD_DIM=D, BLOCK_M=64, BLOCK_N=64, STAGES=stages, IS_CAUSAL=bool(causal),
-            INTERIOR=cfg.interior, PINGPONG=bool(pingpong), Q_REGS=bool(q_regs), CONSUMER_REGS=232,
-            num_warps=4, maxnreg=168,
+            HEAD_DIM=D, STAGES=stages, IS_CAUSAL=bool(causal), INTERIOR=cfg.interior, EXP_FTZ=bool(exp_ftz),
+            num_warps=4, maxnreg=128,
         )
         return o, lse
     grid = (Hq, lay.n, triton.cdiv(lay.max_q, cfg.block_m))

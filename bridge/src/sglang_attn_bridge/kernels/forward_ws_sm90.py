@@ -1,20 +1,22 @@
 """The bit-exact forward on Hopper, warp-specialised in Gluon: `forward.attn_fwd_kernel`'s arithmetic on FA3's schedule.
 
-Triton's forward keeps the tensor cores under half busy: each warp waits on its own S = Q K^T before its softmax and
-on its P V before the next tile. Here one program holds 2 x BLOCK_M query rows and splits the work across warps:
+Triton's forward keeps the tensor cores half idle: each warp waits on its own S = Q K^T before its softmax and on
+its P V before the next tile, and its softmax (sglang's: about ten instructions per score) competes for issue slots
+with too few other warps. Here one program owns 3 x 64 query rows and its warps take separate jobs:
 
-* a producer warp (few registers) streams K and V tiles into a ring of STAGES slots by TMA;
-* two consumer warpgroups own BLOCK_M rows each. Per tile a consumer issues S_j = Q K_j^T and acc += P_j-1 V_j-1
-  together, then runs softmax(S_j) while P_j-1 V_j-1 is still on the tensor cores;
-* with PINGPONG the consumers take turns to issue (an mbarrier pair), so one's softmax runs under the other's
-  products (FA3's ping-pong).
+* a producer warpgroup (24 registers; one thread issues) builds the TMA descriptors and streams K and V tiles into
+  a ring of STAGES slots;
+* three consumer warpgroups own 64 rows each. Per tile a consumer issues S_j = Q K_j^T and acc += P_j-1 V_j-1 back
+  to back, then runs softmax(S_j) while P_j-1 V_j-1 is on the tensor cores; three of them (one warp each per
+  scheduler) keep the tensor cores fed while the others' softmaxes run.
 
-The per-row arithmetic is sglang's op for op (scale after the dot, natural exp, fp32 running max/denominator, P V
-accumulated onto `acc * rescale` by the tensor cores, the form Triton compiles sglang's expression to), over the
-same 64-key tiles in the same order, so the bits equal sglang's kernel (bench/check_h200.py: torch.equal). Both
-consumers walk the program's whole key range: a tile past one consumer's causal edge is an exact no-op for its rows
-(rescale 1, P 0), as in sglang. Covers causal or not, no window, no softcap, head dim 64/128, 16-bit types, Triton
-3.6's Gluon API; ops.py sends everything else to the Triton kernel.
+The per-row arithmetic is sglang's op for op (scale after the dot, natural exp, fp32 running max and denominator,
+P V accumulated onto `acc * rescale` by the tensor cores: the form Triton compiles sglang's expression to), over the
+same 64-key tiles in the same order, so the output bits equal sglang's kernel (bench/check_h200.py checks
+torch.equal; EXP_FTZ below is the one caveat). Under a causal mask a consumer stops at its own last visible tile:
+the tiles after it are exact no-ops for its rows (rescale 1, P 0), as they are in sglang's kernel. Covers causal or
+not, no window, no softcap, head dim 64/128, 16-bit types, Triton 3.6's Gluon API; ops.py sends everything else to
+the Triton kernel.
 """
 
 from __future__ import annotations
@@ -23,11 +25,28 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
 
+CONSUMERS = gl.constexpr(3)  # warpgroups of 64 rows: 4 warpgroups with the producer fill the register file at 128
+BLOCK_M = gl.constexpr(64)
+BLOCK_N = gl.constexpr(64)  # sglang's key tile: it fixes the order of the softmax sums
+
 
 @gluon.jit
 def _load(desc, buf, bar, row, BLOCK: gl.constexpr, HEAD_DIM: gl.constexpr, pred=True):
     mbarrier.expect(bar, BLOCK * HEAD_DIM * desc.dtype.primitive_bitwidth // 8, pred=pred)
     tma.async_copy_global_to_shared(desc, [row, 0], bar, buf, pred=pred)
+
+
+@gluon.jit
+def _exp(x, EXP_FTZ: gl.constexpr):
+    """Natural exp as Triton lowers it (x * log2(e) rounded to fp32, then ex2.approx); EXP_FTZ flushes results below
+    2^-126 to zero rather than returning them subnormal: fewer instructions, and no bit of o or the LSE changed in
+    any check (such a probability adds nothing to a denominator of at least 1, nor to an accumulator that is not
+    itself near zero)."""
+    if EXP_FTZ:
+        return gl.inline_asm_elementwise("{ .reg .f32 t; mul.f32 t, $1, 0f3FB8AA3B; ex2.approx.ftz.f32 $0, t; }",
+                                         "=r,r", [x], dtype=gl.float32, is_pure=True, pack=1)
+    else:
+        return gl.exp(x)
 
 
 @gluon.jit
@@ -40,7 +59,7 @@ def _mul_rn(x, y):
 
 @gluon.jit
 def _softmax(qk, e_max, deno, start_n, full_hi, offs_m, prefix, len_k, sm_scale,
-             BLOCK_N: gl.constexpr, IS_CAUSAL: gl.constexpr, INTERIOR: gl.constexpr):
+             BLOCK_N: gl.constexpr, IS_CAUSAL: gl.constexpr, INTERIOR: gl.constexpr, EXP_FTZ: gl.constexpr):
     """sglang's online-softmax step on one tile of raw scores: (P, rescale, new max, new denominator)."""
     offs_n = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, qk.type.layout))
     if start_n >= full_hi:  # a tile the mask or the key bound cuts: sglang's full select
@@ -56,18 +75,17 @@ def _softmax(qk, e_max, deno, start_n, full_hi, offs_m, prefix, len_k, sm_scale,
     row_max = gl.max(qk, 1)
     row_max = gl.where(row_max == float("-inf"), -1e20, row_max)
     n_e_max = gl.maximum(row_max, e_max)
-    re_scale = gl.exp(e_max - n_e_max)
-    p = gl.exp(qk - gl.expand_dims(n_e_max, 1))
+    re_scale = _exp(e_max - n_e_max, EXP_FTZ)
+    p = _exp(qk - gl.expand_dims(n_e_max, 1), EXP_FTZ)
     deno = deno * re_scale + gl.sum(p, 1)
     return p, re_scale, n_e_max, deno
 
 
 @gluon.jit
-def _consume(p, WG: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-             STAGES: gl.constexpr, IS_CAUSAL: gl.constexpr, INTERIOR: gl.constexpr, PINGPONG: gl.constexpr,
-             Q_REGS: gl.constexpr):
-    """Consumer warpgroup WG: rows m0 + WG * BLOCK_M .. + BLOCK_M of the program's block."""
-    (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, turn, k_ready, k_empty, v_ready, v_empty,
+def _consume(p, WG: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, IS_CAUSAL: gl.constexpr,
+             INTERIOR: gl.constexpr, EXP_FTZ: gl.constexpr):
+    """Consumer warpgroup WG: rows m0 + WG * 64 .. + 64 of the program's block."""
+    (q_base, k_base, v_base, sqs, sks, svs, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, kv_empty,
      O, LSE, o_base, lse_base, sos, m0, lo, hi, n, len_q, len_k, prefix, sm_scale, v_scale) = p
     dtype: gl.constexpr = q_smem.dtype
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -79,16 +97,18 @@ def _consume(p, WG: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
     acc_rows: gl.constexpr = gl.SliceLayout(1, acc_layout)
 
     mr = m0 + WG * BLOCK_M
-    # tiles below full_hi are seen whole by every row of this warpgroup
+    # tiles below full_hi are seen whole by every row of this warpgroup; it computes n_own of the program's n tiles,
+    # the rest lie past its causal edge (and one tile will do for rows past the sequence: nothing of theirs is kept)
     full_hi = hi // BLOCK_N * BLOCK_N
+    n_own = n
     if IS_CAUSAL:
         full_hi = gl.minimum(full_hi, (prefix + mr + 1) // BLOCK_N * BLOCK_N)
+        n_own = (gl.minimum(len_k, prefix + mr + BLOCK_M) - lo + BLOCK_N - 1) // BLOCK_N
+    n_own = gl.where(mr < len_q, gl.maximum(gl.minimum(n_own, n), 1), 1)
     full_hi = gl.maximum(full_hi, lo)
     if INTERIOR == 0:
         full_hi = lo
 
-    if PINGPONG and WG == 1:
-        mbarrier.arrive(turn.index(0), count=1)  # warpgroup 0 issues first
     if n > 0:
         offs_m = mr + gl.arange(0, BLOCK_M, layout=rows_layout)
         s_zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
@@ -97,50 +117,43 @@ def _consume(p, WG: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
         e_max = gl.zeros([BLOCK_M], gl.float32, rows_layout) - float("inf")
         mbarrier.wait(q_bars.index(WG), 0, pred=mr < len_q)  # no copy was issued for rows past the sequence
         q = q_smem.index(WG)
-        if Q_REGS:  # Q as the register operand: S's products then read only K from shared memory
-            q = q.load(gl.DotOperandLayout(operand_index=0, parent=s_layout, k_width=2))
 
         # tile 0: S alone
-        if PINGPONG:
-            mbarrier.wait(turn.index(WG), 0)
         mbarrier.wait(k_ready.index(0), 0)
         qk = warpgroup_mma(q, k_smem.index(0).permute((1, 0)), s_zero, use_acc=False, is_async=True)
-        if PINGPONG:
-            mbarrier.arrive(turn.index(1 - WG), count=1)
         qk = warpgroup_mma_wait(num_outstanding=0, deps=(qk, ))
-        mbarrier.arrive(k_empty.index(0), count=1)
         pr, re_scale, e_max, deno = _softmax(qk, e_max, deno, lo, full_hi, offs_m, prefix, len_k, sm_scale,
-                                             BLOCK_N, IS_CAUSAL, INTERIOR)
+                                             BLOCK_N, IS_CAUSAL, INTERIOR, EXP_FTZ)
         acc = acc * gl.expand_dims(gl.convert_layout(re_scale, acc_rows), 1)
 
-        for j in range(1, n):
+        for j in range(1, n_own):
             slot = j % STAGES
             prev = (j - 1) % STAGES
             # issue S_j and acc += P_j-1 V_j-1 (onto the rescaled acc) back to back
-            if PINGPONG:
-                mbarrier.wait(turn.index(WG), j & 1)
             mbarrier.wait(k_ready.index(slot), (j // STAGES) & 1)
             sj = warpgroup_mma(q, k_smem.index(slot).permute((1, 0)), s_zero, use_acc=False, is_async=True)
             p16 = gl.convert_layout(pr.to(dtype), op_layout)
             mbarrier.wait(v_ready.index(prev), ((j - 1) // STAGES) & 1)
             acc = warpgroup_mma(p16, v_smem.index(prev), acc, is_async=True)
-            if PINGPONG:
-                mbarrier.arrive(turn.index(1 - WG), count=1)
             # softmax(S_j) under P_j-1 V_j-1
             sj = warpgroup_mma_wait(num_outstanding=1, deps=(sj, ))
-            mbarrier.arrive(k_empty.index(slot), count=1)
             pr, re_scale, e_max, deno = _softmax(sj, e_max, deno, lo + j * BLOCK_N, full_hi, offs_m, prefix, len_k,
-                                                 sm_scale, BLOCK_N, IS_CAUSAL, INTERIOR)
+                                                 sm_scale, BLOCK_N, IS_CAUSAL, INTERIOR, EXP_FTZ)
             acc, p16 = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p16))
-            mbarrier.arrive(v_empty.index(prev), count=1)
+            mbarrier.arrive(kv_empty.index(prev), count=1)  # done with K_j-1 and V_j-1
             acc = acc * gl.expand_dims(gl.convert_layout(re_scale, acc_rows), 1)
 
-        last = (n - 1) % STAGES
+        last = (n_own - 1) % STAGES
         p16 = gl.convert_layout(pr.to(dtype), op_layout)
-        mbarrier.wait(v_ready.index(last), ((n - 1) // STAGES) & 1)
+        mbarrier.wait(v_ready.index(last), ((n_own - 1) // STAGES) & 1)
         acc = warpgroup_mma(p16, v_smem.index(last), acc, is_async=True)
         acc, p16 = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p16))
-        mbarrier.arrive(v_empty.index(last), count=1)
+        mbarrier.arrive(kv_empty.index(last), count=1)
+        # the tiles past this warpgroup's causal edge: release each slot once its copy landed (so an arrival always
+        # counts towards the phase the producer waits on)
+        for j in range(n_own, n):
+            mbarrier.wait(v_ready.index(j % STAGES), (j // STAGES) & 1)
+            mbarrier.arrive(kv_empty.index(j % STAGES), count=1)
 
         gl.store(LSE + lse_base + offs_m, e_max + gl.log(deno), mask=offs_m < len_q)
         o = acc / gl.expand_dims(gl.convert_layout(deno, acc_rows), 1) * v_scale
@@ -150,37 +163,47 @@ def _consume(p, WG: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
                  mask=gl.expand_dims(offs_om < len_q, 1))
 
 
+# The partitions; the workers' signatures must match.
 @gluon.jit
-def _consumer0(p, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-               IS_CAUSAL: gl.constexpr, INTERIOR: gl.constexpr, PINGPONG: gl.constexpr,
-             Q_REGS: gl.constexpr):
-    _consume(p, 0, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, IS_CAUSAL, INTERIOR, PINGPONG, Q_REGS)
-
-
-@gluon.jit
-def _consumer1(p, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-               IS_CAUSAL: gl.constexpr, INTERIOR: gl.constexpr, PINGPONG: gl.constexpr,
-             Q_REGS: gl.constexpr):
-    _consume(p, 1, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, IS_CAUSAL, INTERIOR, PINGPONG, Q_REGS)
+def _consumer0(p, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, IS_CAUSAL: gl.constexpr, INTERIOR: gl.constexpr,
+               EXP_FTZ: gl.constexpr):
+    _consume(p, 0, HEAD_DIM, STAGES, IS_CAUSAL, INTERIOR, EXP_FTZ)
 
 
 @gluon.jit
-def _producer(p, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-              IS_CAUSAL: gl.constexpr, INTERIOR: gl.constexpr, PINGPONG: gl.constexpr,
-             Q_REGS: gl.constexpr):
-    """One warp: both consumers' Q tiles, then K_j and V_j into slot j % STAGES once both consumers freed it."""
-    (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, turn, k_ready, k_empty, v_ready, v_empty,
+def _consumer1(p, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, IS_CAUSAL: gl.constexpr, INTERIOR: gl.constexpr,
+               EXP_FTZ: gl.constexpr):
+    _consume(p, 1, HEAD_DIM, STAGES, IS_CAUSAL, INTERIOR, EXP_FTZ)
+
+
+@gluon.jit
+def _consumer2(p, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, IS_CAUSAL: gl.constexpr, INTERIOR: gl.constexpr,
+               EXP_FTZ: gl.constexpr):
+    _consume(p, 2, HEAD_DIM, STAGES, IS_CAUSAL, INTERIOR, EXP_FTZ)
+
+
+@gluon.jit
+def _producer(p, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, IS_CAUSAL: gl.constexpr, INTERIOR: gl.constexpr,
+              EXP_FTZ: gl.constexpr):
+    """The descriptors, the consumers' Q tiles, then K_j and V_j into slot j % STAGES once all consumers freed it."""
+    (q_base, k_base, v_base, sqs, sks, svs, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, kv_empty,
      O, LSE, o_base, lse_base, sos, m0, lo, hi, n, len_q, len_k, prefix, sm_scale, v_scale) = p
+    # bounded by the sequence: rows past its end arrive as zeros
+    q_desc = tma.make_tensor_descriptor(q_base, shape=[len_q, HEAD_DIM], strides=[sqs, 1],
+                                        block_shape=[BLOCK_M, HEAD_DIM], layout=q_smem.layout)
+    k_desc = tma.make_tensor_descriptor(k_base, shape=[len_k, HEAD_DIM], strides=[sks, 1],
+                                        block_shape=[BLOCK_N, HEAD_DIM], layout=k_smem.layout)
+    v_desc = tma.make_tensor_descriptor(v_base, shape=[len_k, HEAD_DIM], strides=[svs, 1],
+                                        block_shape=[BLOCK_N, HEAD_DIM], layout=v_smem.layout)
     if n > 0:
-        _load(q_desc, q_smem.index(0), q_bars.index(0), m0, BLOCK_M, HEAD_DIM)
-        _load(q_desc, q_smem.index(1), q_bars.index(1), m0 + BLOCK_M, BLOCK_M, HEAD_DIM, pred=m0 + BLOCK_M < len_q)
+        for c in gl.static_range(CONSUMERS):
+            _load(q_desc, q_smem.index(c), q_bars.index(c), m0 + c * BLOCK_M, BLOCK_M, HEAD_DIM,
+                  pred=m0 + c * BLOCK_M < len_q)
     for j in range(n):
         slot = j % STAGES
-        phase = (j // STAGES) & 1
         # a fresh mbarrier counts as having completed the phase before 0: the first STAGES waits pass at once
-        mbarrier.wait(k_empty.index(slot), phase ^ 1)
+        mbarrier.wait(kv_empty.index(slot), ((j // STAGES) & 1) ^ 1)
         _load(k_desc, k_smem.index(slot), k_ready.index(slot), lo + j * BLOCK_N, BLOCK_N, HEAD_DIM)
-        mbarrier.wait(v_empty.index(slot), phase ^ 1)
         _load(v_desc, v_smem.index(slot), v_ready.index(slot), lo + j * BLOCK_N, BLOCK_N, HEAD_DIM)
 
 
@@ -191,14 +214,15 @@ def attn_fwd_ws_sm90_kernel(
     sm_scale, v_scale,
     sqb, sqs, sqh, skb, sks, skh, svb, svs, svh, sob, sos, soh,
     lse_sh, lse_sb, group,
-    HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-    IS_CAUSAL: gl.constexpr, INTERIOR: gl.constexpr, PINGPONG: gl.constexpr, Q_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+    HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, IS_CAUSAL: gl.constexpr, INTERIOR: gl.constexpr,
+    EXP_FTZ: gl.constexpr,
 ):
-    # grid (head, sequence, block of 2 x BLOCK_M rows), block 0 the sequence's last: the one that sees the most keys
+    # grid (head, sequence, block of 3 x 64 rows), block 0 the sequence's last: the one that sees the most keys
+    ROWS: gl.constexpr = CONSUMERS * BLOCK_M
     head = gl.program_id(0)
     seq = gl.program_id(1)
     len_q = gl.load(LenQ + seq)
-    m0 = ((len_q + 2 * BLOCK_M - 1) // (2 * BLOCK_M) - 1 - gl.program_id(2)) * (2 * BLOCK_M)
+    m0 = ((len_q + ROWS - 1) // ROWS - 1 - gl.program_id(2)) * ROWS
     len_k = gl.load(LenK + seq)
     row = gl.load(Row + seq).to(gl.int64)
     q_start = gl.load(QStart + seq).to(gl.int64)
@@ -210,42 +234,37 @@ def attn_fwd_ws_sm90_kernel(
     lo = 0
     hi = len_k
     if IS_CAUSAL:
-        hi = gl.minimum(len_k, prefix + gl.minimum(m0 + 2 * BLOCK_M, len_q))
+        hi = gl.minimum(len_k, prefix + gl.minimum(m0 + ROWS, len_q))
     n = gl.maximum(hi - lo + BLOCK_N - 1, 0) // BLOCK_N
     n = gl.where(m0 >= 0, n, 0)  # a block past the sequence's first: every partition does nothing
 
-    q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], dtype)
+    q_smem = gl.allocate_shared_memory(dtype, [CONSUMERS, BLOCK_M, HEAD_DIM],
+                                       gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], dtype))
     kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
-    # descriptors bounded by the sequence: rows past its end arrive as zeros
-    q_desc = tma.make_tensor_descriptor(Q + row * sqb + head * sqh + q_start * sqs, shape=[len_q, HEAD_DIM],
-                                        strides=[sqs, 1], block_shape=[BLOCK_M, HEAD_DIM], layout=q_layout)
-    k_desc = tma.make_tensor_descriptor(K + row * skb + kv_head * skh + k_start * sks, shape=[len_k, HEAD_DIM],
-                                        strides=[sks, 1], block_shape=[BLOCK_N, HEAD_DIM], layout=kv_layout)
-    v_desc = tma.make_tensor_descriptor(V + row * svb + kv_head * svh + k_start * svs, shape=[len_k, HEAD_DIM],
-                                        strides=[svs, 1], block_shape=[BLOCK_N, HEAD_DIM], layout=kv_layout)
-    q_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_M, HEAD_DIM], q_layout)
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_layout)
     v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_layout)
-    q_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    q_bars = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
     k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(2):
+    kv_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(CONSUMERS):
         mbarrier.init(q_bars.index(i), count=1)
-        mbarrier.init(turn.index(i), count=1)
     for i in gl.static_range(STAGES):
         mbarrier.init(k_ready.index(i), count=1)
         mbarrier.init(v_ready.index(i), count=1)
-        mbarrier.init(k_empty.index(i), count=2)  # both consumers release a slot
-        mbarrier.init(v_empty.index(i), count=2)
+        mbarrier.init(kv_empty.index(i), count=CONSUMERS)  # every consumer releases a slot
 
-    p = (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, turn, k_ready, k_empty, v_ready, v_empty,
+    p = (Q + row * sqb + head * sqh + q_start * sqs, K + row * skb + kv_head * skh + k_start * sks,
+         V + row * svb + kv_head * svh + k_start * svs, sqs, sks, svs, q_smem, k_smem, v_smem,
+         q_bars, k_ready, v_ready, kv_empty,
          O, LSE, row * sob + head * soh + q_start * sos, head * lse_sh + row * lse_sb + q_start, sos,
          m0, lo, hi, n, len_q, len_k, prefix, sm_scale, v_scale)
+    # The producer is a whole warpgroup because setmaxnreg counts registers per warpgroup: with 4 of them at
+    # maxnreg=128 the file is full, and Triton gives the default partition (consumer 0) what the workers leave:
+    # 4 * 128 - 2 * 160 - 24 = 168. Asking for more than the file holds would stall setmaxnreg forever.
     gl.warp_specialize([
-        (_consumer0, (p, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, IS_CAUSAL, INTERIOR, PINGPONG, Q_REGS)),
-        (_consumer1, (p, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, IS_CAUSAL, INTERIOR, PINGPONG, Q_REGS)),
-        (_producer, (p, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, IS_CAUSAL, INTERIOR, PINGPONG, Q_REGS)),
-    ], [4, 1], [CONSUMER_REGS, 24])
+        (_consumer0, (p, HEAD_DIM, STAGES, IS_CAUSAL, INTERIOR, EXP_FTZ)),
+        (_consumer1, (p, HEAD_DIM, STAGES, IS_CAUSAL, INTERIOR, EXP_FTZ)),
+        (_consumer2, (p, HEAD_DIM, STAGES, IS_CAUSAL, INTERIOR, EXP_FTZ)),
+        (_producer, (p, HEAD_DIM, STAGES, IS_CAUSAL, INTERIOR, EXP_FTZ)),
+    ], [4, 4, 4], [160, 160, 24])
