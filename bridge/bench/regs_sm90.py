@@ -44,7 +44,8 @@ def _value(name: str, d: int):
     if m:
         heads = TENSORS[STRIDE_OF[m.group(1)]][1]
         return {"b": S * heads * d, "s": heads * d, "h": d}[m.group(2)]
-    return {"sm_scale": 0.09, "v_scale": 1.0, "lse_sh": S, "lse_sb": S, "group": HQ // HKV}[name]
+    return {"sm_scale": 0.09, "v_scale": 1.0, "lse_sh": S, "lse_sb": S, "group": HQ // HKV, "n_heads": HQ, "n_seq": 1,
+            "total": HQ * 43}[name]
 
 
 def compile_report(kind: str, d: int, block_m: int, block_n: int, warps: int, stages: int, **extra) -> tuple:

@@ -6,6 +6,8 @@ packed batch needs no gather/scatter copies. Block sizes come from `config`.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
@@ -97,6 +99,11 @@ def _interior(interior: int, q: torch.Tensor) -> int:
     return 1 if interior == 3 and (q.device.type != "cuda" or torch.version.hip) else interior
 
 
+@functools.cache
+def _sm_count(device: torch.device) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
 def _max_regs(n: int) -> dict:
     """Launch option capping registers per thread (Triton's maxnreg); none when 0."""
     return {"maxnreg": n} if n else {}
@@ -133,9 +140,12 @@ def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softc
                v.stride(0), v.stride(1), v.stride(2), o_arg.stride(0), o_arg.stride(1), o_arg.stride(2))
     if _use_gluon_fwd(cfg, q, k, v, window, softcap, compute_o):
         stages, exp_ftz = cfg.gluon_ws
-        # 4 warpgroups at maxnreg=128 fill the register file; the kernel splits it between them (setmaxnreg)
-        attn_fwd_ws_sm90_kernel[(Hq, lay.n, triton.cdiv(lay.max_q, 192))](
+        items = Hq * lay.n * triton.cdiv(lay.max_q, 192)
+        # persistent: one program per multiprocessor; 4 warpgroups at maxnreg=128 fill the register file, which the
+        # kernel splits between them (setmaxnreg)
+        attn_fwd_ws_sm90_kernel[(min(items, _sm_count(q.device)),)](
             q, k, v, o, lse, *_lay_args(lay), float(scale), 1.0, *strides, lse.stride(0), Sq, Hq // Hkv,
+            Hq, lay.n, items,
             HEAD_DIM=D, STAGES=stages, IS_CAUSAL=bool(causal), INTERIOR=cfg.interior, EXP_FTZ=bool(exp_ftz),
             num_warps=4, maxnreg=128,
         )

@@ -2,10 +2,11 @@
 
 Triton's forward keeps the tensor cores half idle: each warp waits on its own S = Q K^T before its softmax and on
 its P V before the next tile, and its softmax (sglang's: about ten instructions per score) competes for issue slots
-with too few other warps. Here one program owns 3 x 64 query rows and its warps take separate jobs:
+with too few other warps. Here a persistent program (one per multiprocessor) walks work items of 3 x 64 query rows,
+heaviest first, and its warps take separate jobs:
 
-* a producer warpgroup (24 registers; one thread issues) builds the TMA descriptors and streams K and V tiles into
-  a ring of STAGES slots;
+* a producer warpgroup (24 registers; one thread issues) builds each item's TMA descriptors and streams its Q tiles
+  and K/V tiles into a ring of STAGES slots, running ahead into the next item while the consumers finish one;
 * three consumer warpgroups own 64 rows each. Per tile a consumer issues S_j = Q K_j^T and acc += P_j-1 V_j-1 back
   to back, then runs softmax(S_j) while P_j-1 V_j-1 is on the tensor cores; three of them (one warp each per
   scheduler) keep the tensor cores fed while the others' softmaxes run.
@@ -28,6 +29,7 @@ from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warp
 CONSUMERS = gl.constexpr(3)  # warpgroups of 64 rows: 4 warpgroups with the producer fill the register file at 128
 BLOCK_M = gl.constexpr(64)
 BLOCK_N = gl.constexpr(64)  # sglang's key tile: it fixes the order of the softmax sums
+ROWS = gl.constexpr(3 * 64)  # query rows of one work item
 
 
 @gluon.jit
@@ -82,11 +84,31 @@ def _softmax(qk, e_max, deno, start_n, full_hi, offs_m, prefix, len_k, sm_scale,
 
 
 @gluon.jit
+def _item(it, a, IS_CAUSAL: gl.constexpr):
+    """Work item `it`: (head, sequence, first row m0, tiles n, len_q, len_k, last key hi). Items go block by block,
+    block 0 being each sequence's last (it sees the most keys); n is 0 for a block before a sequence's first."""
+    (LenQ, LenK, HQ, NSEQ) = a
+    blk = it // (HQ * NSEQ)
+    rest = it - blk * (HQ * NSEQ)
+    seq = rest // HQ
+    head = rest - seq * HQ
+    len_q = gl.load(LenQ + seq)
+    len_k = gl.load(LenK + seq)
+    m0 = ((len_q + ROWS - 1) // ROWS - 1 - blk) * ROWS
+    hi = len_k
+    if IS_CAUSAL:
+        hi = gl.minimum(len_k, len_k - len_q + gl.minimum(m0 + ROWS, len_q))
+    n = gl.where(m0 >= 0, gl.maximum(hi + BLOCK_N - 1, 0) // BLOCK_N, 0)
+    return head, seq, m0, n, len_q, len_k, hi
+
+
+@gluon.jit
 def _consume(p, WG: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, IS_CAUSAL: gl.constexpr,
              INTERIOR: gl.constexpr, EXP_FTZ: gl.constexpr):
-    """Consumer warpgroup WG: rows m0 + WG * 64 .. + 64 of the program's block."""
-    (q_base, k_base, v_base, sqs, sks, svs, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, kv_empty,
-     O, LSE, o_base, lse_base, sos, m0, lo, hi, n, len_q, len_k, prefix, sm_scale, v_scale) = p
+    """Consumer warpgroup WG: rows m0 + WG * 64 .. + 64 of each of the program's items."""
+    (a, Q, K, V, O, LSE, Row, QStart, KStart, sm_scale, v_scale, sqb, sqs, sqh, skb, sks, skh, svb, svs, svh,
+     sob, sos, soh, lse_sh, lse_sb, group, total, q_smem, k_smem, v_smem, q_bars, q_empty, k_ready, v_ready,
+     kv_empty) = p
     dtype: gl.constexpr = q_smem.dtype
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, BLOCK_N, 16])
@@ -95,72 +117,103 @@ def _consume(p, WG: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, 
     op_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_layout, k_width=2)
     rows_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
     acc_rows: gl.constexpr = gl.SliceLayout(1, acc_layout)
+    s_zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
 
-    mr = m0 + WG * BLOCK_M
-    # tiles below full_hi are seen whole by every row of this warpgroup; it computes n_own of the program's n tiles,
-    # the rest lie past its causal edge (and one tile will do for rows past the sequence: nothing of theirs is kept)
-    full_hi = hi // BLOCK_N * BLOCK_N
-    n_own = n
-    if IS_CAUSAL:
-        full_hi = gl.minimum(full_hi, (prefix + mr + 1) // BLOCK_N * BLOCK_N)
-        n_own = (gl.minimum(len_k, prefix + mr + BLOCK_M) - lo + BLOCK_N - 1) // BLOCK_N
-    n_own = gl.where(mr < len_q, gl.maximum(gl.minimum(n_own, n), 1), 1)
-    full_hi = gl.maximum(full_hi, lo)
-    if INTERIOR == 0:
-        full_hi = lo
+    t = 0  # K/V tiles taken so far: the ring position, the same count in every partition
+    live = 0  # items with work so far: which Q buffer
+    for it in range(gl.program_id(0), total, gl.num_programs(0)):
+        head, seq, m0, n, len_q, len_k, hi = _item(it, a, IS_CAUSAL)
+        if n > 0:
+            prefix = len_k - len_q
+            mr = m0 + WG * BLOCK_M
+            # tiles below full_hi are seen whole by every row of this warpgroup; it computes n_own of the item's n
+            # tiles, the rest lie past its causal edge (one tile will do for rows past the sequence: none is kept)
+            full_hi = hi // BLOCK_N * BLOCK_N
+            n_own = n
+            if IS_CAUSAL:
+                full_hi = gl.minimum(full_hi, (prefix + mr + 1) // BLOCK_N * BLOCK_N)
+                n_own = (gl.minimum(len_k, prefix + mr + BLOCK_M) + BLOCK_N - 1) // BLOCK_N
+            n_own = gl.where(mr < len_q, gl.maximum(gl.minimum(n_own, n), 1), 1)
+            if INTERIOR == 0:
+                full_hi = 0
 
-    if n > 0:
-        offs_m = mr + gl.arange(0, BLOCK_M, layout=rows_layout)
-        s_zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
-        acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, acc_layout)
-        deno = gl.zeros([BLOCK_M], gl.float32, rows_layout)
-        e_max = gl.zeros([BLOCK_M], gl.float32, rows_layout) - float("inf")
-        mbarrier.wait(q_bars.index(WG), 0, pred=mr < len_q)  # no copy was issued for rows past the sequence
-        q = q_smem.index(WG)
+            offs_m = mr + gl.arange(0, BLOCK_M, layout=rows_layout)
+            acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, acc_layout)
+            deno = gl.zeros([BLOCK_M], gl.float32, rows_layout)
+            e_max = gl.zeros([BLOCK_M], gl.float32, rows_layout) - float("inf")
+            qi = (live % 2) * CONSUMERS + WG
+            mbarrier.wait(q_bars.index(qi), (live // 2) & 1)
+            q = q_smem.index(qi)
 
-        # tile 0: S alone
-        mbarrier.wait(k_ready.index(0), 0)
-        qk = warpgroup_mma(q, k_smem.index(0).permute((1, 0)), s_zero, use_acc=False, is_async=True)
-        qk = warpgroup_mma_wait(num_outstanding=0, deps=(qk, ))
-        pr, re_scale, e_max, deno = _softmax(qk, e_max, deno, lo, full_hi, offs_m, prefix, len_k, sm_scale,
-                                             BLOCK_N, IS_CAUSAL, INTERIOR, EXP_FTZ)
-        acc = acc * gl.expand_dims(gl.convert_layout(re_scale, acc_rows), 1)
-
-        for j in range(1, n_own):
-            slot = j % STAGES
-            prev = (j - 1) % STAGES
-            # issue S_j and acc += P_j-1 V_j-1 (onto the rescaled acc) back to back
-            mbarrier.wait(k_ready.index(slot), (j // STAGES) & 1)
-            sj = warpgroup_mma(q, k_smem.index(slot).permute((1, 0)), s_zero, use_acc=False, is_async=True)
-            p16 = gl.convert_layout(pr.to(dtype), op_layout)
-            mbarrier.wait(v_ready.index(prev), ((j - 1) // STAGES) & 1)
-            acc = warpgroup_mma(p16, v_smem.index(prev), acc, is_async=True)
-            # softmax(S_j) under P_j-1 V_j-1
-            sj = warpgroup_mma_wait(num_outstanding=1, deps=(sj, ))
-            pr, re_scale, e_max, deno = _softmax(sj, e_max, deno, lo + j * BLOCK_N, full_hi, offs_m, prefix, len_k,
-                                                 sm_scale, BLOCK_N, IS_CAUSAL, INTERIOR, EXP_FTZ)
-            acc, p16 = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p16))
-            mbarrier.arrive(kv_empty.index(prev), count=1)  # done with K_j-1 and V_j-1
+            # tile 0: S alone
+            mbarrier.wait(k_ready.index(t % STAGES), (t // STAGES) & 1)
+            qk = warpgroup_mma(q, k_smem.index(t % STAGES).permute((1, 0)), s_zero, use_acc=False, is_async=True)
+            qk = warpgroup_mma_wait(num_outstanding=0, deps=(qk, ))
+            pr, re_scale, e_max, deno = _softmax(qk, e_max, deno, 0, full_hi, offs_m, prefix, len_k, sm_scale,
+                                                 BLOCK_N, IS_CAUSAL, INTERIOR, EXP_FTZ)
             acc = acc * gl.expand_dims(gl.convert_layout(re_scale, acc_rows), 1)
 
-        last = (n_own - 1) % STAGES
-        p16 = gl.convert_layout(pr.to(dtype), op_layout)
-        mbarrier.wait(v_ready.index(last), ((n_own - 1) // STAGES) & 1)
-        acc = warpgroup_mma(p16, v_smem.index(last), acc, is_async=True)
-        acc, p16 = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p16))
-        mbarrier.arrive(kv_empty.index(last), count=1)
-        # the tiles past this warpgroup's causal edge: release each slot once its copy landed (so an arrival always
-        # counts towards the phase the producer waits on)
-        for j in range(n_own, n):
-            mbarrier.wait(v_ready.index(j % STAGES), (j // STAGES) & 1)
-            mbarrier.arrive(kv_empty.index(j % STAGES), count=1)
+            for j in range(1, n_own):
+                slot = (t + j) % STAGES
+                prev = (t + j - 1) % STAGES
+                # issue S_j and acc += P_j-1 V_j-1 (onto the rescaled acc) back to back
+                mbarrier.wait(k_ready.index(slot), ((t + j) // STAGES) & 1)
+                sj = warpgroup_mma(q, k_smem.index(slot).permute((1, 0)), s_zero, use_acc=False, is_async=True)
+                p16 = gl.convert_layout(pr.to(dtype), op_layout)
+                mbarrier.wait(v_ready.index(prev), ((t + j - 1) // STAGES) & 1)
+                acc = warpgroup_mma(p16, v_smem.index(prev), acc, is_async=True)
+                # softmax(S_j) under P_j-1 V_j-1
+                sj = warpgroup_mma_wait(num_outstanding=1, deps=(sj, ))
+                pr, re_scale, e_max, deno = _softmax(sj, e_max, deno, j * BLOCK_N, full_hi, offs_m, prefix, len_k,
+                                                     sm_scale, BLOCK_N, IS_CAUSAL, INTERIOR, EXP_FTZ)
+                acc, p16 = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p16))
+                mbarrier.arrive(kv_empty.index(prev), count=1)  # done with K_j-1 and V_j-1
+                acc = acc * gl.expand_dims(gl.convert_layout(re_scale, acc_rows), 1)
 
-        gl.store(LSE + lse_base + offs_m, e_max + gl.log(deno), mask=offs_m < len_q)
-        o = acc / gl.expand_dims(gl.convert_layout(deno, acc_rows), 1) * v_scale
-        offs_om = mr + gl.arange(0, BLOCK_M, layout=acc_rows)
-        offs_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, acc_layout))
-        gl.store(O + o_base + gl.expand_dims(offs_om, 1) * sos + gl.expand_dims(offs_d, 0), o.to(dtype),
-                 mask=gl.expand_dims(offs_om < len_q, 1))
+            last = (t + n_own - 1) % STAGES
+            p16 = gl.convert_layout(pr.to(dtype), op_layout)
+            mbarrier.wait(v_ready.index(last), ((t + n_own - 1) // STAGES) & 1)
+            acc = warpgroup_mma(p16, v_smem.index(last), acc, is_async=True)
+            acc, p16 = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p16))
+            mbarrier.arrive(kv_empty.index(last), count=1)
+            # tiles past this warpgroup's causal edge: release each once its copy landed (so that an arrival always
+            # counts towards the phase the producer waits on)
+            for j in range(n_own, n):
+                mbarrier.wait(v_ready.index((t + j) % STAGES), ((t + j) // STAGES) & 1)
+                mbarrier.arrive(kv_empty.index((t + j) % STAGES), count=1)
+            # every copy of this item has landed and its Q is no longer read: the producer may reuse both
+            mbarrier.arrive(q_empty.index(qi), count=1)
+
+            row = gl.load(Row + seq).to(gl.int64)
+            q_start = gl.load(QStart + seq).to(gl.int64)
+            gl.store(LSE + head * lse_sh + row * lse_sb + q_start + offs_m, e_max + gl.log(deno), mask=offs_m < len_q)
+            o = acc / gl.expand_dims(gl.convert_layout(deno, acc_rows), 1) * v_scale
+            offs_om = mr + gl.arange(0, BLOCK_M, layout=acc_rows)
+            offs_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, acc_layout))
+            o_ptrs = (O + row * sob + head * soh + q_start * sos + gl.expand_dims(offs_om, 1) * sos
+                      + gl.expand_dims(offs_d, 0))
+            gl.store(o_ptrs, o.to(dtype), mask=gl.expand_dims(offs_om < len_q, 1))
+            t += n
+            live += 1
+
+
+@gluon.jit
+def _produce_item(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, kv_empty, qb, m0, n,
+                  len_q, t, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr):
+    """One item's copies: the consumers' Q tiles into buffer qb, then K_j and V_j into ring slots once freed."""
+    for c in gl.static_range(CONSUMERS):
+        # rows past the sequence: no copy, a plain arrival keeps the barrier's phases in step
+        rows = m0 + c * BLOCK_M < len_q
+        bar = q_bars.index(qb * CONSUMERS + c)
+        _load(q_desc, q_smem.index(qb * CONSUMERS + c), bar, m0 + c * BLOCK_M, BLOCK_M, HEAD_DIM, pred=rows)
+        mbarrier.arrive(bar, count=1, pred=m0 + c * BLOCK_M >= len_q)
+    for j in range(n):
+        slot = (t + j) % STAGES
+        # a fresh mbarrier counts as having completed the phase before 0: the first STAGES waits pass at once
+        mbarrier.wait(kv_empty.index(slot), (((t + j) // STAGES) & 1) ^ 1)
+        _load(k_desc, k_smem.index(slot), k_ready.index(slot), j * BLOCK_N, BLOCK_N, HEAD_DIM)
+        _load(v_desc, v_smem.index(slot), v_ready.index(slot), j * BLOCK_N, BLOCK_N, HEAD_DIM)
+    return t + n
 
 
 # The partitions; the workers' signatures must match.
@@ -185,26 +238,47 @@ def _consumer2(p, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, IS_CAUSAL: gl.co
 @gluon.jit
 def _producer(p, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, IS_CAUSAL: gl.constexpr, INTERIOR: gl.constexpr,
               EXP_FTZ: gl.constexpr):
-    """The descriptors, the consumers' Q tiles, then K_j and V_j into slot j % STAGES once all consumers freed it."""
-    (q_base, k_base, v_base, sqs, sks, svs, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, kv_empty,
-     O, LSE, o_base, lse_base, sos, m0, lo, hi, n, len_q, len_k, prefix, sm_scale, v_scale) = p
-    # bounded by the sequence: rows past its end arrive as zeros
-    q_desc = tma.make_tensor_descriptor(q_base, shape=[len_q, HEAD_DIM], strides=[sqs, 1],
-                                        block_shape=[BLOCK_M, HEAD_DIM], layout=q_smem.layout)
-    k_desc = tma.make_tensor_descriptor(k_base, shape=[len_k, HEAD_DIM], strides=[sks, 1],
-                                        block_shape=[BLOCK_N, HEAD_DIM], layout=k_smem.layout)
-    v_desc = tma.make_tensor_descriptor(v_base, shape=[len_k, HEAD_DIM], strides=[svs, 1],
-                                        block_shape=[BLOCK_N, HEAD_DIM], layout=v_smem.layout)
-    if n > 0:
-        for c in gl.static_range(CONSUMERS):
-            _load(q_desc, q_smem.index(c), q_bars.index(c), m0 + c * BLOCK_M, BLOCK_M, HEAD_DIM,
-                  pred=m0 + c * BLOCK_M < len_q)
-    for j in range(n):
-        slot = j % STAGES
-        # a fresh mbarrier counts as having completed the phase before 0: the first STAGES waits pass at once
-        mbarrier.wait(kv_empty.index(slot), ((j // STAGES) & 1) ^ 1)
-        _load(k_desc, k_smem.index(slot), k_ready.index(slot), lo + j * BLOCK_N, BLOCK_N, HEAD_DIM)
-        _load(v_desc, v_smem.index(slot), v_ready.index(slot), lo + j * BLOCK_N, BLOCK_N, HEAD_DIM)
+    """Per item: wait until its Q buffer's previous item is fully done, build its descriptors, issue its copies."""
+    (a, Q, K, V, O, LSE, Row, QStart, KStart, sm_scale, v_scale, sqb, sqs, sqh, skb, sks, skh, svb, svs, svh,
+     sob, sos, soh, lse_sh, lse_sb, group, total, q_smem, k_smem, v_smem, q_bars, q_empty, k_ready, v_ready,
+     kv_empty) = p
+    t = 0
+    live = 0
+    for it in range(gl.program_id(0), total, gl.num_programs(0)):
+        head, seq, m0, n, len_q, len_k, hi = _item(it, a, IS_CAUSAL)
+        if n > 0:
+            qb = live % 2
+            for c in gl.static_range(CONSUMERS):
+                mbarrier.wait(q_empty.index(qb * CONSUMERS + c), ((live // 2) & 1) ^ 1)
+            # item live-2 used this buffer's descriptors too: all its copies have landed (q_empty), so two sets of
+            # descriptors (two call sites, two scratch slots) taken in turn are never rewritten under a copy
+            row = gl.load(Row + seq).to(gl.int64)
+            q_base = Q + row * sqb + head * sqh + gl.load(QStart + seq).to(gl.int64) * sqs
+            k_start = gl.load(KStart + seq).to(gl.int64)
+            k_base = K + row * skb + (head // group) * skh + k_start * sks
+            v_base = V + row * svb + (head // group) * svh + k_start * svs
+            # bounded by the sequence: rows past its end arrive as zeros
+            if qb == 0:
+                t = _produce_item(
+                    tma.make_tensor_descriptor(q_base, shape=[len_q, HEAD_DIM], strides=[sqs, 1],
+                                               block_shape=[BLOCK_M, HEAD_DIM], layout=q_smem.layout),
+                    tma.make_tensor_descriptor(k_base, shape=[len_k, HEAD_DIM], strides=[sks, 1],
+                                               block_shape=[BLOCK_N, HEAD_DIM], layout=k_smem.layout),
+                    tma.make_tensor_descriptor(v_base, shape=[len_k, HEAD_DIM], strides=[svs, 1],
+                                               block_shape=[BLOCK_N, HEAD_DIM], layout=v_smem.layout),
+                    q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, kv_empty, qb, m0, n, len_q, t, HEAD_DIM,
+                    STAGES)
+            else:
+                t = _produce_item(
+                    tma.make_tensor_descriptor(q_base, shape=[len_q, HEAD_DIM], strides=[sqs, 1],
+                                               block_shape=[BLOCK_M, HEAD_DIM], layout=q_smem.layout),
+                    tma.make_tensor_descriptor(k_base, shape=[len_k, HEAD_DIM], strides=[sks, 1],
+                                               block_shape=[BLOCK_N, HEAD_DIM], layout=k_smem.layout),
+                    tma.make_tensor_descriptor(v_base, shape=[len_k, HEAD_DIM], strides=[svs, 1],
+                                               block_shape=[BLOCK_N, HEAD_DIM], layout=v_smem.layout),
+                    q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, kv_empty, qb, m0, n, len_q, t, HEAD_DIM,
+                    STAGES)
+            live += 1
 
 
 @gluon.jit
@@ -213,52 +287,34 @@ def attn_fwd_ws_sm90_kernel(
     Row, QStart, KStart, LenQ, LenK,
     sm_scale, v_scale,
     sqb, sqs, sqh, skb, sks, skh, svb, svs, svh, sob, sos, soh,
-    lse_sh, lse_sb, group,
+    lse_sh, lse_sb, group, n_heads, n_seq, total,
     HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, IS_CAUSAL: gl.constexpr, INTERIOR: gl.constexpr,
     EXP_FTZ: gl.constexpr,
 ):
-    # grid (head, sequence, block of 3 x 64 rows), block 0 the sequence's last: the one that sees the most keys
-    ROWS: gl.constexpr = CONSUMERS * BLOCK_M
-    head = gl.program_id(0)
-    seq = gl.program_id(1)
-    len_q = gl.load(LenQ + seq)
-    m0 = ((len_q + ROWS - 1) // ROWS - 1 - gl.program_id(2)) * ROWS
-    len_k = gl.load(LenK + seq)
-    row = gl.load(Row + seq).to(gl.int64)
-    q_start = gl.load(QStart + seq).to(gl.int64)
-    k_start = gl.load(KStart + seq).to(gl.int64)
-    prefix = len_k - len_q
-    kv_head = head // group
+    # grid: one program per multiprocessor (or per item, if fewer); items it = program, program + grid, ...
     dtype: gl.constexpr = Q.dtype.element_ty
-
-    lo = 0
-    hi = len_k
-    if IS_CAUSAL:
-        hi = gl.minimum(len_k, prefix + gl.minimum(m0 + ROWS, len_q))
-    n = gl.maximum(hi - lo + BLOCK_N - 1, 0) // BLOCK_N
-    n = gl.where(m0 >= 0, n, 0)  # a block past the sequence's first: every partition does nothing
-
-    q_smem = gl.allocate_shared_memory(dtype, [CONSUMERS, BLOCK_M, HEAD_DIM],
+    q_smem = gl.allocate_shared_memory(dtype, [2 * CONSUMERS, BLOCK_M, HEAD_DIM],
                                        gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], dtype))
     kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_layout)
     v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_layout)
-    q_bars = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
+    # Q buffers: two sets (this item's, the next one's), one tile per consumer; K/V: a ring of STAGES slots
+    q_bars = gl.allocate_shared_memory(gl.int64, [2 * CONSUMERS, 1], mbarrier.MBarrierLayout())
+    q_empty = gl.allocate_shared_memory(gl.int64, [2 * CONSUMERS, 1], mbarrier.MBarrierLayout())
     k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     kv_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(CONSUMERS):
+    for i in gl.static_range(2 * CONSUMERS):
         mbarrier.init(q_bars.index(i), count=1)
+        mbarrier.init(q_empty.index(i), count=1)
     for i in gl.static_range(STAGES):
         mbarrier.init(k_ready.index(i), count=1)
         mbarrier.init(v_ready.index(i), count=1)
         mbarrier.init(kv_empty.index(i), count=CONSUMERS)  # every consumer releases a slot
 
-    p = (Q + row * sqb + head * sqh + q_start * sqs, K + row * skb + kv_head * skh + k_start * sks,
-         V + row * svb + kv_head * svh + k_start * svs, sqs, sks, svs, q_smem, k_smem, v_smem,
-         q_bars, k_ready, v_ready, kv_empty,
-         O, LSE, row * sob + head * soh + q_start * sos, head * lse_sh + row * lse_sb + q_start, sos,
-         m0, lo, hi, n, len_q, len_k, prefix, sm_scale, v_scale)
+    p = ((LenQ, LenK, n_heads, n_seq), Q, K, V, O, LSE,
+         Row, QStart, KStart, sm_scale, v_scale, sqb, sqs, sqh, skb, sks, skh, svb, svs, svh, sob, sos, soh,
+         lse_sh, lse_sb, group, total, q_smem, k_smem, v_smem, q_bars, q_empty, k_ready, v_ready, kv_empty)
     # The producer is a whole warpgroup because setmaxnreg counts registers per warpgroup: with 4 of them at
     # maxnreg=128 the file is full, and Triton gives the default partition (consumer 0) what the workers leave:
     # 4 * 128 - 2 * 160 - 24 = 168. Asking for more than the file holds would stall setmaxnreg forever.
