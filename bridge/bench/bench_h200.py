@@ -110,15 +110,16 @@ def tflops(flops, ms):
 
 Fw = config.FwdConfig
 # Forward candidates per head dim (all bit-exact arithmetic; the tuner checks the bits against sglang). max_regs=128
-# lets two 8-warp programs share a multiprocessor (compiled without spills on triton 3.6). Earlier runs ruled out
-# 16 warps (Triton then caps registers at 128: 3x slower), 128x128 dK/dV tiles, split dK/dV launches and
-# tl.range(warp_specialize=True), which triton 3.6 cannot compile for these kernels (docs/bridge-h200.md).
+# lets two 8-warp programs share a multiprocessor (compiled without spills on triton 3.6); gluon_ws runs the
+# persistent warp-specialised Gluon forward (kernels/forward_ws_sm90.py) with that many K/V slots. Earlier runs ruled
+# out 16 warps (Triton then caps registers at 128: 3x slower), tl.range(warp_specialize=True), the Gluon forward at
+# D64, and its ping-pong, Q-in-registers and two-consumer variants (docs/bridge-h200.md).
+_T128 = Fw(128, 64, 8, 2, 3, max_regs=128, tma=True, exp_ftz=True)
 FWD_CANDIDATES = {
-    128: [Fw(128, 64, 8, 2, 3, max_regs=128, tma=True), Fw(128, 64, 8, 2, 1, max_regs=128, tma=True),
-          Fw(128, 64, 8, 2, 3, max_regs=128, tma=False), Fw(128, 64, 8, 3, 3, max_regs=128, tma=True),
-          Fw(64, 64, 4, 3, 3)],
-    64: [Fw(64, 64, 4, 3, 2), Fw(64, 64, 4, 3, 3), Fw(64, 64, 4, 4, 3), Fw(128, 64, 8, 2, 3, max_regs=128),
-         Fw(128, 64, 8, 2, 2, max_regs=128)],
+    128: [replace(_T128, gluon_ws=4), replace(_T128, gluon_ws=3), replace(_T128, gluon_ws=4, exp_ftz=False), _T128,
+          replace(_T128, exp_ftz=False)],
+    64: [Fw(64, 64, 4, 3, 2, exp_ftz=True), Fw(64, 64, 4, 3, 2), Fw(64, 64, 4, 3, 3, exp_ftz=True),
+         Fw(64, 64, 4, 4, 2, exp_ftz=True), Fw(128, 64, 8, 2, 2, max_regs=128, exp_ftz=True)],
 }
 # The fast_fwd column: the same kernel with FlashAttention's arithmetic (exp2, P.V accumulated in place), NOT
 # bit-exact with sglang; the fastest such config of the tuning runs. It shows what exactness costs.
@@ -202,7 +203,8 @@ def tune_fwd(d, cases, ref, log):
             print(f"tune fwd D{d} {c}: ERROR {e!r}"[:300], flush=True)
             continue
         exact[c] = bool(torch.equal(o, ref)) if ref is not None else None
-        log.append(dict(kind=f"fwd D{d}", cfg=str(c), compiled=compiled_info(attn_fwd_kernel), bitexact=exact[c]))
+        kernel = ops.attn_fwd_ws_sm90_kernel if c.gluon_ws else attn_fwd_kernel
+        log.append(dict(kind=f"fwd D{d}", cfg=str(c), compiled=compiled_info(kernel), bitexact=exact[c]))
         print(f"tune fwd D{d} {c}: bit-exact with sglang: {exact[c]}", flush=True)
         for name, q, k, v, lay in cases:
             runs[c, name] = _with(d, lambda q=q, k=k, v=v, lay=lay: ops.forward(q, k, v, lay, d ** -0.5, True),

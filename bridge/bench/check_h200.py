@@ -5,7 +5,7 @@
 2. bf16/fp16 forward+backward against a float32 reference with FlashAttention's rule:
    max|kernel - ref32| <= 2 * max|torch_same_dtype - ref32| + atol, fresh random inputs per check;
 3. determinism: 10 backward runs, bitwise identical dQ/dK/dV; TMA tile loads and masked loads give the same bits;
-   the Gluon dK/dV kernel agrees with the Triton one;
+   the Gluon forward and dK/dV kernels agree with the Triton ones (and exp_ftz with plain exp);
 4. end to end: a tiny random-weight Qwen3 in bf16 trains a few steps with the bridge next to eager; packed batch
    equals separate sequences.
 """
@@ -130,13 +130,49 @@ def tma_paths():
         used = ops._use_tma(True, q, k, v)
         outs = []
         do = torch.randn_like(q)
-        for tma in (True, False):
-            config.set_config(d, fwd=replace(saved[0], tma=tma), bwd=replace(saved[1], tma=tma, tma2=tma))
+        for tma in (True, False):  # the Triton forward (the Gluon one always loads by TMA: gluon-fwd below)
+            config.set_config(d, fwd=replace(saved[0], tma=tma, gluon_ws=0),
+                              bwd=replace(saved[1], tma=tma, tma2=tma))
             o, lse = ops.forward(q, k, v, lay, d ** -0.5, True)
             outs.append((o, lse, *ops.backward(do, q, k, v, o, lse, lay, d ** -0.5, True)))
         config.set_config(d, fwd=saved[0], bwd=saved[1])
         same = [n for n, a, b in zip(("o", "lse", "dq", "dk", "dv"), *outs) if torch.equal(a, b)]
         record("tma-paths", label, used and len(same) == 5, f"TMA used={used}; bitwise equal: {', '.join(same)}")
+
+
+def gluon_fwd():
+    """The Gluon forward (Hopper, persistent, warp-specialised) against the Triton forward, and exp_ftz on against
+    off, on the same inputs: bitwise equal o and LSE. Cases the speed shapes do not reach: a cached prefix
+    (len_k > len_q), a 1-token sequence, fp16, non-causal, and logits scaled x20 / x40 so that many probabilities
+    fall below 2^-126 (where exp_ftz returns 0 instead of a subnormal)."""
+    d = 128
+    for label, lq, lk, hq, hkv, dtype, causal, mul in (
+            ("32/8 packed q*20", [700, 64, 1, 1500, 333], None, 32, 8, torch.bfloat16, True, 20.0),
+            ("8/2 1x3000 q*40", [3000], None, 8, 2, torch.bfloat16, True, 40.0),
+            ("16/4 prefix 300+200,700+129,1+63", [300, 700, 1], [500, 829, 64], 16, 4, torch.bfloat16, True, 1.0),
+            ("16/16 1x3000 fp16", [3000], None, 16, 16, torch.float16, True, 1.0),
+            ("8/8 non-causal q*20", [513, 640], None, 8, 8, torch.bfloat16, False, 20.0)):
+        lk = lk or lq
+        q = torch.randn(1, sum(lq), hq, d, device="cuda", dtype=dtype) * mul
+        k = torch.randn(1, sum(lk), hkv, d, device="cuda", dtype=dtype)
+        v = torch.randn_like(k)
+        cq, ck = (torch.tensor([0] + x, device="cuda").cumsum(0).to(torch.int32) for x in (lq, lk))
+        lay = layout.from_cu_seqlens(cq, ck, sum(lq), sum(lk))
+        saved = config.fwd_config(d)
+        used = ops._use_gluon_fwd(saved, q, k, v, None, 0.0, True)
+        outs = {}
+        for name, cfg in (("gluon", saved), ("triton", replace(saved, gluon_ws=0)),
+                          ("triton-noftz", replace(saved, gluon_ws=0, exp_ftz=False))):
+            config.set_config(d, fwd=cfg)
+            outs[name] = ops.forward(q, k, v, lay, d ** -0.5, causal)
+        config.set_config(d, fwd=saved)
+        again = ops.forward(q, k, v, lay, d ** -0.5, causal)
+        same = {n: torch.equal(outs[n][0], outs["gluon"][0]) and torch.equal(outs[n][1], outs["gluon"][1])
+                for n in ("triton", "triton-noftz")}
+        repeat = all(torch.equal(a, b) for a, b in zip(again, outs["gluon"]))
+        record("gluon-fwd", label, used and all(same.values()) and repeat,
+               f"used={used} o,lse bitwise equal to Triton: {same['triton']}, to Triton without exp_ftz: "
+               f"{same['triton-noftz']}; repeatable={repeat}")
 
 
 def gluon_dkdv():
@@ -241,6 +277,7 @@ def main():
     os.environ["SGLANG_ATTN_BRIDGE_FORWARD"] = "auto"
     determinism()
     tma_paths()
+    gluon_fwd()
     gluon_dkdv()
     end_to_end()
     os.makedirs(OUT, exist_ok=True)

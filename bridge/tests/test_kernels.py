@@ -3,6 +3,8 @@
 Shapes are small because the kernels run in the Triton interpreter here; the same code runs on the GPU in bench/.
 """
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -147,6 +149,42 @@ def test_gluon_dkdv_only_where_it_can_run(monkeypatch):
     assert "3.9.0" in ops.gluon_unavailable(cpu)
     monkeypatch.setattr(ops, "dkdv_sm90_kernel", None)
     assert ops.gluon_unavailable(cpu) == "this Triton has no usable Gluon"
+
+
+def test_gluon_forward_only_where_it_can_run(monkeypatch):
+    """The Gluon forward takes only what it implements (output wanted, no window or softcap, head dim 64/128, 16-bit
+    types, sglang's arithmetic) on a device Gluon runs on; everything else goes to the Triton forward."""
+    from sglang_attn_bridge import config, ops
+
+    cfg = config.FwdConfig(128, 64, 8, 2, gluon_ws=4)
+    q = torch.zeros(1, 8, 4, 128, dtype=torch.bfloat16)
+    k = v = torch.zeros(1, 8, 2, 128, dtype=torch.bfloat16)
+    monkeypatch.setattr(ops, "gluon_unavailable", lambda device: "")  # as if on a Hopper GPU with Triton 3.6
+    monkeypatch.setattr(config, "interpreting", lambda: False)
+    monkeypatch.setattr(ops, "_use_tma", lambda wanted, *ts: True)
+    assert ops._use_gluon_fwd(cfg, q, k, v, None, 0.0, True)
+    assert not ops._use_gluon_fwd(cfg, q, k, v, 127, 0.0, True)  # window
+    assert not ops._use_gluon_fwd(cfg, q, k, v, None, 30.0, True)  # softcap
+    assert not ops._use_gluon_fwd(cfg, q, k, v, None, 0.0, False)  # LSE only
+    assert not ops._use_gluon_fwd(replace(cfg, gluon_ws=0), q, k, v, None, 0.0, True)
+    assert not ops._use_gluon_fwd(replace(cfg, exact=False), q, k, v, None, 0.0, True)
+    assert not ops._use_gluon_fwd(cfg, q.float(), k.float(), v.float(), None, 0.0, True)
+    assert not ops._use_gluon_fwd(cfg, q[..., :80], k[..., :80], v[..., :80], None, 0.0, True)
+    monkeypatch.setattr(ops, "gluon_unavailable", lambda device: "it needs a Hopper (sm_90) GPU: wgmma")
+    assert not ops._use_gluon_fwd(cfg, q, k, v, None, 0.0, True)
+
+
+def test_exp_ftz_is_ignored_off_nvidia(monkeypatch):
+    """exp_ftz is inline PTX: off NVIDIA (the CPU interpreter here, also ROCm) the forward must take the plain exp,
+    not fail to compile."""
+    from sglang_attn_bridge import config, ops
+
+    q, k, v, lay, _, _ = _packed_case([70, 33], [70, 33], 4, 2, 64, torch.float32)
+    outs = []
+    for ftz in (False, True):
+        monkeypatch.setattr(config, "INTERPRETER_FWD", config.FwdConfig(32, 64, 4, 1, exp_ftz=ftz))
+        outs.append(ops.forward(q, k, v, lay, 0.125, True))
+    assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
 
 
 def test_interior_3_runs_as_interior_1_off_nvidia(monkeypatch):

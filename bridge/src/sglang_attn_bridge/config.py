@@ -27,10 +27,14 @@ class FwdConfig:
     tma: bool = False  # Q/K/V tiles through TMA descriptors where the GPU has the copy engine (same values)
     max_regs: int = 0  # cap on registers per thread (Triton's maxnreg), 0 = none: trades spills for resident programs
     exact: bool = True  # False: exp2/in-place P.V arithmetic (faster, NOT bit-exact with sglang; bench yardstick)
-    # (K/V ring slots, exp_ftz) of kernels/forward_ws_sm90.py, the warp-specialised Hopper forward (a TMA producer
-    # warp, two consumer warpgroups of 64 rows), used where it applies; () = never. Elsewhere (other GPUs, window,
-    # softcap, LSE only) the Triton forward runs with the fields above.
-    gluon_ws: tuple = ()
+    # exp as ex2.approx.ftz (NVIDIA only): probabilities below 2^-126 become 0 rather than subnormal, three
+    # instructions fewer per score. Bits equal sglang's in every check, adversarial logit scales included; in theory
+    # they could differ only where an output element's accumulator is itself below ~2^-100 (docs/bridge-design.md).
+    exp_ftz: bool = False
+    # K/V ring slots of kernels/forward_ws_sm90.py, the persistent warp-specialised Hopper forward (a TMA producer,
+    # three consumer warpgroups of 64 rows); 0 = never. Where it does not apply (other GPUs, window, softcap, LSE
+    # only) the Triton forward runs with the fields above.
+    gluon_ws: int = 0
 
 
 @dataclass(frozen=True)
@@ -61,9 +65,12 @@ class BwdConfig:
 GPU_FWD = {
     16: FwdConfig(128, 64, 4, 2),
     32: FwdConfig(128, 64, 4, 2),
-    64: FwdConfig(64, 64, 4, 3, interior=2),  # 0.86 / 0.37 ms
-    # 1.33 / 0.66 ms (interior=1: 1.38 / 0.68; masked loads, no cap: 1.65 / 0.71)
-    128: FwdConfig(128, 64, 8, 2, interior=3, tma=True, max_regs=128),
+    # 0.77 / 0.37 ms with exp_ftz (0.88 / 0.41 without; the Gluon forward: 1.06 / 0.55, too little matrix work per
+    # score at D64 to hide three warpgroups' softmax)
+    64: FwdConfig(64, 64, 4, 3, interior=2, exp_ftz=True),
+    # the Gluon forward, 4 K/V slots: 1.13 / 0.55 ms (32/8 heads, 1x8192 / packed); the Triton fields serve LSE-only,
+    # window and softcap calls: 1.27 / 0.63 ms with exp_ftz (1.33 / 0.65 without)
+    128: FwdConfig(128, 64, 8, 2, interior=3, tma=True, max_regs=128, exp_ftz=True, gluon_ws=4),
     256: FwdConfig(64, 64, 8, 1),
 }
 GPU_BWD = {

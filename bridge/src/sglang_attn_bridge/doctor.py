@@ -104,6 +104,8 @@ def main(argv=None) -> int:
     from .ops import gluon_unavailable
 
     why = gluon_unavailable(torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu"))
+    _line("INFO", "in-tree fwd", "in Triton: no Gluon kernel, " + why if why else "in Gluon on this Hopper GPU at "
+          "head dim 128 (persistent, warp-specialised; no window/softcap; Triton otherwise)")
     _line("INFO", "backward", "in-tree FA2 (varlen, GQA per KV head, no atomics); dK/dV "
           + (f"in Triton: no Gluon kernel, {why}" if why else "in Gluon on this Hopper GPU (head dim 64/128, "
              "no window/softcap; Triton otherwise)"))

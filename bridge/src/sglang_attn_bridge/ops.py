@@ -94,9 +94,14 @@ def _use_gluon_fwd(cfg: config.FwdConfig, q, k, v, window, softcap, compute_o) -
     return _use_tma(True, q, k, v)
 
 
+def _ptx(q: torch.Tensor) -> bool:
+    """Inline PTX runs: an NVIDIA GPU (not ROCm, not the CPU interpreter)."""
+    return q.device.type == "cuda" and not torch.version.hip and not config.interpreting()
+
+
 def _interior(interior: int, q: torch.Tensor) -> int:
     """interior=3 is inline PTX (mul.rn): NVIDIA only; elsewhere the select of interior=1 gives the same rounding."""
-    return 1 if interior == 3 and (q.device.type != "cuda" or torch.version.hip) else interior
+    return 1 if interior == 3 and not _ptx(q) else interior
 
 
 @functools.cache
@@ -139,14 +144,13 @@ def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softc
     strides = (q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
                v.stride(0), v.stride(1), v.stride(2), o_arg.stride(0), o_arg.stride(1), o_arg.stride(2))
     if _use_gluon_fwd(cfg, q, k, v, window, softcap, compute_o):
-        stages, exp_ftz = cfg.gluon_ws
         items = Hq * lay.n * triton.cdiv(lay.max_q, 192)
         # persistent: one program per multiprocessor; 4 warpgroups at maxnreg=128 fill the register file, which the
         # kernel splits between them (setmaxnreg)
         attn_fwd_ws_sm90_kernel[(min(items, _sm_count(q.device)),)](
             q, k, v, o, lse, *_lay_args(lay), float(scale), 1.0, *strides, lse.stride(0), Sq, Hq // Hkv,
             Hq, lay.n, items,
-            HEAD_DIM=D, STAGES=stages, IS_CAUSAL=bool(causal), INTERIOR=cfg.interior, EXP_FTZ=bool(exp_ftz),
+            HEAD_DIM=D, STAGES=cfg.gluon_ws, IS_CAUSAL=bool(causal), INTERIOR=cfg.interior, EXP_FTZ=cfg.exp_ftz,
             num_warps=4, maxnreg=128,
         )
         return o, lse
@@ -160,7 +164,7 @@ def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softc
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
         IS_CAUSAL=bool(causal), WINDOW=_window(window), SOFTCAP=float(softcap or 0.0),
         COMPUTE_O=bool(compute_o), INTERIOR=_interior(cfg.interior, q), DOT_PREC=_prec(q.dtype),
-        TMA=_use_tma(cfg.tma, q, k, v), FAST=not cfg.exact and not softcap,
+        TMA=_use_tma(cfg.tma, q, k, v), FAST=not cfg.exact and not softcap, EXP_FTZ=cfg.exp_ftz and _ptx(q),
         num_warps=cfg.num_warps, num_stages=cfg.num_stages, **_max_regs(cfg.max_regs),
     )
     return o, lse

@@ -49,12 +49,23 @@ def _mul_rn(x, y):
 
 
 @triton.jit
+def exp_ftz(x):
+    """Natural exp as Triton lowers tl.exp (x * log2(e) rounded to fp32, then ex2.approx) but with results below
+    2^-126 flushed to zero instead of made subnormal: three instructions fewer per score (GPU only: inline PTX). The
+    output bits are sglang's wherever no output element's accumulator is itself below ~2^-100 (a subnormal
+    probability adds nothing to a denominator of at least 1 nor to a larger accumulator); see config.exp_ftz."""
+    return tl.inline_asm_elementwise("{ .reg .f32 t; mul.f32 t, $1, 0f3FB8AA3B; ex2.approx.ftz.f32 $0, t; }",
+                                     "=r,r", [x], dtype=tl.float32, is_pure=True, pack=1)
+
+
+@triton.jit
 def _fwd_tile(
     acc, deno, e_max, q, k_rows, v_rows, start_n, offs_m, offs_n, mask_m,
     len_k, prefix, sm_scale, sks, svs,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr,
     IS_CAUSAL: tl.constexpr, WINDOW: tl.constexpr, SOFTCAP: tl.constexpr,
     COMPUTE_O: tl.constexpr, MASK: tl.constexpr, DOT_PREC: tl.constexpr, TMA: tl.constexpr,
+    EXP_FTZ: tl.constexpr,
 ):
     offs_kn = start_n + offs_n
     mask_n = offs_kn < len_k
@@ -75,8 +86,12 @@ def _fwd_tile(
     row_max = tl.max(qk, 1)
     row_max = tl.where(row_max == float("-inf"), -1e20, row_max)
     n_e_max = tl.maximum(row_max, e_max)
-    re_scale = tl.exp(e_max - n_e_max)
-    p = tl.exp(qk - n_e_max[:, None])
+    if EXP_FTZ:
+        re_scale = exp_ftz(e_max - n_e_max)
+        p = exp_ftz(qk - n_e_max[:, None])
+    else:
+        re_scale = tl.exp(e_max - n_e_max)
+        p = tl.exp(qk - n_e_max[:, None])
     deno = deno * re_scale + tl.sum(p, 1)
     if COMPUTE_O:
         v = tiles.load(v_rows, start_n, len_k, svs, BLOCK_N, BLOCK_D, HEAD_DIM, TMA)
@@ -127,7 +142,7 @@ def attn_fwd_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     IS_CAUSAL: tl.constexpr, WINDOW: tl.constexpr, SOFTCAP: tl.constexpr,
     COMPUTE_O: tl.constexpr, INTERIOR: tl.constexpr, DOT_PREC: tl.constexpr,
-    TMA: tl.constexpr, FAST: tl.constexpr = False,
+    TMA: tl.constexpr, FAST: tl.constexpr = False, EXP_FTZ: tl.constexpr = False,
 ):
     head, seq, len_q, m0 = varlen.query_block(LenQ, BLOCK_M)
     if m0 < 0:
@@ -188,13 +203,14 @@ def attn_fwd_kernel(
             acc, deno, e_max = _fwd_tile(
                 acc, deno, e_max, q, k_rows, v_rows, start_n, offs_m, offs_n, mask_m, len_k, prefix, sm_scale,
                 sks, svs, HEAD_DIM, BLOCK_D, BLOCK_N, IS_CAUSAL, WINDOW, SOFTCAP, COMPUTE_O, INTERIOR_MASK,
-                DOT_PREC, TMA,
+                DOT_PREC, TMA, EXP_FTZ,
             )
         for start_n in range(full_hi, hi, BLOCK_N):
             start_n = tl.multiple_of(start_n, BLOCK_N)
             acc, deno, e_max = _fwd_tile(
                 acc, deno, e_max, q, k_rows, v_rows, start_n, offs_m, offs_n, mask_m, len_k, prefix, sm_scale,
                 sks, svs, HEAD_DIM, BLOCK_D, BLOCK_N, IS_CAUSAL, WINDOW, SOFTCAP, COMPUTE_O, 2, DOT_PREC, TMA,
+                EXP_FTZ,
             )
 
     lse_ptrs = LSE + head * lse_sh + row * lse_sb + q_start + offs_m
