@@ -89,7 +89,7 @@ def main(specs: list[str]) -> int:
         kind, *nums = spec.split(",")
         pos = [int(x) for x in nums if "=" not in x]
         extra = {kv.split("=")[0]: int(kv.split("=")[1]) for kv in nums if "=" in kv}
-        extra = {k: bool(v) if k in ("TMA", "COMPUTE_O", "FAST") else v for k, v in extra.items()}
+        extra = {k: bool(v) if k in ("TMA", "COMPUTE_O", "FAST", "EXP_FTZ") else v for k, v in extra.items()}
         try:
             regs, spills, smem = compile_report(kind, *pos, **extra)
             print(f"{spec:40} regs {regs} spills {spills} smem {smem}", flush=True)

@@ -95,17 +95,19 @@ def main(argv=None) -> int:
     try:
         kernel = select_forward()
         _line("PASS", "forward", f"sglang ({res.kernel.generation})" if kernel else
-              f"in-tree Triton (BLOCK_N 64, natural exp, fp32 acc; {FORWARD_ENV}={os.environ.get(FORWARD_ENV, 'auto')})")
+              f"in-tree (BLOCK_N 64, natural exp, fp32 acc; {FORWARD_ENV}={os.environ.get(FORWARD_ENV, 'auto')})")
     except Exception as e:
         _line("FAIL", "forward", str(e))
         problems += 1
     import torch
 
+    from . import config
     from .ops import gluon_unavailable
 
     why = gluon_unavailable(torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu"))
-    _line("INFO", "in-tree fwd", "in Triton: no Gluon kernel, " + why if why else "in Gluon on this Hopper GPU at "
-          "head dim 128 (persistent, warp-specialised; no window/softcap; Triton otherwise)")
+    dims = "/".join(str(d) for d, c in sorted(config.GPU_FWD.items()) if c.gluon_ws)
+    _line("INFO", "in-tree fwd", "in Triton: no Gluon kernel, " + why if why else f"in Gluon on this Hopper GPU at "
+          f"head dim {dims} (persistent, warp-specialised; no window/softcap; Triton otherwise)")
     _line("INFO", "backward", "in-tree FA2 (varlen, GQA per KV head, no atomics); dK/dV "
           + (f"in Triton: no Gluon kernel, {why}" if why else "in Gluon on this Hopper GPU (head dim 64/128, "
              "no window/softcap; Triton otherwise)"))
