@@ -1,4 +1,4 @@
-"""Launchers for the Triton kernels (and Gluon dK/dV on Hopper) on [B, S, H, D] views described by `Varlen`.
+"""Launchers for the Triton kernels (and the Gluon forward and dK/dV on Hopper) on [B, S, H, D] `Varlen` views.
 
 Tensors stay in the strided views transformers hands us (only the last dim must be contiguous), so a plain, padded or
 packed batch needs no gather/scatter copies. Block sizes come from `config`.

@@ -1,7 +1,7 @@
 """The bit-exact forward on Hopper, warp-specialised in Gluon: `forward.attn_fwd_kernel`'s arithmetic on FA3's schedule.
 
 Triton's forward keeps the tensor cores half idle: each warp waits on its own S = Q K^T before its softmax and on
-its P V before the next tile, and its softmax (sglang's: about ten instructions per score) competes for issue slots
+its P V before the next tile, and its softmax (sglang's: about eleven instructions per score) competes for issue slots
 with too few other warps. Here a persistent program (one per multiprocessor) walks work items of 3 x 64 query rows,
 heaviest first, and its warps take separate jobs:
 
@@ -40,10 +40,8 @@ def _load(desc, buf, bar, row, BLOCK: gl.constexpr, HEAD_DIM: gl.constexpr, pred
 
 @gluon.jit
 def _exp(x, EXP_FTZ: gl.constexpr):
-    """Natural exp as Triton lowers it (x * log2(e) rounded to fp32, then ex2.approx); EXP_FTZ flushes results below
-    2^-126 to zero rather than returning them subnormal: fewer instructions, and no bit of o or the LSE changed in
-    any check (such a probability adds nothing to a denominator of at least 1, nor to an accumulator that is not
-    itself near zero)."""
+    """Natural exp as Triton lowers it; EXP_FTZ: the same with ex2.approx.ftz, as `forward.exp_ftz` (why it keeps the
+    bits: there)."""
     if EXP_FTZ:
         return gl.inline_asm_elementwise("{ .reg .f32 t; mul.f32 t, $1, 0f3FB8AA3B; ex2.approx.ftz.f32 $0, t; }",
                                          "=r,r", [x], dtype=gl.float32, is_pure=True, pack=1)
