@@ -6,8 +6,9 @@ Triton version the GPU machine runs, installed aside, e.g.
   pip download --no-deps --only-binary=:all: -d /tmp/t triton==3.6.0
   pip install --no-deps --target /tmp/t36 /tmp/t/*.whl
   PYTHONPATH=/tmp/t36:bridge/src python3 bridge/bench/regs_sm90.py dkdv,128,32,64,4,3 fwd,128,128,64,8,2,max_regs=128
-Each spec: kernel (fwd|dkdv|dq|gluon-dkdv), head dim, BLOCK_M, BLOCK_N, warps, stages (ignored by gluon-dkdv), then
-optional k=v (TMA=0, INTERIOR=2, max_regs=128, ...). Shapes: one sequence of 8192 tokens, 32/8 heads, bf16, causal.
+Each spec: kernel (fwd|dkdv|dq|gluon-dkdv|gluon-fwd-ws), head dim, BLOCK_M, BLOCK_N, warps, stages (the Gluon
+kernels ignore stages; gluon-fwd-ws takes STAGES=, EXP_FTZ=, INTERIOR=), then optional k=v (TMA=0, INTERIOR=2,
+max_regs=128, ...). Shapes: one sequence of 8192 tokens, 32/8 heads, bf16, causal.
 """
 
 from __future__ import annotations
@@ -80,19 +81,22 @@ def compile_report(kind: str, d: int, block_m: int, block_n: int, warps: int, st
     log = out.stdout + out.stderr
     regs = re.search(r"Used (\d+) registers", log)
     spills = re.search(r"(\d+) bytes spill stores", log)
-    return int(regs.group(1)) if regs else None, int(spills.group(1)) if spills else None, k.metadata.shared
+    # device-built TMA descriptors: each site has its own scratch slot (the Gluon forward relies on two sets)
+    descs = k.asm["ptx"].count("tensormap.cp_fenceproxy")
+    return int(regs.group(1)) if regs else None, int(spills.group(1)) if spills else None, k.metadata.shared, descs
 
 
 def main(specs: list[str]) -> int:
-    print(f"triton {triton.__version__}, sm_90a: registers/thread, spill-store bytes, shared bytes")
+    print(f"triton {triton.__version__}, sm_90a: registers/thread, spill-store bytes, shared bytes, "
+          "TMA descriptor sites")
     for spec in specs:
         kind, *nums = spec.split(",")
         pos = [int(x) for x in nums if "=" not in x]
         extra = {kv.split("=")[0]: int(kv.split("=")[1]) for kv in nums if "=" in kv}
         extra = {k: bool(v) if k in ("TMA", "COMPUTE_O", "FAST", "EXP_FTZ") else v for k, v in extra.items()}
         try:
-            regs, spills, smem = compile_report(kind, *pos, **extra)
-            print(f"{spec:40} regs {regs} spills {spills} smem {smem}", flush=True)
+            regs, spills, smem, descs = compile_report(kind, *pos, **extra)
+            print(f"{spec:40} regs {regs} spills {spills} smem {smem} descriptor sites {descs}", flush=True)
         except Exception as e:  # a config Triton rejects: say so and go on
             print(f"{spec:40} ERROR {str(e).splitlines()[0][:200]}", flush=True)
     return 0

@@ -249,7 +249,9 @@ def _producer(p, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, IS_CAUSAL: gl.con
             for c in gl.static_range(CONSUMERS):
                 mbarrier.wait(q_empty.index(qb * CONSUMERS + c), ((live // 2) & 1) ^ 1)
             # item live-2 used this buffer's descriptors too: all its copies have landed (q_empty), so two sets of
-            # descriptors (two call sites, two scratch slots) taken in turn are never rewritten under a copy
+            # descriptors taken in turn are never rewritten under a copy. The two branches below are the two sets:
+            # each builds its own (6 tensormap sites, 768 bytes of scratch under triton 3.6). Do not merge them: a
+            # helper that only returns descriptors from the branches gets folded into one set (3 sites).
             row = gl.load(Row + seq).to(gl.int64)
             q_base = Q + row * sqb + head * sqh + gl.load(QStart + seq).to(gl.int64) * sqs
             k_start = gl.load(KStart + seq).to(gl.int64)
