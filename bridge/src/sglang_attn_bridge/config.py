@@ -2,8 +2,9 @@
 
 The forward's BLOCK_N is fixed at 64 on every device: it fixes the order of the softmax reduction, which is what
 makes our forward agree bit for bit with sglang's deterministic kernel. On the H200 the bits did not depend on
-BLOCK_M (64 or 128), warps or pipeline stages (bench/check_h200.py and the bench's tuning check torch.equal against
-sglang for every forward variant), so those are tuned freely; `interior` is the one knob that can change bits.
+BLOCK_M (64, 128 or the Gluon forward's 3 x 64), warps, pipeline stages or K/V slots (bench/check_h200.py and the
+bench's tuning check torch.equal against sglang for every forward variant), so those are tuned freely; `interior`
+can change bits (only 2, at D128) and `exp_ftz` could in a degenerate case (its comment below).
 The interpreter (TRITON_INTERPRET=1, CPU) gets small tiles so the tests stay fast.
 """
 
