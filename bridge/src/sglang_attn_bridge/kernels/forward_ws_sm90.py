@@ -188,7 +188,8 @@ def _consume(p, WG: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, 
             o = acc / gl.expand_dims(gl.convert_layout(deno, acc_rows), 1) * v_scale
             offs_om = mr + gl.arange(0, BLOCK_M, layout=acc_rows)
             offs_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, acc_layout))
-            o_ptrs = (O + row * sob + head * soh + q_start * sos + gl.expand_dims(offs_om, 1) * sos
+            # rows in int64 (q_start is): a long sequence's row x stride can pass 2^31
+            o_ptrs = (O + row * sob + head * soh + gl.expand_dims(q_start + offs_om, 1) * sos
                       + gl.expand_dims(offs_d, 0))
             gl.store(o_ptrs, o.to(dtype), mask=gl.expand_dims(offs_om < len_q, 1))
             t += n
