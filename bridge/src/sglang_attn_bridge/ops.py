@@ -21,9 +21,9 @@ from .layout import Varlen
 GLUON_TRITON = (3, 6)
 try:
     from .kernels.dkdv_sm90 import dkdv_sm90_kernel
-    from .kernels.forward_ws_sm90 import attn_fwd_ws_sm90_kernel
+    from .kernels.forward_ws_sm90 import ROWS as WS_ROWS, attn_fwd_ws_sm90_kernel
 except Exception:  # a Triton without Gluon, or whose Gluon cannot define them: the Triton kernels serve
-    dkdv_sm90_kernel = attn_fwd_ws_sm90_kernel = None
+    dkdv_sm90_kernel = attn_fwd_ws_sm90_kernel = WS_ROWS = None
 
 
 def _last_dim_contiguous(t: torch.Tensor) -> torch.Tensor:
@@ -70,28 +70,26 @@ def gluon_unavailable(device: torch.device) -> str:
     return ""
 
 
+def _gluon_case(q, window, softcap) -> bool:
+    """What both Gluon kernels cover: 16-bit types, head dim 64/128, no window or softcap, on a device Gluon runs on."""
+    return (not config.interpreting() and not gluon_unavailable(q.device) and window is None and not softcap
+            and q.shape[-1] in (64, 128) and q.dtype in (torch.float16, torch.bfloat16))
+
+
 def _use_gluon_dkdv(cfg: config.BwdConfig, q, k, v, do, window, softcap) -> bool:
-    """The Gluon dK/dV kernel covers 16-bit types, head dim 64/128, no window or softcap, and a token's query heads
-    side by side in memory (its TMA view spans a GQA group's heads) where it can run at all, for GQA groups of at
-    least `gluon_min_group`; elsewhere the Triton kernel runs."""
-    if not cfg.gluon_dkdv or config.interpreting() or gluon_unavailable(q.device):
-        return False
-    if q.shape[2] // k.shape[2] < cfg.gluon_min_group:
+    """The Gluon dK/dV kernel also needs a token's query heads side by side in memory (its TMA view spans a GQA
+    group's heads) and GQA groups of at least `gluon_min_group`; elsewhere the Triton kernel runs."""
+    if not cfg.gluon_dkdv or not _gluon_case(q, window, softcap) or q.shape[2] // k.shape[2] < cfg.gluon_min_group:
         return False
     D = q.shape[-1]
-    if window is not None or softcap or D not in (64, 128) or q.dtype not in (torch.float16, torch.bfloat16):
-        return False
     return q.stride(2) == D and do.stride(2) == D and _use_tma(True, q, k, v, do)
 
 
 def _use_gluon_fwd(cfg: config.FwdConfig, q, k, v, window, softcap, compute_o) -> bool:
-    """The warp-specialised Gluon forward covers sglang's arithmetic (cfg.exact) with output, 16-bit types, head dim
-    64/128 and no window or softcap, where Gluon runs at all; elsewhere the Triton forward runs."""
-    if not cfg.gluon_ws or not cfg.exact or not compute_o or config.interpreting() or gluon_unavailable(q.device):
-        return False
-    if window is not None or softcap or q.shape[-1] not in (64, 128) or q.dtype not in (torch.float16, torch.bfloat16):
-        return False
-    return _use_tma(True, q, k, v)
+    """The warp-specialised Gluon forward also needs sglang's arithmetic (cfg.exact) and the output wanted (not the
+    LSE-only pass); elsewhere the Triton forward runs."""
+    return (bool(cfg.gluon_ws) and cfg.exact and compute_o and _gluon_case(q, window, softcap)
+            and _use_tma(True, q, k, v))
 
 
 def _ptx(q: torch.Tensor) -> bool:
@@ -144,7 +142,7 @@ def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softc
     strides = (q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
                v.stride(0), v.stride(1), v.stride(2), o_arg.stride(0), o_arg.stride(1), o_arg.stride(2))
     if _use_gluon_fwd(cfg, q, k, v, window, softcap, compute_o):
-        items = Hq * lay.n * triton.cdiv(lay.max_q, 192)
+        items = Hq * lay.n * triton.cdiv(lay.max_q, WS_ROWS.value)
         # persistent: one program per multiprocessor; 4 warpgroups at maxnreg=128 fill the register file, which the
         # kernel splits between them (setmaxnreg)
         attn_fwd_ws_sm90_kernel[(min(items, _sm_count(q.device)),)](

@@ -59,6 +59,14 @@ def exp_ftz(x):
 
 
 @triton.jit
+def _exp(x, FTZ: tl.constexpr):
+    if FTZ:
+        return exp_ftz(x)
+    else:
+        return tl.exp(x)
+
+
+@triton.jit
 def _fwd_tile(
     acc, deno, e_max, q, k_rows, v_rows, start_n, offs_m, offs_n, mask_m,
     len_k, prefix, sm_scale, sks, svs,
@@ -86,12 +94,8 @@ def _fwd_tile(
     row_max = tl.max(qk, 1)
     row_max = tl.where(row_max == float("-inf"), -1e20, row_max)
     n_e_max = tl.maximum(row_max, e_max)
-    if EXP_FTZ:
-        re_scale = exp_ftz(e_max - n_e_max)
-        p = exp_ftz(qk - n_e_max[:, None])
-    else:
-        re_scale = tl.exp(e_max - n_e_max)
-        p = tl.exp(qk - n_e_max[:, None])
+    re_scale = _exp(e_max - n_e_max, EXP_FTZ)
+    p = _exp(qk - n_e_max[:, None], EXP_FTZ)
     deno = deno * re_scale + tl.sum(p, 1)
     if COMPUTE_O:
         v = tiles.load(v_rows, start_n, len_k, svs, BLOCK_N, BLOCK_D, HEAD_DIM, TMA)
