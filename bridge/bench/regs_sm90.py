@@ -34,7 +34,7 @@ TENSORS = {  # pointer arguments: element type, heads (None: not a [B, S, H, D] 
     "Q": ("bf16", HQ), "K": ("bf16", HKV), "V": ("bf16", HKV), "O": ("bf16", HQ), "DO": ("bf16", HQ),
     "DQ": ("bf16", HQ), "DK": ("bf16", HKV), "DV": ("bf16", HKV), "LSE": ("fp32", None), "Delta": ("fp32", None),
     "Row": ("i32", None), "QStart": ("i32", None), "KStart": ("i32", None), "LenQ": ("i32", None),
-    "LenK": ("i32", None),
+    "LenK": ("i32", None), "Sched": ("i32", None),
 }
 STRIDE_OF = {"q": "Q", "k": "K", "v": "V", "o": "O", "do": "DO", "dq": "DQ", "dk": "DK", "dv": "DV"}
 
@@ -46,7 +46,7 @@ def _value(name: str, d: int):
         heads = TENSORS[STRIDE_OF[m.group(1)]][1]
         return {"b": S * heads * d, "s": heads * d, "h": d}[m.group(2)]
     return {"sm_scale": 0.09, "v_scale": 1.0, "lse_sh": S, "lse_sb": S, "group": HQ // HKV, "n_heads": HQ, "n_seq": 1,
-            "total": HQ * 43}[name]
+            "total": HQ * 43, "n_blocks": 43, "group_pairs": HQ}[name]
 
 
 def compile_report(kind: str, d: int, block_m: int, block_n: int, warps: int, stages: int, **extra) -> tuple:

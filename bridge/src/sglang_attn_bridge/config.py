@@ -36,6 +36,10 @@ class FwdConfig:
     # three consumer warpgroups of 64 rows); 0 = never. Where it does not apply (other GPUs, window, softcap, LSE
     # only) the Triton forward runs with the fields above.
     gluon_ws: int = 0
+    # Gluon forward scheduling: 0 = static round-robin over items ordered heaviest block first across all (sequence,
+    # head) pairs; N > 0 = programs take items from an atomic counter, and pairs go in groups whose K/V fit in N MB of
+    # L2 (heaviest block first within a group). UNMEASURED: compiled for sm_90a only (branch lead/fwd-dynamic-schedule)
+    gluon_sched_mb: int = 0
 
 
 @dataclass(frozen=True)

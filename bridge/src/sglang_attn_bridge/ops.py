@@ -142,14 +142,21 @@ def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softc
     strides = (q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
                v.stride(0), v.stride(1), v.stride(2), o_arg.stride(0), o_arg.stride(1), o_arg.stride(2))
     if _use_gluon_fwd(cfg, q, k, v, window, softcap, compute_o):
-        items = Hq * lay.n * triton.cdiv(lay.max_q, WS_ROWS.value)
+        nblk = triton.cdiv(lay.max_q, WS_ROWS.value)
+        pairs = Hq * lay.n
+        items = pairs * nblk
+        group_pairs = pairs
+        if cfg.gluon_sched_mb:  # K and V bytes of one query head's KV head, shared by its GQA group
+            per_pair = lay.max_k * D * 2 * q.element_size() / (Hq // Hkv)
+            group_pairs = max(1, min(pairs, int(cfg.gluon_sched_mb * 2**20 // per_pair)))
+        sched = torch.zeros(1, dtype=torch.int32, device=q.device)
         # persistent: one program per multiprocessor; 4 warpgroups at maxnreg=128 fill the register file, which the
         # kernel splits between them (setmaxnreg)
         attn_fwd_ws_sm90_kernel[(min(items, _sm_count(q.device)),)](
             q, k, v, o, lse, *_lay_args(lay), float(scale), 1.0, *strides, lse.stride(0), Sq, Hq // Hkv,
-            Hq, lay.n, items,
+            Hq, lay.n, nblk, group_pairs, items, sched,
             HEAD_DIM=D, STAGES=cfg.gluon_ws, IS_CAUSAL=bool(causal), INTERIOR=cfg.interior, EXP_FTZ=cfg.exp_ftz,
-            num_warps=4, maxnreg=128,
+            DYNAMIC=bool(cfg.gluon_sched_mb), num_warps=4, maxnreg=128,
         )
         return o, lse
     grid = (Hq, lay.n, triton.cdiv(lay.max_q, cfg.block_m))

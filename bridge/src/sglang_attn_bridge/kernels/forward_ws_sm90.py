@@ -83,13 +83,17 @@ def _softmax(qk, e_max, deno, start_n, full_hi, offs_m, prefix, len_k, sm_scale,
 
 @gluon.jit
 def _item(it, a, IS_CAUSAL: gl.constexpr):
-    """Work item `it`: (head, sequence, first row m0, tiles n, len_q, len_k, last key hi). Items go block by block,
-    block 0 being each sequence's last (it sees the most keys); n is 0 for a block before a sequence's first."""
-    (LenQ, LenK, HQ, NSEQ) = a
-    blk = it // (HQ * NSEQ)
-    rest = it - blk * (HQ * NSEQ)
-    seq = rest // HQ
-    head = rest - seq * HQ
+    """Work item `it`: (head, sequence, first row m0, tiles n, len_q, len_k, last key hi). The (sequence, head) pairs
+    go in groups of GP (whose K/V fit in L2 together); within a group, block by block, block 0 being each
+    sequence's last (it sees the most keys); n is 0 for a block before a sequence's first."""
+    (LenQ, LenK, HQ, NSEQ, NBLK, GP) = a
+    g = it // (GP * NBLK)
+    rest = it - g * (GP * NBLK)
+    size = gl.minimum(GP, HQ * NSEQ - g * GP)
+    blk = rest // size
+    pair = g * GP + rest - blk * size
+    seq = pair // HQ
+    head = pair - seq * HQ
     len_q = gl.load(LenQ + seq)
     len_k = gl.load(LenK + seq)
     m0 = ((len_q + ROWS - 1) // ROWS - 1 - blk) * ROWS
@@ -101,12 +105,29 @@ def _item(it, a, IS_CAUSAL: gl.constexpr):
 
 
 @gluon.jit
+def _post(ring, item_ready, item_free, k, it):
+    """Producer: hand item `it` to the consumers through ring slot k % 2."""
+    mbarrier.wait(item_free.index(k % 2), ((k // 2) & 1) ^ 1)
+    ring.index(k % 2).store(gl.full([1], it, gl.int32, gl.BlockedLayout([1], [32], [4], [0])))
+    mbarrier.arrive(item_ready.index(k % 2), count=1)
+
+
+@gluon.jit
+def _take(ring, item_ready, item_free, k):
+    """Consumer: the item in ring slot k % 2."""
+    mbarrier.wait(item_ready.index(k % 2), (k // 2) & 1)
+    it = gl.max(ring.index(k % 2).load(gl.BlockedLayout([1], [32], [4], [0])), 0)
+    mbarrier.arrive(item_free.index(k % 2), count=1)
+    return it
+
+
+@gluon.jit
 def _consume(p, WG: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, IS_CAUSAL: gl.constexpr,
-             INTERIOR: gl.constexpr, EXP_FTZ: gl.constexpr):
+             INTERIOR: gl.constexpr, EXP_FTZ: gl.constexpr, DYNAMIC: gl.constexpr):
     """Consumer warpgroup WG: rows m0 + WG * 64 .. + 64 of each of the program's items."""
     (a, Q, K, V, O, LSE, Row, QStart, KStart, sm_scale, v_scale, sqb, sqs, sqh, skb, sks, skh, svb, svs, svh,
      sob, sos, soh, lse_sh, lse_sb, group, total, q_smem, k_smem, v_smem, q_bars, q_empty, k_ready, v_ready,
-     kv_empty) = p
+     kv_empty, Sched, ring, item_ready, item_free) = p
     dtype: gl.constexpr = q_smem.dtype
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, BLOCK_N, 16])
@@ -119,7 +140,12 @@ def _consume(p, WG: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, 
 
     t = 0  # K/V tiles taken so far: the ring position, the same count in every partition
     live = 0  # items with work so far: which Q buffer
-    for it in range(gl.program_id(0), total, gl.num_programs(0)):
+    k = 0  # items taken so far
+    if DYNAMIC:
+        it = _take(ring, item_ready, item_free, k)
+    else:
+        it = gl.program_id(0)
+    while it < total:
         head, seq, m0, n, len_q, len_k, hi = _item(it, a, IS_CAUSAL)
         if n > 0:
             prefix = len_k - len_q
@@ -194,6 +220,11 @@ def _consume(p, WG: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, 
             gl.store(o_ptrs, o.to(dtype), mask=gl.expand_dims(offs_om < len_q, 1))
             t += n
             live += 1
+        k += 1
+        if DYNAMIC:
+            it = _take(ring, item_ready, item_free, k)
+        else:
+            it += gl.num_programs(0)
 
 
 @gluon.jit
@@ -218,32 +249,38 @@ def _produce_item(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_read
 # The partitions; the workers' signatures must match.
 @gluon.jit
 def _consumer0(p, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, IS_CAUSAL: gl.constexpr, INTERIOR: gl.constexpr,
-               EXP_FTZ: gl.constexpr):
-    _consume(p, 0, HEAD_DIM, STAGES, IS_CAUSAL, INTERIOR, EXP_FTZ)
+               EXP_FTZ: gl.constexpr, DYNAMIC: gl.constexpr):
+    _consume(p, 0, HEAD_DIM, STAGES, IS_CAUSAL, INTERIOR, EXP_FTZ, DYNAMIC)
 
 
 @gluon.jit
 def _consumer1(p, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, IS_CAUSAL: gl.constexpr, INTERIOR: gl.constexpr,
-               EXP_FTZ: gl.constexpr):
-    _consume(p, 1, HEAD_DIM, STAGES, IS_CAUSAL, INTERIOR, EXP_FTZ)
+               EXP_FTZ: gl.constexpr, DYNAMIC: gl.constexpr):
+    _consume(p, 1, HEAD_DIM, STAGES, IS_CAUSAL, INTERIOR, EXP_FTZ, DYNAMIC)
 
 
 @gluon.jit
 def _consumer2(p, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, IS_CAUSAL: gl.constexpr, INTERIOR: gl.constexpr,
-               EXP_FTZ: gl.constexpr):
-    _consume(p, 2, HEAD_DIM, STAGES, IS_CAUSAL, INTERIOR, EXP_FTZ)
+               EXP_FTZ: gl.constexpr, DYNAMIC: gl.constexpr):
+    _consume(p, 2, HEAD_DIM, STAGES, IS_CAUSAL, INTERIOR, EXP_FTZ, DYNAMIC)
 
 
 @gluon.jit
 def _producer(p, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, IS_CAUSAL: gl.constexpr, INTERIOR: gl.constexpr,
-              EXP_FTZ: gl.constexpr):
+              EXP_FTZ: gl.constexpr, DYNAMIC: gl.constexpr):
     """Per item: wait until its Q buffer's previous item is fully done, build its descriptors, issue its copies."""
     (a, Q, K, V, O, LSE, Row, QStart, KStart, sm_scale, v_scale, sqb, sqs, sqh, skb, sks, skh, svb, svs, svh,
      sob, sos, soh, lse_sh, lse_sb, group, total, q_smem, k_smem, v_smem, q_bars, q_empty, k_ready, v_ready,
-     kv_empty) = p
+     kv_empty, Sched, ring, item_ready, item_free) = p
     t = 0
     live = 0
-    for it in range(gl.program_id(0), total, gl.num_programs(0)):
+    k = 0
+    if DYNAMIC:
+        it = gl.atomic_add(Sched, 1)
+        _post(ring, item_ready, item_free, k, it)
+    else:
+        it = gl.program_id(0)
+    while it < total:
         head, seq, m0, n, len_q, len_k, hi = _item(it, a, IS_CAUSAL)
         if n > 0:
             qb = live % 2
@@ -280,6 +317,12 @@ def _producer(p, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, IS_CAUSAL: gl.con
                     q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, kv_empty, qb, m0, n, len_q, t, HEAD_DIM,
                     STAGES)
             live += 1
+        k += 1
+        if DYNAMIC:
+            it = gl.atomic_add(Sched, 1)
+            _post(ring, item_ready, item_free, k, it)
+        else:
+            it += gl.num_programs(0)
 
 
 @gluon.jit
@@ -288,9 +331,9 @@ def attn_fwd_ws_sm90_kernel(
     Row, QStart, KStart, LenQ, LenK,
     sm_scale, v_scale,
     sqb, sqs, sqh, skb, sks, skh, svb, svs, svh, sob, sos, soh,
-    lse_sh, lse_sb, group, n_heads, n_seq, total,
+    lse_sh, lse_sb, group, n_heads, n_seq, n_blocks, group_pairs, total, Sched,
     HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, IS_CAUSAL: gl.constexpr, INTERIOR: gl.constexpr,
-    EXP_FTZ: gl.constexpr,
+    EXP_FTZ: gl.constexpr, DYNAMIC: gl.constexpr,
 ):
     # grid: one program per multiprocessor (or per item, if fewer); items it = program, program + grid, ...
     dtype: gl.constexpr = Q.dtype.element_ty
@@ -313,15 +356,22 @@ def attn_fwd_ws_sm90_kernel(
         mbarrier.init(v_ready.index(i), count=1)
         mbarrier.init(kv_empty.index(i), count=CONSUMERS)  # every consumer releases a slot
 
-    p = ((LenQ, LenK, n_heads, n_seq), Q, K, V, O, LSE,
+    ring = gl.allocate_shared_memory(gl.int32, [2, 1], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
+    item_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    item_free = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(2):
+        mbarrier.init(item_ready.index(i), count=1)
+        mbarrier.init(item_free.index(i), count=CONSUMERS)
+    p = ((LenQ, LenK, n_heads, n_seq, n_blocks, group_pairs), Q, K, V, O, LSE,
          Row, QStart, KStart, sm_scale, v_scale, sqb, sqs, sqh, skb, sks, skh, svb, svs, svh, sob, sos, soh,
-         lse_sh, lse_sb, group, total, q_smem, k_smem, v_smem, q_bars, q_empty, k_ready, v_ready, kv_empty)
+         lse_sh, lse_sb, group, total, q_smem, k_smem, v_smem, q_bars, q_empty, k_ready, v_ready, kv_empty,
+         Sched, ring, item_ready, item_free)
     # The producer is a whole warpgroup because setmaxnreg counts registers per warpgroup: with 4 of them at
     # maxnreg=128 the file is full, and Triton gives the default partition (consumer 0) what the workers leave:
     # 4 * 128 - 2 * 160 - 24 = 168. Asking for more than the file holds would stall setmaxnreg forever.
     gl.warp_specialize([
-        (_consumer0, (p, HEAD_DIM, STAGES, IS_CAUSAL, INTERIOR, EXP_FTZ)),
-        (_consumer1, (p, HEAD_DIM, STAGES, IS_CAUSAL, INTERIOR, EXP_FTZ)),
-        (_consumer2, (p, HEAD_DIM, STAGES, IS_CAUSAL, INTERIOR, EXP_FTZ)),
-        (_producer, (p, HEAD_DIM, STAGES, IS_CAUSAL, INTERIOR, EXP_FTZ)),
+        (_consumer0, (p, HEAD_DIM, STAGES, IS_CAUSAL, INTERIOR, EXP_FTZ, DYNAMIC)),
+        (_consumer1, (p, HEAD_DIM, STAGES, IS_CAUSAL, INTERIOR, EXP_FTZ, DYNAMIC)),
+        (_consumer2, (p, HEAD_DIM, STAGES, IS_CAUSAL, INTERIOR, EXP_FTZ, DYNAMIC)),
+        (_producer, (p, HEAD_DIM, STAGES, IS_CAUSAL, INTERIOR, EXP_FTZ, DYNAMIC)),
     ], [4, 4, 4], [160, 160, 24])
