@@ -116,9 +116,9 @@ Fw = config.FwdConfig
 # D64, and its ping-pong, Q-in-registers and two-consumer variants (docs/bridge-h200.md).
 _T128 = Fw(128, 64, 8, 2, 3, max_regs=128, tma=True, exp_ftz=True)
 FWD_CANDIDATES = {
-    128: [replace(_T128, gluon_ws=4), replace(_T128, gluon_ws=4, gluon_sched_mb=24),
-          replace(_T128, gluon_ws=4, gluon_sched_mb=12), replace(_T128, gluon_ws=3), replace(_T128, gluon_ws=4, exp_ftz=False), _T128,
-          replace(_T128, exp_ftz=False)],
+    128: [replace(_T128, gluon_ws=4, gluon_group_mb=32), replace(_T128, gluon_ws=4, gluon_group_mb=16),
+          replace(_T128, gluon_ws=4), replace(_T128, gluon_ws=3, gluon_group_mb=32),
+          replace(_T128, gluon_ws=4, gluon_group_mb=32, exp_ftz=False), _T128, replace(_T128, exp_ftz=False)],
     64: [Fw(64, 64, 4, 3, 2, exp_ftz=True), Fw(64, 64, 4, 3, 2), Fw(64, 64, 4, 3, 3, exp_ftz=True),
          Fw(64, 64, 4, 4, 2, exp_ftz=True), Fw(128, 64, 8, 2, 2, max_regs=128, exp_ftz=True)],
 }

@@ -141,10 +141,11 @@ def tma_paths():
 
 
 def gluon_fwd():
-    """The Gluon forward (Hopper, persistent, warp-specialised) against the Triton forward, and exp_ftz on against
-    off, on the same inputs: bitwise equal o and LSE. Cases the speed shapes do not reach: a cached prefix
-    (len_k > len_q), a 1-token sequence, fp16, non-causal, and logits scaled x20 / x40 so that many probabilities
-    fall below 2^-126 (where exp_ftz returns 0 instead of a subnormal)."""
+    """The Gluon forward (Hopper, persistent, warp-specialised) against the Triton forward, exp_ftz on against off,
+    and the default L2 grouping against 1 MB groups (several, the last one partial), on the same inputs: bitwise
+    equal o and LSE. Cases the speed shapes do not reach: a cached prefix (len_k > len_q), a 1-token sequence, fp16,
+    non-causal, and logits scaled x20 / x40 so that many probabilities fall below 2^-126 (where exp_ftz returns 0
+    instead of a subnormal)."""
     d = 128
     for label, lq, lk, hq, hkv, dtype, causal, mul in (
             ("32/8 packed q*20", [700, 64, 1, 1500, 333], None, 32, 8, torch.bfloat16, True, 20.0),
@@ -161,18 +162,19 @@ def gluon_fwd():
         saved = config.fwd_config(d)
         used = ops._use_gluon_fwd(saved, q, k, v, None, 0.0, True)
         outs = {}
-        for name, cfg in (("gluon", saved), ("triton", replace(saved, gluon_ws=0)),
+        for name, cfg in (("gluon", saved), ("gluon-1mb", replace(saved, gluon_group_mb=1)),
+                          ("triton", replace(saved, gluon_ws=0)),
                           ("triton-noftz", replace(saved, gluon_ws=0, exp_ftz=False))):
             config.set_config(d, fwd=cfg)
             outs[name] = ops.forward(q, k, v, lay, d ** -0.5, causal)
         config.set_config(d, fwd=saved)
         again = ops.forward(q, k, v, lay, d ** -0.5, causal)
         same = {n: torch.equal(outs[n][0], outs["gluon"][0]) and torch.equal(outs[n][1], outs["gluon"][1])
-                for n in ("triton", "triton-noftz")}
+                for n in ("gluon-1mb", "triton", "triton-noftz")}
         repeat = all(torch.equal(a, b) for a, b in zip(again, outs["gluon"]))
         record("gluon-fwd", label, used and all(same.values()) and repeat,
                f"used={used} o,lse bitwise equal to Triton: {same['triton']}, to Triton without exp_ftz: "
-               f"{same['triton-noftz']}; repeatable={repeat}")
+               f"{same['triton-noftz']}, in 1 MB groups: {same['gluon-1mb']}; repeatable={repeat}")
 
 
 def gluon_dkdv():

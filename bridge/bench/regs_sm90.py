@@ -34,7 +34,7 @@ TENSORS = {  # pointer arguments: element type, heads (None: not a [B, S, H, D] 
     "Q": ("bf16", HQ), "K": ("bf16", HKV), "V": ("bf16", HKV), "O": ("bf16", HQ), "DO": ("bf16", HQ),
     "DQ": ("bf16", HQ), "DK": ("bf16", HKV), "DV": ("bf16", HKV), "LSE": ("fp32", None), "Delta": ("fp32", None),
     "Row": ("i32", None), "QStart": ("i32", None), "KStart": ("i32", None), "LenQ": ("i32", None),
-    "LenK": ("i32", None), "Sched": ("i32", None),
+    "LenK": ("i32", None), "Counter": ("i32", None),
 }
 STRIDE_OF = {"q": "Q", "k": "K", "v": "V", "o": "O", "do": "DO", "dq": "DQ", "dk": "DK", "dv": "DV"}
 

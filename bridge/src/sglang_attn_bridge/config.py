@@ -36,10 +36,9 @@ class FwdConfig:
     # three consumer warpgroups of 64 rows); 0 = never. Where it does not apply (other GPUs, window, softcap, LSE
     # only) the Triton forward runs with the fields above.
     gluon_ws: int = 0
-    # Gluon forward scheduling: 0 = static round-robin over items ordered heaviest block first across all (sequence,
-    # head) pairs; N > 0 = programs take items from an atomic counter, and pairs go in groups whose K/V fit in N MB of
-    # L2 (heaviest block first within a group). UNMEASURED: compiled for sm_90a only (branch lead/fwd-dynamic-schedule)
-    gluon_sched_mb: int = 0
+    # Gluon forward: programs take items in groups of (sequence, head) pairs whose K/V fit in this many MB of L2,
+    # heaviest block first within a group; 0 = one group of all pairs
+    gluon_group_mb: int = 0
 
 
 @dataclass(frozen=True)
@@ -73,9 +72,10 @@ GPU_FWD = {
     # 0.77 / 0.37 ms with exp_ftz (0.88 / 0.41 without; the Gluon forward: 1.06 / 0.55, too little matrix work per
     # score at D64 to hide three warpgroups' softmax)
     64: FwdConfig(64, 64, 4, 3, interior=2, exp_ftz=True),
-    # the Gluon forward, 4 K/V slots: 1.13 / 0.55 ms (32/8 heads, 1x8192 / packed); the Triton fields serve LSE-only,
-    # window and softcap calls: 1.27 / 0.63 ms with exp_ftz (1.33 / 0.65 without)
-    128: FwdConfig(128, 64, 8, 2, interior=3, tma=True, max_regs=128, exp_ftz=True, gluon_ws=4),
+    # the Gluon forward, 4 K/V slots, items in 32 MB groups: 1.14 / 0.72 ms (32/8 heads, 1x8192 / packed; the
+    # static round-robin it replaced: 1.18 / 0.72); the Triton fields serve LSE-only, window and softcap calls: 1.27 /
+    # 0.63 ms with exp_ftz (1.33 / 0.65 without)
+    128: FwdConfig(128, 64, 8, 2, interior=3, tma=True, max_regs=128, exp_ftz=True, gluon_ws=4, gluon_group_mb=32),
     256: FwdConfig(64, 64, 8, 1),
 }
 GPU_BWD = {

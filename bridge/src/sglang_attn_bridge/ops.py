@@ -146,17 +146,17 @@ def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softc
         pairs = Hq * lay.n
         items = pairs * nblk
         group_pairs = pairs
-        if cfg.gluon_sched_mb:  # K and V bytes of one query head's KV head, shared by its GQA group
+        if cfg.gluon_group_mb:  # K and V bytes per query head: its KV head's, shared by its GQA group
             per_pair = lay.max_k * D * 2 * q.element_size() / (Hq // Hkv)
-            group_pairs = max(1, min(pairs, int(cfg.gluon_sched_mb * 2**20 // per_pair)))
-        sched = torch.zeros(1, dtype=torch.int32, device=q.device)
+            group_pairs = max(1, min(pairs, int(cfg.gluon_group_mb * 2**20 // per_pair)))
+        counter = torch.zeros(1, dtype=torch.int32, device=q.device)  # the next item to take
         # persistent: one program per multiprocessor; 4 warpgroups at maxnreg=128 fill the register file, which the
         # kernel splits between them (setmaxnreg)
         attn_fwd_ws_sm90_kernel[(min(items, _sm_count(q.device)),)](
             q, k, v, o, lse, *_lay_args(lay), float(scale), 1.0, *strides, lse.stride(0), Sq, Hq // Hkv,
-            Hq, lay.n, nblk, group_pairs, items, sched,
+            Hq, lay.n, nblk, group_pairs, items, counter,
             HEAD_DIM=D, STAGES=cfg.gluon_ws, IS_CAUSAL=bool(causal), INTERIOR=cfg.interior, EXP_FTZ=cfg.exp_ftz,
-            DYNAMIC=bool(cfg.gluon_sched_mb), num_warps=4, maxnreg=128,
+            num_warps=4, maxnreg=128,
         )
         return o, lse
     grid = (Hq, lay.n, triton.cdiv(lay.max_q, cfg.block_m))

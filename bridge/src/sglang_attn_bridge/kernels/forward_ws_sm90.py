@@ -2,14 +2,18 @@
 
 Triton's forward keeps the tensor cores half idle: each warp waits on its own S = Q K^T before its softmax and on
 its P V before the next tile, and its softmax (sglang's: about eleven instructions per score) competes for issue slots
-with too few other warps. Here a persistent program (one per multiprocessor) walks work items of 3 x 64 query rows,
-heaviest first, and its warps take separate jobs:
+with too few other warps. Here a persistent program (one per multiprocessor) takes work items of 3 x 64 query rows
+from a global counter, heaviest first, and its warps take separate jobs:
 
-* a producer warpgroup (24 registers; one thread issues) builds each item's TMA descriptors and streams its Q tiles
-  and K/V tiles into a ring of STAGES slots, running ahead into the next item while the consumers finish one;
+* a producer warpgroup (24 registers; one thread issues) takes the next item from the counter and hands it to the
+  consumers through a 2-slot ring in shared memory, builds its TMA descriptors and streams its Q tiles and K/V tiles
+  into a ring of STAGES slots, running ahead into the next item while the consumers finish one;
 * three consumer warpgroups own 64 rows each. Per tile a consumer issues S_j = Q K_j^T and acc += P_j-1 V_j-1 back
   to back, then runs softmax(S_j) while P_j-1 V_j-1 is on the tensor cores; three of them (one warp each per
   scheduler) keep the tensor cores fed while the others' softmaxes run.
+
+A counter balances better than a fixed stride (a program that drew light items takes more), and the (sequence,
+head) pairs go in groups whose K/V fit in L2 (`FwdConfig.gluon_group_mb`), so the items in flight share keys.
 
 The per-row arithmetic is sglang's op for op (scale after the dot, natural exp, fp32 running max and denominator,
 P V accumulated onto `acc * rescale` by the tensor cores: the form Triton compiles sglang's expression to), over the
@@ -123,11 +127,11 @@ def _take(ring, item_ready, item_free, k):
 
 @gluon.jit
 def _consume(p, WG: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, IS_CAUSAL: gl.constexpr,
-             INTERIOR: gl.constexpr, EXP_FTZ: gl.constexpr, DYNAMIC: gl.constexpr):
+             INTERIOR: gl.constexpr, EXP_FTZ: gl.constexpr):
     """Consumer warpgroup WG: rows m0 + WG * 64 .. + 64 of each of the program's items."""
     (a, Q, K, V, O, LSE, Row, QStart, KStart, sm_scale, v_scale, sqb, sqs, sqh, skb, sks, skh, svb, svs, svh,
      sob, sos, soh, lse_sh, lse_sb, group, total, q_smem, k_smem, v_smem, q_bars, q_empty, k_ready, v_ready,
-     kv_empty, Sched, ring, item_ready, item_free) = p
+     kv_empty, Counter, ring, item_ready, item_free) = p
     dtype: gl.constexpr = q_smem.dtype
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, BLOCK_N, 16])
@@ -141,10 +145,7 @@ def _consume(p, WG: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, 
     t = 0  # K/V tiles taken so far: the ring position, the same count in every partition
     live = 0  # items with work so far: which Q buffer
     k = 0  # items taken so far
-    if DYNAMIC:
-        it = _take(ring, item_ready, item_free, k)
-    else:
-        it = gl.program_id(0)
+    it = _take(ring, item_ready, item_free, k)
     while it < total:
         head, seq, m0, n, len_q, len_k, hi = _item(it, a, IS_CAUSAL)
         if n > 0:
@@ -221,10 +222,7 @@ def _consume(p, WG: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, 
             t += n
             live += 1
         k += 1
-        if DYNAMIC:
-            it = _take(ring, item_ready, item_free, k)
-        else:
-            it += gl.num_programs(0)
+        it = _take(ring, item_ready, item_free, k)
 
 
 @gluon.jit
@@ -249,37 +247,34 @@ def _produce_item(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_read
 # The partitions; the workers' signatures must match.
 @gluon.jit
 def _consumer0(p, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, IS_CAUSAL: gl.constexpr, INTERIOR: gl.constexpr,
-               EXP_FTZ: gl.constexpr, DYNAMIC: gl.constexpr):
-    _consume(p, 0, HEAD_DIM, STAGES, IS_CAUSAL, INTERIOR, EXP_FTZ, DYNAMIC)
+               EXP_FTZ: gl.constexpr):
+    _consume(p, 0, HEAD_DIM, STAGES, IS_CAUSAL, INTERIOR, EXP_FTZ)
 
 
 @gluon.jit
 def _consumer1(p, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, IS_CAUSAL: gl.constexpr, INTERIOR: gl.constexpr,
-               EXP_FTZ: gl.constexpr, DYNAMIC: gl.constexpr):
-    _consume(p, 1, HEAD_DIM, STAGES, IS_CAUSAL, INTERIOR, EXP_FTZ, DYNAMIC)
+               EXP_FTZ: gl.constexpr):
+    _consume(p, 1, HEAD_DIM, STAGES, IS_CAUSAL, INTERIOR, EXP_FTZ)
 
 
 @gluon.jit
 def _consumer2(p, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, IS_CAUSAL: gl.constexpr, INTERIOR: gl.constexpr,
-               EXP_FTZ: gl.constexpr, DYNAMIC: gl.constexpr):
-    _consume(p, 2, HEAD_DIM, STAGES, IS_CAUSAL, INTERIOR, EXP_FTZ, DYNAMIC)
+               EXP_FTZ: gl.constexpr):
+    _consume(p, 2, HEAD_DIM, STAGES, IS_CAUSAL, INTERIOR, EXP_FTZ)
 
 
 @gluon.jit
 def _producer(p, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, IS_CAUSAL: gl.constexpr, INTERIOR: gl.constexpr,
-              EXP_FTZ: gl.constexpr, DYNAMIC: gl.constexpr):
+              EXP_FTZ: gl.constexpr):
     """Per item: wait until its Q buffer's previous item is fully done, build its descriptors, issue its copies."""
     (a, Q, K, V, O, LSE, Row, QStart, KStart, sm_scale, v_scale, sqb, sqs, sqh, skb, sks, skh, svb, svs, svh,
      sob, sos, soh, lse_sh, lse_sb, group, total, q_smem, k_smem, v_smem, q_bars, q_empty, k_ready, v_ready,
-     kv_empty, Sched, ring, item_ready, item_free) = p
+     kv_empty, Counter, ring, item_ready, item_free) = p
     t = 0
     live = 0
     k = 0
-    if DYNAMIC:
-        it = gl.atomic_add(Sched, 1)
-        _post(ring, item_ready, item_free, k, it)
-    else:
-        it = gl.program_id(0)
+    it = gl.atomic_add(Counter, 1)
+    _post(ring, item_ready, item_free, k, it)
     while it < total:
         head, seq, m0, n, len_q, len_k, hi = _item(it, a, IS_CAUSAL)
         if n > 0:
@@ -318,11 +313,8 @@ def _producer(p, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, IS_CAUSAL: gl.con
                     STAGES)
             live += 1
         k += 1
-        if DYNAMIC:
-            it = gl.atomic_add(Sched, 1)
-            _post(ring, item_ready, item_free, k, it)
-        else:
-            it += gl.num_programs(0)
+        it = gl.atomic_add(Counter, 1)
+        _post(ring, item_ready, item_free, k, it)
 
 
 @gluon.jit
@@ -331,11 +323,11 @@ def attn_fwd_ws_sm90_kernel(
     Row, QStart, KStart, LenQ, LenK,
     sm_scale, v_scale,
     sqb, sqs, sqh, skb, sks, skh, svb, svs, svh, sob, sos, soh,
-    lse_sh, lse_sb, group, n_heads, n_seq, n_blocks, group_pairs, total, Sched,
+    lse_sh, lse_sb, group, n_heads, n_seq, n_blocks, group_pairs, total, Counter,
     HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, IS_CAUSAL: gl.constexpr, INTERIOR: gl.constexpr,
-    EXP_FTZ: gl.constexpr, DYNAMIC: gl.constexpr,
+    EXP_FTZ: gl.constexpr,
 ):
-    # grid: one program per multiprocessor (or per item, if fewer); items it = program, program + grid, ...
+    # grid: one program per multiprocessor (or per item, if fewer); each takes its next item from Counter
     dtype: gl.constexpr = Q.dtype.element_ty
     q_smem = gl.allocate_shared_memory(dtype, [2 * CONSUMERS, BLOCK_M, HEAD_DIM],
                                        gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], dtype))
@@ -365,13 +357,13 @@ def attn_fwd_ws_sm90_kernel(
     p = ((LenQ, LenK, n_heads, n_seq, n_blocks, group_pairs), Q, K, V, O, LSE,
          Row, QStart, KStart, sm_scale, v_scale, sqb, sqs, sqh, skb, sks, skh, svb, svs, svh, sob, sos, soh,
          lse_sh, lse_sb, group, total, q_smem, k_smem, v_smem, q_bars, q_empty, k_ready, v_ready, kv_empty,
-         Sched, ring, item_ready, item_free)
+         Counter, ring, item_ready, item_free)
     # The producer is a whole warpgroup because setmaxnreg counts registers per warpgroup: with 4 of them at
     # maxnreg=128 the file is full, and Triton gives the default partition (consumer 0) what the workers leave:
     # 4 * 128 - 2 * 160 - 24 = 168. Asking for more than the file holds would stall setmaxnreg forever.
     gl.warp_specialize([
-        (_consumer0, (p, HEAD_DIM, STAGES, IS_CAUSAL, INTERIOR, EXP_FTZ, DYNAMIC)),
-        (_consumer1, (p, HEAD_DIM, STAGES, IS_CAUSAL, INTERIOR, EXP_FTZ, DYNAMIC)),
-        (_consumer2, (p, HEAD_DIM, STAGES, IS_CAUSAL, INTERIOR, EXP_FTZ, DYNAMIC)),
-        (_producer, (p, HEAD_DIM, STAGES, IS_CAUSAL, INTERIOR, EXP_FTZ, DYNAMIC)),
+        (_consumer0, (p, HEAD_DIM, STAGES, IS_CAUSAL, INTERIOR, EXP_FTZ)),
+        (_consumer1, (p, HEAD_DIM, STAGES, IS_CAUSAL, INTERIOR, EXP_FTZ)),
+        (_consumer2, (p, HEAD_DIM, STAGES, IS_CAUSAL, INTERIOR, EXP_FTZ)),
+        (_producer, (p, HEAD_DIM, STAGES, IS_CAUSAL, INTERIOR, EXP_FTZ)),
     ], [4, 4, 4], [160, 160, 24])
