@@ -89,7 +89,8 @@ def _softmax(qk, e_max, deno, start_n, full_hi, offs_m, prefix, len_k, sm_scale,
 def _item(it, a, IS_CAUSAL: gl.constexpr):
     """Work item `it`: (head, sequence, first row m0, tiles n, len_q, len_k, last key hi). The (sequence, head) pairs
     go in groups of GP (whose K/V fit in L2 together); within a group, block by block, block 0 being each
-    sequence's last (it sees the most keys); n is 0 for a block before a sequence's first."""
+    sequence's last (it sees the most keys). Blocks end at the sequence's end, so the one cut short is its first
+    (m0 < 0: the fewest keys, where idle consumers cost least); n is 0 for a block wholly before the sequence."""
     (LenQ, LenK, HQ, NSEQ, NBLK, GP) = a
     g = it // (GP * NBLK)
     rest = it - g * (GP * NBLK)
@@ -100,11 +101,11 @@ def _item(it, a, IS_CAUSAL: gl.constexpr):
     head = pair - seq * HQ
     len_q = gl.load(LenQ + seq)
     len_k = gl.load(LenK + seq)
-    m0 = ((len_q + ROWS - 1) // ROWS - 1 - blk) * ROWS
+    m0 = len_q - (blk + 1) * ROWS
     hi = len_k
     if IS_CAUSAL:
-        hi = gl.minimum(len_k, len_k - len_q + gl.minimum(m0 + ROWS, len_q))
-    n = gl.where(m0 >= 0, gl.maximum(hi + BLOCK_N - 1, 0) // BLOCK_N, 0)
+        hi = gl.minimum(len_k, len_k - len_q + m0 + ROWS)
+    n = gl.where(m0 + ROWS > 0, gl.maximum(hi + BLOCK_N - 1, 0) // BLOCK_N, 0)
     return head, seq, m0, n, len_q, len_k, hi
 
 
@@ -152,13 +153,13 @@ def _consume(p, WG: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, 
             prefix = len_k - len_q
             mr = m0 + WG * BLOCK_M
             # tiles below full_hi are seen whole by every row of this warpgroup; it computes n_own of the item's n
-            # tiles, the rest lie past its causal edge (one tile will do for rows past the sequence: none is kept)
+            # tiles, the rest lie past its causal edge (one tile will do for rows before the sequence: none is kept)
             full_hi = hi // BLOCK_N * BLOCK_N
             n_own = n
             if IS_CAUSAL:
                 full_hi = gl.minimum(full_hi, (prefix + mr + 1) // BLOCK_N * BLOCK_N)
                 n_own = (gl.minimum(len_k, prefix + mr + BLOCK_M) + BLOCK_N - 1) // BLOCK_N
-            n_own = gl.where(mr < len_q, gl.maximum(gl.minimum(n_own, n), 1), 1)
+            n_own = gl.where(mr + BLOCK_M > 0, gl.maximum(gl.minimum(n_own, n), 1), 1)
             if INTERIOR == 0:
                 full_hi = 0
 
@@ -211,14 +212,14 @@ def _consume(p, WG: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, 
 
             row = gl.load(Row + seq).to(gl.int64)
             q_start = gl.load(QStart + seq).to(gl.int64)
-            gl.store(LSE + head * lse_sh + row * lse_sb + q_start + offs_m, e_max + gl.log(deno), mask=offs_m < len_q)
+            gl.store(LSE + head * lse_sh + row * lse_sb + q_start + offs_m, e_max + gl.log(deno), mask=offs_m >= 0)
             o = acc / gl.expand_dims(gl.convert_layout(deno, acc_rows), 1) * v_scale
             offs_om = mr + gl.arange(0, BLOCK_M, layout=acc_rows)
             offs_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, acc_layout))
             # rows in int64 (q_start is): a long sequence's row x stride can pass 2^31
             o_ptrs = (O + row * sob + head * soh + gl.expand_dims(q_start + offs_om, 1) * sos
                       + gl.expand_dims(offs_d, 0))
-            gl.store(o_ptrs, o.to(dtype), mask=gl.expand_dims(offs_om < len_q, 1))
+            gl.store(o_ptrs, o.to(dtype), mask=gl.expand_dims(offs_om >= 0, 1))
             t += n
             live += 1
         k += 1
@@ -226,15 +227,16 @@ def _consume(p, WG: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, 
 
 
 @gluon.jit
-def _produce_item(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, kv_empty, qb, m0, n,
-                  len_q, t, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr):
+def _produce_item(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, kv_empty, qb, m0, n, t,
+                  HEAD_DIM: gl.constexpr, STAGES: gl.constexpr):
     """One item's copies: the consumers' Q tiles into buffer qb, then K_j and V_j into ring slots once freed."""
     for c in gl.static_range(CONSUMERS):
-        # rows past the sequence: no copy, a plain arrival keeps the barrier's phases in step
-        rows = m0 + c * BLOCK_M < len_q
+        # a tile wholly before the sequence: no copy, a plain arrival keeps the barrier's phases in step (a tile
+        # that starts before it loads from a negative row: TMA fills the rows out of bounds with zeros)
+        rows = m0 + (c + 1) * BLOCK_M > 0
         bar = q_bars.index(qb * CONSUMERS + c)
         _load(q_desc, q_smem.index(qb * CONSUMERS + c), bar, m0 + c * BLOCK_M, BLOCK_M, HEAD_DIM, pred=rows)
-        mbarrier.arrive(bar, count=1, pred=m0 + c * BLOCK_M >= len_q)
+        mbarrier.arrive(bar, count=1, pred=m0 + (c + 1) * BLOCK_M <= 0)
     for j in range(n):
         slot = (t + j) % STAGES
         # a fresh mbarrier counts as having completed the phase before 0: the first STAGES waits pass at once
@@ -299,7 +301,7 @@ def _producer(p, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, IS_CAUSAL: gl.con
                                                block_shape=[BLOCK_N, HEAD_DIM], layout=k_smem.layout),
                     tma.make_tensor_descriptor(v_base, shape=[len_k, HEAD_DIM], strides=[svs, 1],
                                                block_shape=[BLOCK_N, HEAD_DIM], layout=v_smem.layout),
-                    q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, kv_empty, qb, m0, n, len_q, t, HEAD_DIM,
+                    q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, kv_empty, qb, m0, n, t, HEAD_DIM,
                     STAGES)
             else:
                 t = _produce_item(
@@ -309,7 +311,7 @@ def _producer(p, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, IS_CAUSAL: gl.con
                                                block_shape=[BLOCK_N, HEAD_DIM], layout=k_smem.layout),
                     tma.make_tensor_descriptor(v_base, shape=[len_k, HEAD_DIM], strides=[svs, 1],
                                                block_shape=[BLOCK_N, HEAD_DIM], layout=v_smem.layout),
-                    q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, kv_empty, qb, m0, n, len_q, t, HEAD_DIM,
+                    q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, kv_empty, qb, m0, n, t, HEAD_DIM,
                     STAGES)
             live += 1
         k += 1
