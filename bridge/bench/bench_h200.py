@@ -318,12 +318,19 @@ def main():
                 fns[col] = make()
             except Exception as e:
                 row[col] = dict(error=repr(e)[:160])
-        for col, ms in interleaved_ms(fns).items():  # side by side: every column sees the same clocks
+        launch = {}
+        # side by side, every column seeing the same clocks: device time (launch overhead hidden, as when the CPU
+        # runs ahead in training), then the four headline columns once more as single calls from an idle GPU
+        for col, ms in interleaved_ms(fns, device_only=True, launch=launch).items():
             if isinstance(ms, Exception):
                 row[col] = dict(error=repr(ms)[:160])
                 continue
             mult = 2.5 if col.endswith("bwd") else 1.0
-            row[col] = dict(ms=round(ms, 4), tflops=round(tflops(mult * fl, ms), 1))
+            row[col] = dict(ms=round(ms, 4), tflops=round(tflops(mult * fl, ms), 1), launch_us=round(launch[col], 1))
+        calls = {c: fns[c] for c in CALL_COLS if c in fns and "ms" in row.get(c, {})}
+        for col, ms in interleaved_ms(calls).items():
+            if not isinstance(ms, Exception):
+                row[col]["call_ms"] = round(ms, 4)
         table.append(row)
         print(json.dumps(row), flush=True)
         cols = q = k = v = None  # free this shape's tensors before the next one
@@ -344,6 +351,9 @@ def main():
     print(f"bench done in {time.time() - t0:.0f}s")
 
 
+CALL_COLS = ("bridge_fwd", "sdpa_fwd", "bridge_bwd", "sdpa_bwd")
+
+
 def _cell(row, col):
     c = row.get(col)
     if not c:
@@ -358,7 +368,9 @@ def markdown(meta, table):
             "upstream_bwd"]
     lines = [f"{meta['gpu']}, {meta['date']}, torch {meta['torch']}, triton {meta['triton']}, "
              f"sglang {meta['sglang']}", "",
-             "TFLOP/s (ms), causal bf16; backward FLOPs = 2.5x forward", "",
+             "TFLOP/s (ms) of device time, causal bf16; backward FLOPs = 2.5x forward. Each timed call is queued "
+             "behind a GPU spin longer than its launch, so the CPU's launch overhead is not in it (as in training, "
+             "where the CPU runs ahead); the second table has single calls from an idle GPU, launch included.", "",
              "| shape | " + " | ".join(cols) + " | bwd/sdpa | bwd/upstream | fwd/sdpa |",
              "|" + "---|" * (len(cols) + 4)]
     for row in table:
@@ -370,6 +382,20 @@ def markdown(meta, table):
         lines.append(f"| {row['shape']} | " + " | ".join(_cell(row, c) for c in cols)
                      + f" | {r('bridge_bwd', 'sdpa_bwd')} | {r('bridge_bwd', 'upstream_bwd')} "
                      f"| {r('bridge_fwd', 'sdpa_fwd')} |")
+    lines += ["", "Single calls from an idle GPU: ms (CPU launch us); the launch is in the time", "",
+              "| shape | " + " | ".join(CALL_COLS) + " | fwd/sdpa | bwd/sdpa |", "|" + "---|" * (len(CALL_COLS) + 3)]
+    for row in table:
+        def call(c):
+            x = row.get(c) or {}
+            return f"{x['call_ms']:.2f} ({x['launch_us']:.0f})" if "call_ms" in x else "-"
+
+        def ratio(a, b):
+            try:
+                return f"{row[b]['call_ms'] / row[a]['call_ms']:.2f}x"
+            except (KeyError, TypeError, ZeroDivisionError):
+                return "-"
+        lines.append(f"| {row['shape']} | " + " | ".join(call(c) for c in CALL_COLS)
+                     + f" | {ratio('bridge_fwd', 'sdpa_fwd')} | {ratio('bridge_bwd', 'sdpa_bwd')} |")
     return "\n".join(lines) + "\n"
 
 

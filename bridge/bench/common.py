@@ -6,6 +6,7 @@ import glob
 import os
 import statistics
 import sys
+import time
 
 import torch
 
@@ -48,17 +49,33 @@ def causal_flops(lens, hq, d) -> float:
     return float(sum(2 * s * s * hq * d for s in lens))
 
 
-def samples_ms(fn, reps: int) -> list[float]:
-    """Device-event times of `reps` calls (ms)."""
+def samples_ms(fn, reps: int, lead: int = 0) -> list[float]:
+    """Device-event times of `reps` calls (ms). lead > 0: before each call the GPU spins `lead` cycles, long enough
+    for the CPU to queue the call behind it, so the timed span holds the call's device work and no launch gap;
+    lead = 0: the call starts on an idle GPU, so the span also holds the time the CPU takes to launch it."""
     times = []
     for _ in range(reps):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        if lead:
+            torch.cuda._sleep(lead)
         a.record()
         fn()
         b.record()
         b.synchronize()
         times.append(a.elapsed_time(b))
     return times
+
+
+def launch_us(fn, reps: int = 3) -> float:
+    """CPU time to queue one call (us), the most of `reps`: the gap a call timed from an idle GPU includes."""
+    worst = 0.0
+    for _ in range(reps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        worst = max(worst, time.perf_counter() - t0)
+    torch.cuda.synchronize()
+    return worst * 1e6
 
 
 def median_ms(fn, reps: int = 30, warmup: int = 5) -> float:
@@ -68,20 +85,28 @@ def median_ms(fn, reps: int = 30, warmup: int = 5) -> float:
     return statistics.median(samples_ms(fn, reps))
 
 
-def interleaved_ms(runs: dict, rounds: int = 6, reps: int = 5, warmup: int = 3) -> dict:
+def interleaved_ms(runs: dict, rounds: int = 6, reps: int = 5, warmup: int = 3, device_only: bool = False,
+                   launch: dict | None = None) -> dict:
     """Median ms of each named run, timed in alternating rounds so that clock and neighbour drift hit every
-    candidate alike; a run that raises during warm-up is reported as its exception instead."""
-    ok, out = {}, {}
+    candidate alike; a run that raises during warm-up is reported as its exception instead. device_only: each call
+    is queued behind a GPU spin twice its launch time (at 2 GHz), so launch overhead drops out (`launch`, if given,
+    receives each run's launch us)."""
+    ok, out, lead = {}, {}, {}
     for name, fn in runs.items():
         try:
             for _ in range(warmup):
                 fn()
             torch.cuda.synchronize()
             ok[name] = []
+            if device_only or launch is not None:
+                us = launch_us(fn)
+                lead[name] = int(us * 2 * 2000) + 200_000 if device_only else 0
+                if launch is not None:
+                    launch[name] = us
         except Exception as e:  # a config that does not compile or does not fit
             out[name] = e
     for _ in range(rounds):
         for name in ok:
-            ok[name].extend(samples_ms(runs[name], reps))
+            ok[name].extend(samples_ms(runs[name], reps, lead.get(name, 0)))
     out.update({name: statistics.median(t) for name, t in ok.items()})
     return out
