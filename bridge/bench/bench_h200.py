@@ -382,7 +382,8 @@ def markdown(meta, table):
         lines.append(f"| {row['shape']} | " + " | ".join(_cell(row, c) for c in cols)
                      + f" | {r('bridge_bwd', 'sdpa_bwd')} | {r('bridge_bwd', 'upstream_bwd')} "
                      f"| {r('bridge_fwd', 'sdpa_fwd')} |")
-    lines += ["", "Single calls from an idle GPU: ms (CPU launch us); the launch is in the time", "",
+    lines += ["", "Single calls from an idle GPU: ms (CPU us to queue the call, worst of 3); the launch is in the time",
+              "",
               "| shape | " + " | ".join(CALL_COLS) + " | fwd/sdpa | bwd/sdpa |", "|" + "---|" * (len(CALL_COLS) + 3)]
     for row in table:
         def call(c):

@@ -63,7 +63,8 @@ class BwdConfig:
 
 
 # head_dim bucket (next power of two) -> config. D64/D128 tuned on the H200 (docs/bridge-h200.md; times for 32/8
-# heads on 1x8192 / 16 packed sequences of 16384 tokens); the rest are untuned starting points. TMA pays only where
+# heads on 1x8192 / 16 packed sequences of 16384 tokens, single calls from an idle GPU unless marked device time,
+# which leaves out the ~0.1 ms launch); the rest are untuned starting points. TMA pays only where
 # it frees registers for a second resident program (the D128 forward): elsewhere the per-program descriptor set-up
 # costs more than it saves on short programs.
 GPU_FWD = {
@@ -72,9 +73,9 @@ GPU_FWD = {
     # 0.77 / 0.37 ms with exp_ftz (0.88 / 0.41 without; the Gluon forward: 1.06 / 0.55, too little matrix work per
     # score at D64 to hide three warpgroups' softmax)
     64: FwdConfig(64, 64, 4, 3, interior=2, exp_ftz=True),
-    # the Gluon forward, 4 K/V slots, items in 32 MB groups: 1.14 / 0.72 ms (32/8 heads, 1x8192 / packed; the
-    # static round-robin it replaced: 1.18 / 0.72); the Triton fields serve LSE-only, window and softcap calls: 1.27 /
-    # 0.63 ms with exp_ftz (1.33 / 0.65 without)
+    # the Gluon forward, 4 K/V slots, items from a counter in 32 MB groups: 0.92 / 0.47 ms device time (1.13 / 0.60
+    # from an idle GPU; the static round-robin it replaced: 1.18 / 0.72); the Triton fields serve LSE-only, window
+    # and softcap calls: 1.27 / 0.63 ms with exp_ftz (1.33 / 0.65 without)
     128: FwdConfig(128, 64, 8, 2, interior=3, tma=True, max_regs=128, exp_ftz=True, gluon_ws=4, gluon_group_mb=32),
     256: FwdConfig(64, 64, 8, 1),
 }
