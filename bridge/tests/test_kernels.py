@@ -174,6 +174,23 @@ def test_gluon_forward_only_where_it_can_run(monkeypatch):
     assert not ops._use_gluon_fwd(cfg, q, k, v, None, 0.0, True)
 
 
+def test_l2_groups_keep_their_keys_and_values_within_the_budget():
+    """The Gluon forward's item order: pairs in groups whose K/V fit the L2 budget, never an empty group (the kernel
+    divides by the group size), never more than there are pairs; no budget, one group."""
+    from sglang_attn_bridge.ops import l2_group_pairs
+
+    mib = 2**20
+    assert l2_group_pairs(32, 8192, 128, 2, 4, 32) == 32  # 32/8 heads, 1x8192: 1 MiB per query head, all fit
+    assert l2_group_pairs(64, 4096, 128, 2, 1, 32) == 16  # 16/16 heads, 4x4096: 2 MiB per pair
+    assert l2_group_pairs(64, 4096, 128, 2, 1, 0) == 64
+    assert l2_group_pairs(64, 1 << 20, 128, 2, 1, 1) == 1  # one pair alone is over the budget
+    for pairs, max_k, d, group, mb in ((512, 1500, 128, 4, 32), (48, 829, 128, 4, 1), (7, 100, 64, 1, 24)):
+        n = l2_group_pairs(pairs, max_k, d, 2, group, mb)
+        assert 1 <= n <= pairs
+        assert n * max_k * d * 2 * 2 / group <= mb * mib or n == 1
+        assert n == pairs or (n + 1) * max_k * d * 2 * 2 / group > mb * mib  # as large as fits
+
+
 def test_exp_ftz_is_ignored_off_nvidia(monkeypatch):
     """exp_ftz is inline PTX: off NVIDIA (the CPU interpreter here, also ROCm) the forward must take the plain exp,
     not fail to compile."""

@@ -102,6 +102,16 @@ def _interior(interior: int, q: torch.Tensor) -> int:
     return 1 if interior == 3 and not _ptx(q) else interior
 
 
+def l2_group_pairs(pairs: int, max_k: int, head_dim: int, elem_bytes: int, group: int, mb: int) -> int:
+    """How many (sequence, head) pairs the Gluon forward works on together: as many as keep their K and V within `mb`
+    MB of L2 (a query head's share of its KV head's keys and values: its GQA group shares them), at least one;
+    mb = 0: all of them."""
+    if not mb:
+        return pairs
+    per_pair = max_k * head_dim * 2 * elem_bytes / group
+    return max(1, min(pairs, int(mb * 2**20 // per_pair)))
+
+
 @functools.cache
 def _sm_count(device: torch.device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count
@@ -145,10 +155,7 @@ def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softc
         nblk = triton.cdiv(lay.max_q, WS_ROWS.value)
         pairs = Hq * lay.n
         items = pairs * nblk
-        group_pairs = pairs
-        if cfg.gluon_group_mb:  # K and V bytes per query head: its KV head's, shared by its GQA group
-            per_pair = lay.max_k * D * 2 * q.element_size() / (Hq // Hkv)
-            group_pairs = max(1, min(pairs, int(cfg.gluon_group_mb * 2**20 // per_pair)))
+        group_pairs = l2_group_pairs(pairs, lay.max_k, D, q.element_size(), Hq // Hkv, cfg.gluon_group_mb)
         counter = torch.zeros(1, dtype=torch.int32, device=q.device)  # the next item to take
         # persistent: one program per multiprocessor; 4 warpgroups at maxnreg=128 fill the register file, which the
         # kernel splits between them (setmaxnreg)
