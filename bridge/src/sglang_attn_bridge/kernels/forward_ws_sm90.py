@@ -12,8 +12,9 @@ from a global counter, heaviest first, and its warps take separate jobs:
   to back, then runs softmax(S_j) while P_j-1 V_j-1 is on the tensor cores; three of them (one warp each per
   scheduler) keep the tensor cores fed while the others' softmaxes run.
 
-A counter balances better than a fixed stride (a program that drew light items takes more), and the (sequence,
-head) pairs go in groups whose K/V fit in L2 (`FwdConfig.gluon_group_mb`), so the items in flight share keys.
+A counter balances better than a fixed stride (a program that drew light items takes more: most of what it gained
+on the H200), and the (sequence, head) pairs go in groups whose K/V fit in L2 (`FwdConfig.gluon_group_mb`), so the
+items in flight share keys.
 
 The per-row arithmetic is sglang's op for op (scale after the dot, natural exp, fp32 running max and denominator,
 P V accumulated onto `acc * rescale` by the tensor cores: the form Triton compiles sglang's expression to), over the
