@@ -9,8 +9,9 @@ from a global counter, heaviest first, and its warps take separate jobs:
   consumers through a 2-slot ring in shared memory, builds its TMA descriptors and streams its Q tiles and K/V tiles
   into a ring of STAGES slots, running ahead into the next item while the consumers finish one;
 * three consumer warpgroups own 64 rows each. Per tile a consumer issues S_j = Q K_j^T and acc += P_j-1 V_j-1 back
-  to back, then runs softmax(S_j) while P_j-1 V_j-1 is on the tensor cores; three of them (one warp each per
-  scheduler) keep the tensor cores fed while the others' softmaxes run.
+  to back, then runs softmax(S_j); three of them (one warp each per scheduler) keep the tensor cores fed while the
+  others' softmaxes run. (The source waits for P_j-1 V_j-1 after the softmax, FA3's overlap inside a warpgroup,
+  but ptxas moves that wait above it: docs/bridge-h200.md.)
 
 A counter balances better than a fixed stride (a program that drew light items takes more: most of what it gained
 on the H200), and the (sequence, head) pairs go in groups whose K/V fit in L2 (`FwdConfig.gluon_group_mb`), so the
@@ -189,7 +190,7 @@ def _consume(p, WG: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, 
                 p16 = gl.convert_layout(pr.to(dtype), op_layout)
                 mbarrier.wait(v_ready.index(prev), ((t + j - 1) // STAGES) & 1)
                 acc = warpgroup_mma(p16, v_smem.index(prev), acc, is_async=True)
-                # softmax(S_j) under P_j-1 V_j-1
+                # softmax(S_j), then the wait for P_j-1 V_j-1 (which ptxas hoists above the softmax)
                 sj = warpgroup_mma_wait(num_outstanding=1, deps=(sj, ))
                 pr, re_scale, e_max, deno = _softmax(sj, e_max, deno, j * BLOCK_N, full_hi, offs_m, prefix, len_k,
                                                      sm_scale, BLOCK_N, IS_CAUSAL, INTERIOR, EXP_FTZ)
