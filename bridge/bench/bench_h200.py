@@ -5,7 +5,9 @@ length summing to 16384. Columns: TFLOP/s and ms of forward and backward for the
 committed config.py defaults; backward), torch SDPA (default backend; flash backend where it runs), an upstream-style
 backward (upstream_baseline.py) and sglang's unified forward. Causal FLOPs: forward 2*S^2*H*D per sequence, backward
 2.5x that. Every number is a median of device-event timings taken in interleaved rounds (candidates, or a row's
-columns, alternate), so slow drift of clocks or neighbours cannot favour one side. Writes bench.json and bench.md to
+columns, alternate), so slow drift of clocks or neighbours cannot favour one side. The table's calls are each queued
+behind a GPU spin longer than their launch, so it holds device time; a second table gives the headline columns as
+single calls from an idle GPU (launch included) with each call's CPU launch time. The tuning times single calls. Writes bench.json and bench.md to
 $OUT. BENCH_TUNE=0 skips the tuning (BENCH_TUNE_ONLY=dq: only that kernel), BENCH_TABLE=0 the table;
 BENCH_TABLE_TUNED=1 measures the tuner's choice instead of the defaults."""
 
