@@ -7,9 +7,9 @@ backward (upstream_baseline.py) and sglang's unified forward. Causal FLOPs: forw
 2.5x that. Every number is a median of device-event timings taken in interleaved rounds (candidates, or a row's
 columns, alternate), so slow drift of clocks or neighbours cannot favour one side. The table's calls are each queued
 behind a GPU spin longer than their launch, so it holds device time; a second table gives the headline columns as
-single calls from an idle GPU (launch included) with each call's CPU launch time. The tuning times single calls. Writes bench.json and bench.md to
-$OUT. BENCH_TUNE=0 skips the tuning (BENCH_TUNE_ONLY=dq: only that kernel), BENCH_TABLE=0 the table;
-BENCH_TABLE_TUNED=1 measures the tuner's choice instead of the defaults."""
+single calls from an idle GPU (launch included) with each call's CPU launch time. The tuning times single calls.
+Writes bench.json and bench.md to $OUT. BENCH_TUNE=0 skips the tuning (BENCH_TUNE_ONLY=dq: only that kernel),
+BENCH_TABLE=0 the table; BENCH_TABLE_TUNED=1 measures the tuner's choice instead of the defaults."""
 
 from __future__ import annotations
 
