@@ -78,13 +78,6 @@ def launch_us(fn, reps: int = 3) -> float:
     return worst * 1e6
 
 
-def median_ms(fn, reps: int = 30, warmup: int = 5) -> float:
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    return statistics.median(samples_ms(fn, reps))
-
-
 def interleaved_ms(runs: dict, rounds: int = 6, reps: int = 5, warmup: int = 3, device_only: bool = False,
                    launch: dict | None = None) -> dict:
     """Median ms of each named run, timed in alternating rounds so that clock and neighbour drift hit every
