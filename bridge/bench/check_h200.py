@@ -5,7 +5,8 @@
 2. bf16/fp16 forward+backward against a float32 reference with FlashAttention's rule:
    max|kernel - ref32| <= 2 * max|torch_same_dtype - ref32| + atol, fresh random inputs per check;
 3. determinism: 10 backward runs, bitwise identical dQ/dK/dV; TMA tile loads and masked loads give the same bits;
-   the Gluon forward and dK/dV kernels agree with the Triton ones (and exp_ftz with plain exp);
+   the Gluon forward and dK/dV kernels agree with the Triton ones (and exp_ftz with plain exp); dQ on a second
+   stream gives the bits of one stream;
 4. end to end: a tiny random-weight Qwen3 in bf16 trains a few steps with the bridge next to eager; packed batch
    equals separate sequences.
 """
@@ -180,7 +181,7 @@ def gluon_fwd():
 def gluon_dkdv():
     """The Gluon dK/dV kernel (Hopper) against the Triton one on the same inputs: the same products in the same
     order (equal bits where the tiles match, rounding-level differences where they do not; the FA-rule checks above
-    ran through the Gluon kernel), repeatable."""
+    ran through the Gluon kernel), repeatable, and bitwise the same with key blocks in pairs or one per program."""
     for label, lens, hq, hkv, d, dtype, causal in (
             ("32/8 D128 packed bf16", [1, 700, 64, 1500, 333], 32, 8, 128, torch.bfloat16, True),
             ("32/8 D128 packed fp16", packed_lengths(3000, 5, 6), 32, 8, 128, torch.float16, True),
@@ -199,14 +200,39 @@ def gluon_dkdv():
             return ops.backward(do, q, k, v, o, lse, lay, d ** -0.5, causal, parts=("dkdv",))[1:]
         gluon = run()
         repeat = all(torch.equal(a, b) for a, b in zip(gluon, run()))
+        config.set_config(d, bwd=replace(saved, gluon_pairs=not saved.gluon_pairs))
+        paired = all(torch.equal(a, b) for a, b in zip(gluon, run()))
         config.set_config(d, bwd=replace(saved, gluon_dkdv=()))
         triton_ = run()
         config.set_config(d, bwd=saved)
         diffs = [((a.float() - b.float()).abs().max() / b.float().abs().max()).item() for a, b in zip(gluon, triton_)]
         equal = [n for n, a, b in zip(("dk", "dv"), gluon, triton_) if torch.equal(a, b)]
-        record("gluon-dkdv", label, used and repeat and max(diffs) < 1e-2,
-               f"used={used} repeatable={repeat} bitwise equal to Triton: {', '.join(equal) or 'none'}; "
+        record("gluon-dkdv", label, used and repeat and paired and max(diffs) < 1e-2,
+               f"used={used} repeatable={repeat} pairs={saved.gluon_pairs} equal to pairs={not saved.gluon_pairs}: "
+               f"{paired}; bitwise equal to Triton: {', '.join(equal) or 'none'}; "
                f"max rel diff dk {diffs[0]:.1e} dv {diffs[1]:.1e}")
+
+
+def streams():
+    """The backward with dQ on a second stream beside dK/dV against both on one stream: bitwise equal, read on the
+    caller's stream right after the call (so the caller's stream must have waited for the second one)."""
+    for label, lens, hq, hkv, d in (("32/8 D128 packed", packed_lengths(6000, 7, 8), 32, 8, 128),
+                                     ("16/16 D64 packed", [1, 2000, 64, 3000], 16, 16, 64)):
+        q, k, v, cu = make_qkv(lens, hq, hkv, d, torch.bfloat16)
+        t = sum(lens)
+        lay = layout.from_cu_seqlens(cu, cu, t, t)
+        o, lse = ops.forward(q, k, v, lay, d ** -0.5, True)
+        do = torch.randn_like(o)
+        saved = config.bwd_config(d)
+        outs = {}
+        for overlap in (False, True):
+            config.set_config(d, bwd=replace(saved, overlap=overlap))
+            torch.cuda._sleep(50_000_000)  # the GPU is busy when the call is queued, so a missing wait would show
+            outs[overlap] = [g.clone() for g in ops.backward(do, q, k, v, o, lse, lay, d ** -0.5, True)]
+        config.set_config(d, bwd=saved)
+        same = [n for n, a, b in zip(("dq", "dk", "dv"), outs[False], outs[True]) if torch.equal(a, b)]
+        record("streams", label, saved.overlap and len(same) == 3,
+               f"default overlap={saved.overlap}; bitwise equal to one stream: {', '.join(same) or 'none'}")
 
 
 def end_to_end():
@@ -281,6 +307,7 @@ def main():
     tma_paths()
     gluon_fwd()
     gluon_dkdv()
+    streams()
     end_to_end()
     os.makedirs(OUT, exist_ok=True)
     with open(os.path.join(OUT, "check.json"), "w") as f:

@@ -52,7 +52,8 @@ def _value(name: str, d: int):
 def compile_report(kind: str, d: int, block_m: int, block_n: int, warps: int, stages: int, **extra) -> tuple:
     fn = KERNELS[kind]
     consts = dict(HEAD_DIM=d, BLOCK_D=triton.next_power_of_2(d), BLOCK_M=block_m, BLOCK_N=block_n, IS_CAUSAL=True,
-                  WINDOW=-1, SOFTCAP=0.0, DOT_PREC="tf32", TMA=True, COMPUTE_O=True, INTERIOR=1, FAST=False)
+                  WINDOW=-1, SOFTCAP=0.0, DOT_PREC="tf32", TMA=True, COMPUTE_O=True, INTERIOR=1, FAST=False,
+                  PAIRS=True)
     max_regs = extra.pop("max_regs", 0)
     consts.update(extra)
     sig, attrs, cex = {}, {}, {}
@@ -93,7 +94,7 @@ def main(specs: list[str]) -> int:
         kind, *nums = spec.split(",")
         pos = [int(x) for x in nums if "=" not in x]
         extra = {kv.split("=")[0]: int(kv.split("=")[1]) for kv in nums if "=" in kv}
-        extra = {k: bool(v) if k in ("TMA", "COMPUTE_O", "FAST", "EXP_FTZ") else v for k, v in extra.items()}
+        extra = {k: bool(v) if k in ("TMA", "COMPUTE_O", "FAST", "EXP_FTZ", "PAIRS") else v for k, v in extra.items()}
         try:
             regs, spills, smem, descs = compile_report(kind, *pos, **extra)
             print(f"{spec:40} regs {regs} spills {spills} smem {smem} descriptor sites {descs}", flush=True)

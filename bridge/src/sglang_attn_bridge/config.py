@@ -60,6 +60,13 @@ class BwdConfig:
     # Where it does not apply (other GPUs, window, softcap) the Triton dK/dV kernel runs with the fields above.
     gluon_dkdv: tuple = ()
     gluon_min_group: int = 1  # ... and only for GQA groups of at least this many query heads per KV head
+    # Gluon dK/dV: program j takes key block j and then block last-j, so under a causal mask all programs have the
+    # same work and any launch order is balanced; the programs of one (KV head, sequence) then launch side by side
+    # and read the same Q/dO tiles while they are in L2, and each program's set-up serves two blocks
+    gluon_pairs: bool = False
+    # the dQ kernel on a second CUDA stream, launched right after the dK/dV kernel: its programs fill the SMs that
+    # the dK/dV kernel's last wave leaves idle (the two write different tensors, so the bits do not change)
+    overlap: bool = True
 
 
 # head_dim bucket (next power of two) -> config. D64/D128 tuned on the H200 (docs/bridge-h200.md; times for 32/8
@@ -85,12 +92,14 @@ GPU_BWD = {
     # dK/dV: Gluon 64 rows x 64 keys, one warpgroup (two programs per SM) when a KV head serves 2+ query heads:
     # 32/8 heads 1.51 / 1.71 / 0.67 ms (1x8192 / 4x4096 / packed) against the Triton kernel's (32x64, 4 warps,
     # 3 stages) 1.70 / 1.87 / 0.68; with one query head per KV head its programs are too short to repay their set-up
-    # (16/16: 1.05 / 1.00 / 0.58 against 0.94 / 0.87 / 0.42). dQ 0.89 / 0.47 ms
+    # (16/16: 1.05 / 1.00 / 0.58 against 0.94 / 0.87 / 0.42). dQ 0.89 / 0.47 ms. Key-block pairs lose 6% here on long sequences
     64: BwdConfig(32, 64, 64, 64, 4, 3, gluon_dkdv=(64, 64, 4), gluon_min_group=2),
     # dK/dV: Gluon 64x64, one warpgroup: 2.10 / 0.92 ms; Triton kernel (64x128, 8 warps, 1 stage): 2.66 / 1.11 ms
     # (16/16 heads: 1.11 / 0.60 against 1.41 / 0.66). dQ 1.48 / 0.68 ms: 32-key steps under a 128-register cap fit
-    # two dQ programs per SM (64-key steps, no cap: 1.38 / 0.74 ms; the packed batch decides)
-    128: BwdConfig(64, 128, 128, 32, 8, 1, 8, 3, max_regs2=128, gluon_dkdv=(64, 64, 4)),
+    # two dQ programs per SM (64-key steps, no cap: 1.38 / 0.74 ms; the packed batch decides). Whole backward,
+    # device time, 32/8 and 16/16 on 1x8192 / 4x4096 / packed: key-block pairs and dQ beside dK/dV 3.11 / 3.27 / 1.17
+    # and 1.61 / 1.74 / 0.71 ms, against 3.22 / 3.42 / 1.35 and 1.64 / 1.82 / 0.79 one block per program, one stream
+    128: BwdConfig(64, 128, 128, 32, 8, 1, 8, 3, max_regs2=128, gluon_dkdv=(64, 64, 4), gluon_pairs=True),
     256: BwdConfig(32, 64, 64, 32, 8, 1),
 }
 INTERPRETER_FWD = FwdConfig(32, 64, 4, 1)

@@ -135,6 +135,25 @@ def _ensure_allocator(dev: torch.device) -> bool:
     return True
 
 
+@functools.cache
+def _side_stream(device: torch.device) -> torch.cuda.Stream:
+    return torch.cuda.Stream(device)
+
+
+def _side_by_side(first, second, device: torch.device) -> None:
+    """Launch `first` on the current stream and `second` on a second one, both after the work already queued, and
+    make the current stream wait for both: the second kernel's programs fill the SMs that the first one's last wave
+    leaves idle. Each launch allocates only on its own stream, and the caller's stream waits for the second before
+    anything it queues later can reuse memory, so no tensor needs record_stream."""
+    main = torch.cuda.current_stream(device)
+    side = _side_stream(device)
+    side.wait_stream(main)
+    first()
+    with torch.cuda.stream(side):
+        second()
+    main.wait_stream(side)
+
+
 def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softcap=0.0, compute_o=True):
     """q [B, Sq, Hq, D], k/v [B, Sk, Hkv, D] views -> (o [B, Sq, Hq, D] contiguous or None, lse [Hq, B*Sq] fp32).
 
@@ -204,17 +223,21 @@ def backward(do, q, k, v, o, lse, lay: Varlen, scale: float, causal: bool, windo
         o.stride(0), o.stride(1), o.stride(2), do.stride(0), do.stride(1), do.stride(2), lse.stride(0), Sq,
         HEAD_DIM=D, BLOCK_D=block_d, BLOCK_M=64,
     )
-    if "dkdv" in parts and _use_gluon_dkdv(cfg, q, k, v, do, window, softcap):
-        rows, keys, warps = cfg.gluon_dkdv
-        dkdv_sm90_kernel[(Hkv, lay.n, triton.cdiv(lay.max_k, keys))](
-            q, k, v, do, dk, dv, lse, delta, *_lay_args(lay), float(scale),
-            q.stride(0), q.stride(1), k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2),
-            do.stride(0), do.stride(1),
-            dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0), dv.stride(1), dv.stride(2),
-            lse.stride(0), Sq, Hq // Hkv,
-            HEAD_DIM=D, BLOCK_M=rows, BLOCK_N=keys, IS_CAUSAL=bool(causal), num_warps=warps,
-        )
-    elif "dkdv" in parts:
+
+    def dkdv():
+        if _use_gluon_dkdv(cfg, q, k, v, do, window, softcap):
+            rows, keys, warps = cfg.gluon_dkdv
+            blocks = triton.cdiv(lay.max_k, keys)
+            dkdv_sm90_kernel[(triton.cdiv(blocks, 2), Hkv, lay.n) if cfg.gluon_pairs else (Hkv, lay.n, blocks)](
+                q, k, v, do, dk, dv, lse, delta, *_lay_args(lay), float(scale),
+                q.stride(0), q.stride(1), k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1),
+                v.stride(2), do.stride(0), do.stride(1),
+                dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0), dv.stride(1), dv.stride(2),
+                lse.stride(0), Sq, Hq // Hkv,
+                HEAD_DIM=D, BLOCK_M=rows, BLOCK_N=keys, IS_CAUSAL=bool(causal), PAIRS=cfg.gluon_pairs,
+                num_warps=warps,
+            )
+            return
         dkdv_kernel[(Hkv, lay.n, triton.cdiv(lay.max_k, cfg.block_n1))](
             q, k, v, do, dk, dv, lse, delta, *_lay_args(lay), float(scale),
             q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
@@ -225,7 +248,8 @@ def backward(do, q, k, v, o, lse, lay: Varlen, scale: float, causal: bool, windo
             TMA=_use_tma(cfg.tma, q, k, v, do),
             num_warps=cfg.num_warps, num_stages=cfg.num_stages, **_max_regs(cfg.max_regs),
         )
-    if "dq" in parts:
+
+    def dq_():
         dq_kernel[(Hq, lay.n, triton.cdiv(lay.max_q, cfg.block_m2))](
             q, k, v, do, dq, lse, delta, *_lay_args(lay), float(scale),
             q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
@@ -237,4 +261,20 @@ def backward(do, q, k, v, o, lse, lay: Varlen, scale: float, causal: bool, windo
             num_warps=cfg.num_warps2 or cfg.num_warps, num_stages=cfg.num_stages2 or cfg.num_stages,
             **_max_regs(cfg.max_regs2),
         )
+
+    if "dkdv" in parts and "dq" in parts and cfg.overlap and q.is_cuda:
+        _side_by_side(dkdv, dq_, q.device)
+    else:
+        for name, run in (("dkdv", dkdv), ("dq", dq_)):
+            if name in parts:
+                run()
+    return dq, dk, dv
+    delta_()
+    if cfg.overlap == "dkdv":
+        runs.reverse()
+    if len(runs) == 2 and cfg.overlap and q.is_cuda:
+        _side_by_side(*runs, device=q.device)
+    else:
+        for run in runs:
+            run()
     return dq, dk, dv

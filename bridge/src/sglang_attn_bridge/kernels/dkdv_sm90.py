@@ -9,8 +9,9 @@ each elementwise step runs under a product still in flight:
     issue dK += dS^T Q                   ->  wait all
 
 and the next query tile (Q, dO) arrives by TMA into a second buffer while this one is used. One program owns
-BLOCK_N keys of one KV head (K and V stay in shared memory) and walks every query head of its GQA group, as the
-Triton kernel does, in the same order, so each dK/dV is written by one program (deterministic). Query tiles come
+BLOCK_N keys of one KV head (K and V stay in shared memory; with PAIRS, two such blocks one after the other) and walks
+every query head of its GQA group, as the Triton kernel does, in the same order, so each dK/dV is written by one
+program (deterministic). Query tiles come
 through a descriptor bounded by the sequence, so rows past its end are zeros and need no select.
 Covers the common case only (causal or not, no window, no softcap, head dim 64/128, 16-bit types, heads of one
 token adjacent in memory) on Triton 3.6, whose Gluon API this is written against (3.9 renamed the TMA copies and the
@@ -25,15 +26,34 @@ from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warp
 
 
 @gluon.jit
-def _issue_tile(q_desc, do_desc, q_buf, do_buf, bar, it, lo, nblk, total,
-                BLOCK_M: gl.constexpr, HEAD_DIM: gl.constexpr):
-    """Start the TMA copies of step `it`'s Q and dO tiles (query head it // nblk, rows from its block) into a buffer."""
-    g = it // nblk
-    start_m = lo + (it - g * nblk) * BLOCK_M
-    live = it < total
+def _issue_tile(q_desc, do_desc, q_buf, do_buf, bar, g, start_m, live, BLOCK_M: gl.constexpr, HEAD_DIM: gl.constexpr):
+    """Start the TMA copies of a step's Q and dO tiles (query head g of the group, rows from start_m) into a buffer."""
     mbarrier.expect(bar, 2 * BLOCK_M * HEAD_DIM * q_desc.dtype.primitive_bitwidth // 8, pred=live)
     tma.async_copy_global_to_shared(q_desc, [start_m, g * HEAD_DIM], bar, q_buf, pred=live)
     tma.async_copy_global_to_shared(do_desc, [start_m, g * HEAD_DIM], bar, do_buf, pred=live)
+
+
+@gluon.jit
+def _rows_seen(n0, prefix, len_q, IS_CAUSAL: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr):
+    """Query rows that can see the key block at n0: the first one, the first that sees all of it, the row blocks."""
+    lo = 0
+    if IS_CAUSAL:
+        lo = gl.maximum(0, n0 - prefix) // BLOCK_M * BLOCK_M
+    full_lo = lo
+    if IS_CAUSAL:
+        full_lo = gl.minimum(gl.maximum(lo, (n0 + BLOCK_N - 1 - prefix + BLOCK_M - 1) // BLOCK_M * BLOCK_M), len_q)
+    return lo, full_lo, gl.maximum(len_q - lo + BLOCK_M - 1, 0) // BLOCK_M
+
+
+@gluon.jit
+def _tile(it, total_a, lo_a, nblk_a, lo_b, nblk_b, BLOCK_M: gl.constexpr):
+    """(query head in the group, first row) of step `it`: the first key block's steps, then the second's."""
+    second = (it >= total_a).to(gl.int32)
+    i = it - second * total_a
+    lo = lo_a + second * (lo_b - lo_a)
+    nblk = gl.maximum(nblk_a + second * (nblk_b - nblk_a), 1)
+    g = i // nblk
+    return g, lo + (i - g * nblk) * BLOCK_M
 
 
 @gluon.jit
@@ -45,13 +65,27 @@ def dkdv_sm90_kernel(
     sdkb, sdks, sdkh, sdvb, sdvs, sdvh,
     lse_sh, lse_sb, group,
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, IS_CAUSAL: gl.constexpr,
+    PAIRS: gl.constexpr,
 ):
-    # grid (KV head, sequence, key block), block 0 the first keys: the ones every query row sees under a causal mask
-    kv_head = gl.program_id(0)
-    seq = gl.program_id(1)
-    n0 = gl.program_id(2) * BLOCK_N
+    if PAIRS:
+        # grid (pair j, KV head, sequence): the program takes key block j, then block blocks-1-j. Under a causal mask
+        # every program then has the same work, so the blocks of one (KV head, sequence) can launch side by side,
+        # walking the same Q/dO tiles while L2 holds them, and one set-up (descriptors, barriers) serves two blocks.
+        j = gl.program_id(0)
+        kv_head = gl.program_id(1)
+        seq = gl.program_id(2)
+    else:
+        # grid (KV head, sequence, key block j), block 0 the first keys, the ones every query row sees under a causal
+        # mask: long programs launch first
+        kv_head = gl.program_id(0)
+        seq = gl.program_id(1)
+        j = gl.program_id(2)
     len_k = gl.load(LenK + seq)
-    if n0 >= len_k:
+    blocks = (len_k + BLOCK_N - 1) // BLOCK_N
+    jb = j
+    if PAIRS:
+        jb = blocks - 1 - j
+    if (j > jb) | (j >= blocks):
         return
     len_q = gl.load(LenQ + seq)
     row = gl.load(Row + seq).to(gl.int64)
@@ -97,68 +131,74 @@ def dkdv_sm90_kernel(
     kv_bar = bars.index(2)
     gl.thread_barrier()
 
-    # query rows that can see this key block, and from which one on they see all of it
-    lo = 0
-    if IS_CAUSAL:
-        lo = gl.maximum(0, n0 - prefix) // BLOCK_M * BLOCK_M
-    hi = len_q
-    full_lo = lo
-    if IS_CAUSAL:
-        full_lo = gl.minimum(gl.maximum(lo, (n0 + BLOCK_N - 1 - prefix + BLOCK_M - 1) // BLOCK_M * BLOCK_M), hi)
-    nblk = gl.maximum(hi - lo + BLOCK_M - 1, 0) // BLOCK_M
-    total = group * nblk
+    count = 1 + (jb > j).to(gl.int32)
+    n0_a = j * BLOCK_N
+    n0_b = jb * BLOCK_N
+    lo_a, full_a, nblk_a = _rows_seen(n0_a, prefix, len_q, IS_CAUSAL, BLOCK_M, BLOCK_N)
+    lo_b, full_b, nblk_b = _rows_seen(n0_b, prefix, len_q, IS_CAUSAL, BLOCK_M, BLOCK_N)
+    total_a = group * nblk_a
+    total = total_a + (count - 1) * group * nblk_b
 
-    mbarrier.expect(kv_bar, 2 * BLOCK_N * HEAD_DIM * dtype.primitive_bitwidth // 8)
-    tma.async_copy_global_to_shared(k_desc, [n0, 0], kv_bar, k_smem)
-    tma.async_copy_global_to_shared(v_desc, [n0, 0], kv_bar, v_smem)
-    _issue_tile(q_desc, do_desc, q_smem.index(0), do_smem.index(0), bars.index(0), 0, lo, nblk, total,
+    kv_bytes: gl.constexpr = 2 * BLOCK_N * HEAD_DIM * dtype.primitive_bitwidth // 8
+    mbarrier.expect(kv_bar, kv_bytes)
+    tma.async_copy_global_to_shared(k_desc, [n0_a, 0], kv_bar, k_smem)
+    tma.async_copy_global_to_shared(v_desc, [n0_a, 0], kv_bar, v_smem)
+    _issue_tile(q_desc, do_desc, q_smem.index(0), do_smem.index(0), bars.index(0), 0, lo_a, total > 0,
                 BLOCK_M, HEAD_DIM)
-
-    offs_n = n0 + gl.arange(0, BLOCK_N, layout=keys_layout)
     s_zero = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, s_layout)
-    dk = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, acc_layout)
-    dv = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, acc_layout)
-    mbarrier.wait(kv_bar, 0)
 
-    for it in range(total):
-        slot = it % 2
-        # every warp is done with step it-1, the last reader of the other buffer: refill it with step it+1
+    for blk in range(count):
+        n0 = n0_a + blk * (n0_b - n0_a)
+        full_lo = full_a + blk * (full_b - full_a)
+        offs_n = n0 + gl.arange(0, BLOCK_N, layout=keys_layout)
+        dk = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, acc_layout)
+        dv = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, acc_layout)
+        mbarrier.wait(kv_bar, blk & 1)
+        for it in range(blk * total_a, total_a + blk * (total - total_a)):
+            slot = it % 2
+            # every warp is done with step it-1, the last reader of the other buffer: refill it with step it+1
+            gl.thread_barrier()
+            g_next, m_next = _tile(it + 1, total_a, lo_a, nblk_a, lo_b, nblk_b, BLOCK_M)
+            _issue_tile(q_desc, do_desc, q_smem.index(1 - slot), do_smem.index(1 - slot), bars.index(1 - slot),
+                        g_next, m_next, it + 1 < total, BLOCK_M, HEAD_DIM)
+            g, start_m = _tile(it, total_a, lo_a, nblk_a, lo_b, nblk_b, BLOCK_M)
+            offs_m = start_m + gl.arange(0, BLOCK_M, layout=rows_layout)
+            stats = (head0 + g) * lse_sh + row * lse_sb + q_start + offs_m
+            mask_m = offs_m < len_q
+            lse2 = gl.load(LSE + stats, mask=mask_m, other=0.0) * 1.4426950408889634
+            delta = gl.load(Delta + stats, mask=mask_m, other=0.0)
+            q_buf = q_smem.index(slot)
+            do_buf = do_smem.index(slot)
+            mbarrier.wait(bars.index(slot), (it // 2) & 1)
+
+            sT = warpgroup_mma(k_smem, q_buf.permute((1, 0)), s_zero, use_acc=False, is_async=True)
+            dpT = warpgroup_mma(v_smem, do_buf.permute((1, 0)), s_zero, use_acc=False, is_async=True)
+            sT = warpgroup_mma_wait(num_outstanding=1, deps=(sT, ))
+            pT = gl.exp2(sT * qk_scale2 - gl.expand_dims(lse2, 0))
+            if IS_CAUSAL:
+                if start_m < full_lo:
+                    vis = gl.expand_dims(offs_m + prefix, 0) >= gl.expand_dims(offs_n, 1)
+                    pT = gl.where(vis, pT, 0.0)
+            p16 = gl.convert_layout(pT.to(dtype), op_layout)
+            dv = warpgroup_mma(p16, do_buf, dv, is_async=True)
+            dpT = warpgroup_mma_wait(num_outstanding=1, deps=(dpT, ))
+            dsT = pT * (dpT - gl.expand_dims(delta, 0))
+            ds16 = gl.convert_layout(dsT.to(dtype), op_layout)
+            dk = warpgroup_mma(ds16, q_buf, dk, is_async=True)
+            dv, dk, p16, ds16 = warpgroup_mma_wait(num_outstanding=0, deps=(dv, dk, p16, ds16))
+
+        # every warp's products are done with K and V: the second block's arrive while this one is stored
         gl.thread_barrier()
-        _issue_tile(q_desc, do_desc, q_smem.index(1 - slot), do_smem.index(1 - slot), bars.index(1 - slot), it + 1,
-                    lo, nblk, total, BLOCK_M, HEAD_DIM)
-        g = it // nblk
-        start_m = lo + (it - g * nblk) * BLOCK_M
-        offs_m = start_m + gl.arange(0, BLOCK_M, layout=rows_layout)
-        stats = (head0 + g) * lse_sh + row * lse_sb + q_start + offs_m
-        mask_m = offs_m < len_q
-        lse2 = gl.load(LSE + stats, mask=mask_m, other=0.0) * 1.4426950408889634
-        delta = gl.load(Delta + stats, mask=mask_m, other=0.0)
-        q_buf = q_smem.index(slot)
-        do_buf = do_smem.index(slot)
-        mbarrier.wait(bars.index(slot), (it // 2) & 1)
-
-        sT = warpgroup_mma(k_smem, q_buf.permute((1, 0)), s_zero, use_acc=False, is_async=True)
-        dpT = warpgroup_mma(v_smem, do_buf.permute((1, 0)), s_zero, use_acc=False, is_async=True)
-        sT = warpgroup_mma_wait(num_outstanding=1, deps=(sT, ))
-        pT = gl.exp2(sT * qk_scale2 - gl.expand_dims(lse2, 0))
-        if IS_CAUSAL:
-            if start_m < full_lo:
-                vis = gl.expand_dims(offs_m + prefix, 0) >= gl.expand_dims(offs_n, 1)
-                pT = gl.where(vis, pT, 0.0)
-        p16 = gl.convert_layout(pT.to(dtype), op_layout)
-        dv = warpgroup_mma(p16, do_buf, dv, is_async=True)
-        dpT = warpgroup_mma_wait(num_outstanding=1, deps=(dpT, ))
-        dsT = pT * (dpT - gl.expand_dims(delta, 0))
-        ds16 = gl.convert_layout(dsT.to(dtype), op_layout)
-        dk = warpgroup_mma(ds16, q_buf, dk, is_async=True)
-        dv, dk, p16, ds16 = warpgroup_mma_wait(num_outstanding=0, deps=(dv, dk, p16, ds16))
-
+        if blk + 1 < count:
+            mbarrier.expect(kv_bar, kv_bytes)
+            tma.async_copy_global_to_shared(k_desc, [n0_b, 0], kv_bar, k_smem)
+            tma.async_copy_global_to_shared(v_desc, [n0_b, 0], kv_bar, v_smem)
+        dk = dk * sm_scale
+        offs_kn = n0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, acc_layout))
+        offs_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, acc_layout))
+        keep = gl.expand_dims(offs_kn < len_k, 1) & gl.expand_dims(offs_d < HEAD_DIM, 0)
+        at = gl.expand_dims(k_start + offs_kn, 1)
+        gl.store(DK + row * sdkb + kv_head * sdkh + at * sdks + gl.expand_dims(offs_d, 0), dk.to(dtype), mask=keep)
+        gl.store(DV + row * sdvb + kv_head * sdvh + at * sdvs + gl.expand_dims(offs_d, 0), dv.to(dtype), mask=keep)
     for i in gl.static_range(3):
         mbarrier.invalidate(bars.index(i))
-    dk = dk * sm_scale
-    offs_kn = n0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, acc_layout))
-    offs_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, acc_layout))
-    keep = gl.expand_dims(offs_kn < len_k, 1) & gl.expand_dims(offs_d < HEAD_DIM, 0)
-    at = gl.expand_dims(k_start + offs_kn, 1)
-    gl.store(DK + row * sdkb + kv_head * sdkh + at * sdks + gl.expand_dims(offs_d, 0), dk.to(dtype), mask=keep)
-    gl.store(DV + row * sdvb + kv_head * sdvh + at * sdvs + gl.expand_dims(offs_d, 0), dv.to(dtype), mask=keep)
