@@ -2,7 +2,8 @@
 
 What upstream's bridge did, rebuilt on our kernels so only the structure differs: GQA K/V expanded with repeat,
 a Python loop over the sequences of a packed batch, the log-sum-exp recomputed instead of kept from the forward,
-64x64 blocks, one pipeline stage and plain masked loads (no TMA). It inherits our longest-first launch order.
+64x64 blocks, one pipeline stage, plain masked loads (no TMA) and one stream. It inherits our longest-first launch
+order.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import torch
 
 from sglang_attn_bridge import config, layout, ops
 
-UPSTREAM_BWD = config.BwdConfig(64, 64, 64, 64, 4, 1)
+UPSTREAM_BWD = config.BwdConfig(64, 64, 64, 64, 4, 1, overlap=False)
 
 
 def upstream_backward(do, q, k, v, o, cu, scale):
