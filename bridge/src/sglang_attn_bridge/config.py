@@ -92,7 +92,8 @@ GPU_BWD = {
     # dK/dV: Gluon 64 rows x 64 keys, one warpgroup (two programs per SM) when a KV head serves 2+ query heads:
     # 32/8 heads 1.51 / 1.71 / 0.67 ms (1x8192 / 4x4096 / packed) against the Triton kernel's (32x64, 4 warps,
     # 3 stages) 1.70 / 1.87 / 0.68; with one query head per KV head its programs are too short to repay their set-up
-    # (16/16: 1.05 / 1.00 / 0.58 against 0.94 / 0.87 / 0.42). dQ 0.89 / 0.47 ms. Key-block pairs lose 6% here on long sequences
+    # (16/16: 1.05 / 1.00 / 0.58 against 0.94 / 0.87 / 0.42). dQ 0.89 / 0.47 ms. Key-block pairs (`gluon_pairs`) lose
+    # 4-6% here on long sequences
     64: BwdConfig(32, 64, 64, 64, 4, 3, gluon_dkdv=(64, 64, 4), gluon_min_group=2),
     # dK/dV: Gluon 64x64, one warpgroup: 2.10 / 0.92 ms; Triton kernel (64x128, 8 warps, 1 stage): 2.66 / 1.11 ms
     # (16/16 heads: 1.11 / 0.60 against 1.41 / 0.66). dQ 1.48 / 0.68 ms: 32-key steps under a 128-register cap fit

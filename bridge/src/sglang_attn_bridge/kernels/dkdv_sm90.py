@@ -143,7 +143,8 @@ def dkdv_sm90_kernel(
     mbarrier.expect(kv_bar, kv_bytes)
     tma.async_copy_global_to_shared(k_desc, [n0_a, 0], kv_bar, k_smem)
     tma.async_copy_global_to_shared(v_desc, [n0_a, 0], kv_bar, v_smem)
-    _issue_tile(q_desc, do_desc, q_smem.index(0), do_smem.index(0), bars.index(0), 0, lo_a, total > 0,
+    g0, m0 = _tile(0, total_a, lo_a, nblk_a, lo_b, nblk_b, BLOCK_M)
+    _issue_tile(q_desc, do_desc, q_smem.index(0), do_smem.index(0), bars.index(0), g0, m0, total > 0,
                 BLOCK_M, HEAD_DIM)
     s_zero = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, s_layout)
 
