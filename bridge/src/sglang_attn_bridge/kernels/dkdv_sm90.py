@@ -11,8 +11,8 @@ each elementwise step runs under a product still in flight:
 and the next query tile (Q, dO) arrives by TMA into a second buffer while this one is used. One program owns
 BLOCK_N keys of one KV head (K and V stay in shared memory; with PAIRS, two such blocks one after the other) and walks
 every query head of its GQA group, as the Triton kernel does, in the same order, so each dK/dV is written by one
-program (deterministic). Query tiles come
-through a descriptor bounded by the sequence, so rows past its end are zeros and need no select.
+program (deterministic). Query tiles come through a descriptor bounded by the sequence, so rows past its end are
+zeros and need no select.
 Covers the common case only (causal or not, no window, no softcap, head dim 64/128, 16-bit types, heads of one
 token adjacent in memory) on Triton 3.6, whose Gluon API this is written against (3.9 renamed the TMA copies and the
 CTA barrier); ops.py sends everything else to the Triton kernel.
