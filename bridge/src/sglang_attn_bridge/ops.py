@@ -269,12 +269,3 @@ def backward(do, q, k, v, o, lse, lay: Varlen, scale: float, causal: bool, windo
             if name in parts:
                 run()
     return dq, dk, dv
-    delta_()
-    if cfg.overlap == "dkdv":
-        runs.reverse()
-    if len(runs) == 2 and cfg.overlap and q.is_cuda:
-        _side_by_side(*runs, device=q.device)
-    else:
-        for run in runs:
-            run()
-    return dq, dk, dv
