@@ -14,19 +14,14 @@ RUN apt-get update && \
     rm -rf /var/lib/apt/lists/*
 
 # ---- NCCL tests (diagnostic binaries), at a pinned commit.
-RUN --mount=type=secret,id=pip-ca \
-    if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    git init -q /tmp/nccl-tests && \
-    git -C /tmp/nccl-tests fetch -q --depth 1 https://github.com/NVIDIA/nccl-tests.git b188a152997740a84b3ce0da864bb4f1423eb35a && \
-    git -C /tmp/nccl-tests checkout -q FETCH_HEAD && \
+RUN --mount=type=bind,from=src-nccl_tests,target=/tmp/nccl-tests,rw \
     make -C /tmp/nccl-tests -j"$(nproc)" CUDA_HOME=/usr/local/cuda && \
-    cp /tmp/nccl-tests/build/*_perf /usr/local/bin/ && \
-    rm -rf /tmp/nccl-tests
+    cp /tmp/nccl-tests/build/*_perf /usr/local/bin/
 
 # ---- Python dependencies, in upstream's order.
-RUN --mount=type=secret,id=pip-ca \
+RUN --mount=type=bind,from=src-mbridge,target=/tmp/src/mbridge,rw --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir --no-deps "git+https://github.com/ISEEKYAN/mbridge.git@89eb10887887bc74853f89a4de258c0702932a1c"
+    pip install --no-cache-dir --no-deps /tmp/src/mbridge
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir "flash-linear-attention==0.4.2"
@@ -42,22 +37,19 @@ RUN --mount=type=secret,id=pip-ca \
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir "transformer-engine[pytorch]==2.17.0" "transformer-engine-cu${CUDA_MAJOR}==2.17.0"
+COPY --from=src-megatron_lm / /root/Megatron-LM
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    git init -q /root/Megatron-LM && \
-    git -C /root/Megatron-LM fetch -q --depth 1 https://github.com/radixark/Megatron-LM.git e6007f1613a02761e69d4449767f72102da203bf && \
-    git -C /root/Megatron-LM checkout -q FETCH_HEAD && \
-    git -C /root/Megatron-LM submodule update -q --init --recursive --depth 1 && \
     pip install --no-cache-dir -e /root/Megatron-LM
-RUN --mount=type=secret,id=pip-ca \
+RUN --mount=type=bind,from=src-torch_memory_saver,target=/tmp/src/torch_memory_saver,rw --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    TMS_CUDA_MAJOR="${CUDA_MAJOR}" pip install --no-cache-dir --force-reinstall "git+https://github.com/fzyzcjy/torch_memory_saver.git@f05a8754daf68238d54e4cf31cb3ba866684bbaf"
+    TMS_CUDA_MAJOR="${CUDA_MAJOR}" pip install --no-cache-dir --force-reinstall /tmp/src/torch_memory_saver
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir "nvidia-modelopt==0.40.0"
-RUN --mount=type=secret,id=pip-ca \
+RUN --mount=type=bind,from=src-megatron_bridge,target=/tmp/src/megatron_bridge,rw --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir --no-deps --no-build-isolation "git+https://github.com/radixark/Megatron-Bridge.git@7f0fb3456f8ffe47599b5fd167b454605d85f932"
+    pip install --no-cache-dir --no-deps --no-build-isolation /tmp/src/megatron_bridge
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir "megatron-energon==7.2.2" "multi-storage-client==0.51.0"
@@ -65,12 +57,10 @@ RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir "typer==0.25.1" "click==8.2.1"
 
-# ---- miles at a pinned commit, as an editable install of its own source (no overlay, no patch).
+# ---- miles (its pinned commit, or a local `--source`), as an editable install of its own source tree.
+COPY --from=src-miles / /root/miles
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    git init -q /root/miles && \
-    git -C /root/miles fetch -q --depth 1 https://github.com/radixark/miles.git bf72ef940a03fb206ac4c09a682f52dd30ebae65 && \
-    git -C /root/miles checkout -q FETCH_HEAD && \
     pip install --no-cache-dir -e /root/miles --no-deps
 
 # ---- The attention bridge: its own distribution, installed like any other package (no overlay into miles).
@@ -87,5 +77,5 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16-cu130" \
       io.miles.variant="cu13-aarch64" \
-      io.miles.spec-digest="53aa98baa101f935909da82693c4fbad06d4bbc11ddd6798c6fe8daccbd810d6"
+      io.miles.spec-digest="9c8f0dfa8947bc0930d6c346ef62dc43cd6b41de039e486b2b34615498983da5"
 WORKDIR /root/

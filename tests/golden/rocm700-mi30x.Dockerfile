@@ -22,47 +22,34 @@ RUN apt-get update && \
     rm -rf /var/lib/apt/lists/*
 
 # ---- RCCL tests (diagnostic binaries), at a pinned commit.
-RUN --mount=type=secret,id=pip-ca \
-    if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    git init -q /tmp/rccl-tests && \
-    git -C /tmp/rccl-tests fetch -q --depth 1 https://github.com/ROCm/rccl-tests.git 4a735add7da2982b5393257d88d133aa5a809ed6 && \
-    git -C /tmp/rccl-tests checkout -q FETCH_HEAD && \
+RUN --mount=type=bind,from=src-rccl_tests,target=/tmp/rccl-tests,rw \
     make -C /tmp/rccl-tests -j"$(nproc)" HIP_HOME=/opt/rocm NCCL_HOME=/opt/rocm GPU_TARGETS="${GPU_ARCH}" && \
-    cp /tmp/rccl-tests/build/*_perf /usr/local/bin/ && \
-    rm -rf /tmp/rccl-tests
+    cp /tmp/rccl-tests/build/*_perf /usr/local/bin/
 
 # ---- Python dependencies, in upstream's order.
 RUN pip uninstall -y transformer-engine transformer_engine transformer_engine_torch
-RUN --mount=type=secret,id=pip-ca \
+RUN --mount=type=bind,from=src-transformer_engine,target=/tmp/src/transformer_engine,rw --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    git init -q /root/TransformerEngine && \
-    git -C /root/TransformerEngine fetch -q --depth 1 https://github.com/ROCm/TransformerEngine.git 0690c5f91e30d85e9a2d12d8241648504ba3f195 && \
-    git -C /root/TransformerEngine checkout -q FETCH_HEAD && \
-    git -C /root/TransformerEngine submodule update -q --init --recursive --depth 1 && \
-    NVTE_FUSED_ATTN=0 pip install --no-cache-dir --no-build-isolation /root/TransformerEngine && \
-    rm -rf /root/TransformerEngine
-RUN --mount=type=secret,id=pip-ca \
+    NVTE_FUSED_ATTN=0 pip install --no-cache-dir --no-build-isolation /tmp/src/transformer_engine
+RUN --mount=type=bind,from=src-mbridge,target=/tmp/src/mbridge,rw --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir --no-deps "git+https://github.com/ISEEKYAN/mbridge.git@89eb10887887bc74853f89a4de258c0702932a1c"
+    pip install --no-cache-dir --no-deps /tmp/src/mbridge
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     GPU_ARCHS="${GPU_ARCH}" BUILD_TARGET=rocm pip install --no-cache-dir --no-build-isolation "flash-attn==2.8.3"
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir "flash-linear-attention==0.4.2" "numba==0.65.1" "mooncake-transfer-engine==0.3.12.post1"
+COPY --from=src-megatron_lm / /root/Megatron-LM
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    git init -q /root/Megatron-LM && \
-    git -C /root/Megatron-LM fetch -q --depth 1 https://github.com/radixark/Megatron-LM.git e6007f1613a02761e69d4449767f72102da203bf && \
-    git -C /root/Megatron-LM checkout -q FETCH_HEAD && \
-    git -C /root/Megatron-LM submodule update -q --init --recursive --depth 1 && \
     pip install --no-cache-dir -e /root/Megatron-LM
-RUN --mount=type=secret,id=pip-ca \
+RUN --mount=type=bind,from=src-torch_memory_saver,target=/tmp/src/torch_memory_saver,rw --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir --force-reinstall "git+https://github.com/fzyzcjy/torch_memory_saver.git@f05a8754daf68238d54e4cf31cb3ba866684bbaf"
-RUN --mount=type=secret,id=pip-ca \
+    pip install --no-cache-dir --force-reinstall /tmp/src/torch_memory_saver
+RUN --mount=type=bind,from=src-megatron_bridge,target=/tmp/src/megatron_bridge,rw --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir --no-deps --no-build-isolation "git+https://github.com/radixark/Megatron-Bridge.git@7f0fb3456f8ffe47599b5fd167b454605d85f932"
+    pip install --no-cache-dir --no-deps --no-build-isolation /tmp/src/megatron_bridge
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir "megatron-energon==7.2.2" "multi-storage-client==0.51.0"
@@ -74,12 +61,10 @@ RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir "setuptools==79.0.1" "typer==0.25.1" "click==8.2.1"
 
-# ---- miles at a pinned commit, as an editable install of its own source (no overlay, no patch).
+# ---- miles (its pinned commit, or a local `--source`), as an editable install of its own source tree.
+COPY --from=src-miles / /root/miles
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    git init -q /root/miles && \
-    git -C /root/miles fetch -q --depth 1 https://github.com/radixark/miles.git bf72ef940a03fb206ac4c09a682f52dd30ebae65 && \
-    git -C /root/miles checkout -q FETCH_HEAD && \
     pip install --no-cache-dir -e /root/miles --no-deps
 
 # ---- The attention bridge: its own distribution, installed like any other package (no overlay into miles).
@@ -105,6 +90,6 @@ ENV HIP_FORCE_DEV_KERNARG=1 \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.10-rocm700-mi30x" \
       io.miles.variant="rocm700-mi30x" \
-      io.miles.spec-digest="04e6ace5f3cc9ca48622f971b9c91ffa54ee63c8d2ea7ab973738c36a738e948"
+      io.miles.spec-digest="fe4146136cc5c17a459ee482cd35b92bf8fdfa859ef3dde189ff55aad0964355"
 WORKDIR /root/
 CMD ["/bin/bash"]
