@@ -170,8 +170,8 @@ def _plan_dkdv(cfg: config.BwdConfig, target: Target, q, k, v, do_contiguous_hea
     group = q.shape[2] // k.shape[2]
     if not cfg.gluon_dkdv:
         skip = target.gluon or "the tuned choice for this head dim"
-    elif _gluon_skip(target, q, window, softcap):
-        skip = _gluon_skip(target, q, window, softcap)
+    elif gluon_skip := _gluon_skip(target, q, window, softcap):
+        skip = gluon_skip
     elif group < cfg.gluon_min_group:
         skip = f"GQA group of {group}, Gluon from {cfg.gluon_min_group}: shorter programs do not repay its set-up"
     elif q.stride(2) != D or not do_contiguous_heads:
