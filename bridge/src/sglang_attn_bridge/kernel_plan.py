@@ -104,25 +104,18 @@ class KernelPlan:
     exp_ftz: bool  # the forward's exp as ex2.approx.ftz (NVIDIA only)
     fast: bool  # FlashAttention's arithmetic in the Triton forward: NOT bit-exact with sglang (a bench yardstick)
     l2_group_mb: int  # the Gluon forward's L2 groups of (sequence, head) pairs, 0 = one group
-    pairs: bool  # the Gluon dK/dV kernel: a program takes key block j and then the last-j one
+    pairs: bool  # the Gluon dK/dV kernel runs and a program takes key block j, then the last-j one
     streams: int  # 2: dQ on a second stream beside dK/dV; 1: dK/dV then dQ
     why: tuple  # one line per choice: forward, dK/dV, streams
 
     def describe(self) -> str:
-        pairs = " pairs" if self.pairs and self.dkdv.kernel == "gluon" else ""
         return (f"fwd {self.forward} interior={self.interior}{' ftz' if self.exp_ftz else ''}"
-                f"{' fast' if self.fast else ''} | dK/dV {self.dkdv}{pairs} | dQ {self.dq} | {self.streams} stream(s)")
+                f"{' fast' if self.fast else ''} | dK/dV {self.dkdv}{' pairs' if self.pairs else ''} | dQ {self.dq} | {self.streams} stream(s)")
 
 
-def _aligned(t: torch.Tensor) -> bool:
-    """TMA's rule: the base address and every stride but the last a multiple of 16 bytes."""
+def tma_aligned(t: torch.Tensor) -> bool:
+    """Whether TMA can load `t`, by its rule: the base address and every stride but the last a multiple of 16 bytes."""
     return t.data_ptr() % 16 == 0 and all(st * t.element_size() % 16 == 0 for st in t.stride()[:-1])
-
-
-def tma_for(wanted: bool, target: Target, *tensors: torch.Tensor) -> bool:
-    """TMA tile loads where wanted, the target has them and every tensor meets the alignment rule; otherwise the
-    kernels take the masked-load path, with identical values."""
-    return wanted and target.tma and all(_aligned(t) for t in tensors)
 
 
 def _gluon_skip(target: Target, q: torch.Tensor, window, softcap) -> str:
@@ -141,7 +134,7 @@ def _gluon_skip(target: Target, q: torch.Tensor, window, softcap) -> str:
     return ""
 
 
-def _plan_forward(cfg: config.FwdConfig, target: Target, q, k, v, window, softcap, compute_o) -> tuple:
+def _plan_forward(cfg: config.FwdConfig, target: Target, q, window, softcap, compute_o, tma_ok: bool) -> tuple:
     """(Launch, why) of the forward: the warp-specialised Gluon forward where configured and it applies (it also needs
     sglang's arithmetic and the output wanted, not the LSE-only pass), the Triton forward elsewhere."""
     if not cfg.gluon_ws:
@@ -152,17 +145,17 @@ def _plan_forward(cfg: config.FwdConfig, target: Target, q, k, v, window, softca
         skip = "LSE only"
     else:
         skip = _gluon_skip(target, q, window, softcap) or (
-            "" if tma_for(True, target, q, k, v) else "a view that TMA cannot load (16-byte rule)")
+            "" if tma_ok else "a view that TMA cannot load (16-byte rule)")
     if not skip:
         return (Launch("gluon", WS_ROWS.value, GLUON_KEYS, GLUON_FWD_WARPS, cfg.gluon_ws, GLUON_FWD_REGS, True),
                 "forward: Gluon (persistent, warp-specialised)")
     return (Launch("triton", cfg.block_m, cfg.block_n, cfg.num_warps, cfg.num_stages, cfg.max_regs,
-                   tma_for(cfg.tma, target, q, k, v)),
+                   cfg.tma and tma_ok),
             f"forward: Triton: {skip}")
 
 
-def _plan_dkdv(cfg: config.BwdConfig, target: Target, q, k, v, do_contiguous_heads: bool, do_aligned: bool,
-               window, softcap) -> tuple:
+def _plan_dkdv(cfg: config.BwdConfig, target: Target, q, k, window, softcap, do_heads_adjacent: bool,
+               tma_ok: bool) -> tuple:
     """(Launch, why) of dK/dV: the Gluon kernel where configured and it applies (it also needs a token's query heads
     side by side in memory, as its TMA view spans a GQA group's heads, and GQA groups of at least
     `gluon_min_group`), the Triton kernel elsewhere."""
@@ -174,9 +167,9 @@ def _plan_dkdv(cfg: config.BwdConfig, target: Target, q, k, v, do_contiguous_hea
         skip = gluon_skip
     elif group < cfg.gluon_min_group:
         skip = f"GQA group of {group}, Gluon from {cfg.gluon_min_group}: shorter programs do not repay its set-up"
-    elif q.stride(2) != D or not do_contiguous_heads:
+    elif q.stride(2) != D or not do_heads_adjacent:
         skip = "query heads not side by side in memory"
-    elif not (tma_for(True, target, q, k, v) and do_aligned):
+    elif not tma_ok:
         skip = "a view that TMA cannot load (16-byte rule)"
     else:
         skip = ""
@@ -184,7 +177,7 @@ def _plan_dkdv(cfg: config.BwdConfig, target: Target, q, k, v, do_contiguous_hea
         rows, keys, warps = cfg.gluon_dkdv
         return Launch("gluon", rows, keys, warps, GLUON_DKDV_BUFFERS, 0, True), "dK/dV: Gluon (products overlapped)"
     return (Launch("triton", cfg.block_m1, cfg.block_n1, cfg.num_warps, cfg.num_stages, cfg.max_regs,
-                   tma_for(cfg.tma, target, q, k, v) and do_aligned),
+                   cfg.tma and tma_ok),
             f"dK/dV: Triton: {skip}")
 
 
@@ -201,11 +194,12 @@ def plan(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window=None, softcap
         D, el = q.shape[-1], q.element_size()
         do_heads, do_aligned = True, all(n * el % 16 == 0 for n in (D, q.shape[2] * D, q.shape[1] * q.shape[2] * D))
     else:
-        do_heads, do_aligned = do.stride(2) == q.shape[-1], _aligned(do)
-    fwd, why_fwd = _plan_forward(fcfg, target, q, k, v, window, softcap, compute_o)
-    dkdv, why_dkdv = _plan_dkdv(bcfg, target, q, k, v, do_heads, do_aligned, window, softcap)
+        do_heads, do_aligned = do.stride(2) == q.shape[-1], tma_aligned(do)
+    tma_ok = target.tma and tma_aligned(q) and tma_aligned(k) and tma_aligned(v)  # TMA can load q, k and v here
+    fwd, why_fwd = _plan_forward(fcfg, target, q, window, softcap, compute_o, tma_ok)
+    dkdv, why_dkdv = _plan_dkdv(bcfg, target, q, k, window, softcap, do_heads, tma_ok and do_aligned)
     dq = Launch("triton", bcfg.block_m2, bcfg.block_n2, bcfg.num_warps2 or bcfg.num_warps,
-                bcfg.num_stages2 or bcfg.num_stages, bcfg.max_regs2, tma_for(bcfg.tma2, target, q, k, v) and do_aligned)
+                bcfg.num_stages2 or bcfg.num_stages, bcfg.max_regs2, bcfg.tma2 and tma_ok and do_aligned)
     streams = 2 if bcfg.overlap and target.streams else 1
     why_streams = ("streams: dQ on a second stream beside dK/dV" if streams == 2 else
                    "streams: one: " + ("overlap is off" if not bcfg.overlap else "no GPU streams here"))
@@ -214,6 +208,6 @@ def plan(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window=None, softcap
         forward=fwd, dkdv=dkdv, dq=dq,
         interior=1 if fcfg.interior == 3 and not target.ptx else fcfg.interior,
         exp_ftz=fcfg.exp_ftz and target.ptx, fast=not fcfg.exact and not softcap,
-        l2_group_mb=fcfg.gluon_group_mb, pairs=bcfg.gluon_pairs, streams=streams,
+        l2_group_mb=fcfg.gluon_group_mb, pairs=bcfg.gluon_pairs and dkdv.kernel == "gluon", streams=streams,
         why=(why_fwd, why_dkdv, why_streams),
     )

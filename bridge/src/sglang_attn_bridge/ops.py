@@ -210,7 +210,7 @@ def backward(do, q, k, v, o, lse, lay: Varlen, scale: float, causal: bool, windo
 # bench/check_h200.py labels its GPU cases with these three questions; the launchers above read the plan itself.
 # `cfg` is the head dim's current config there, which is what the plan reads.
 def _use_tma(wanted: bool, *tensors: torch.Tensor) -> bool:
-    return kernel_plan.tma_for(wanted, kernel_plan.Target.of(tensors[0].device), *tensors)
+    return wanted and kernel_plan.Target.of(tensors[0].device).tma and all(map(kernel_plan.tma_aligned, tensors))
 
 
 def _use_gluon_fwd(cfg, q, k, v, window, softcap, compute_o) -> bool:
