@@ -110,7 +110,8 @@ class KernelPlan:
 
     def describe(self) -> str:
         return (f"fwd {self.forward} interior={self.interior}{' ftz' if self.exp_ftz else ''}"
-                f"{' fast' if self.fast else ''} | dK/dV {self.dkdv}{' pairs' if self.pairs else ''} | dQ {self.dq} | {self.streams} stream(s)")
+                f"{' fast' if self.fast else ''} | dK/dV {self.dkdv}{' pairs' if self.pairs else ''} | dQ {self.dq}"
+                f" | {self.streams} stream(s)")
 
 
 def tma_aligned(t: torch.Tensor) -> bool:
