@@ -14,8 +14,8 @@ from sglang_attn_bridge import config, kernel_plan, layout, ops
 from sglang_attn_bridge.kernel_plan import Launch, Target, plan
 
 HOPPER = Target(ptx=True, tma=True, gluon="", streams=True)  # an H200 with Triton 3.6
-AMPERE = Target(ptx=True, tma=False, gluon="it needs a Hopper (sm_90) GPU: wgmma", streams=True)
-ROCM = Target(ptx=False, tma=False, gluon="it needs a Hopper (sm_90) GPU: wgmma", streams=True)
+AMPERE = Target(ptx=True, tma=False, gluon="the Gluon kernels need a Hopper (sm_90) GPU: wgmma", streams=True)
+ROCM = Target(ptx=False, tma=False, gluon="the Gluon kernels need a Hopper (sm_90) GPU: wgmma", streams=True)
 needs_gluon_module = pytest.mark.skipif(kernel_plan.WS_ROWS is None,
                                         reason="this Triton cannot define the Gluon kernels")
 

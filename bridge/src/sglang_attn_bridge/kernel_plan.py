@@ -36,9 +36,9 @@ def gluon_unavailable(device: torch.device) -> str:
     if dkdv_sm90_kernel is None:
         return "this Triton has no usable Gluon"
     if tuple(int(x) for x in triton.__version__.split(".")[:2]) != GLUON_TRITON:
-        return f"it is written for Triton 3.6's Gluon, this is Triton {triton.__version__}"
+        return f"the Gluon kernels are written for Triton 3.6, this is Triton {triton.__version__}"
     if device.type != "cuda" or torch.version.hip or torch.cuda.get_device_capability(device)[0] != 9:
-        return "it needs a Hopper (sm_90) GPU: wgmma"
+        return "the Gluon kernels need a Hopper (sm_90) GPU: wgmma"
     return ""
 
 
