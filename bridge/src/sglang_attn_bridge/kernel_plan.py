@@ -77,7 +77,7 @@ class Target:
 
 @dataclass(frozen=True)
 class Launch:
-    """One kernel as it will be launched."""
+    """One kernel as it will be launched. Printed as `KERNEL ROWSxKEYS wWARPS sSTAGES [regs<=CAP] [tma]`."""
 
     kernel: str  # "gluon" (kernels/*_sm90.py, Hopper) or "triton" (kernels/forward.py, kernels/backward.py)
     rows: int  # query rows per program (forward, dQ) or per step (dK/dV)
