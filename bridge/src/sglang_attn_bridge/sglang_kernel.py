@@ -1,6 +1,6 @@
 """Find sglang's deterministic extend-attention forward across its API generations, and call it safely.
 
-Generations (DESIGN §5): <= 0.5.5 (srt path, no k_scale/v_scale); 0.5.10-0.5.14 (srt path, k_scale/v_scale are
+Generations: <= 0.5.5 (srt path, no k_scale/v_scale); 0.5.10-0.5.14 (srt path, k_scale/v_scale are
 required positionals after v_buffer, so an old positional call shifts every argument and fails); 0.5.23 (moved to
 sglang.kernels, adds page_size/score_mod/aux_tensors). We read the signature instead of trusting a version string,
 call only by keyword, always pass sm_scale, and pass k_scale=1.0, v_scale=1.0 wherever the kernel takes them.
