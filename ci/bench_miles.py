@@ -13,18 +13,30 @@ build cache is left alone; the bench's tag is `miles-bench:miles-cpu`.
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "ci"))
-
-from bench_build import timed  # noqa: E402
 
 TAG = "miles-bench:miles-cpu"
 ACTOR = Path("miles/backends/fsdp_utils/actor.py")
+
+
+def build(argv) -> tuple:
+    """(wall seconds, the Dockerfile steps that ran rather than came from the cache) of one `build.py build`."""
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "build.py", "build", "--target", "miles-cpu", "--tag", TAG, *argv],
+                          cwd=ROOT, capture_output=True, text=True)
+    took = time.perf_counter() - start
+    if proc.returncode != 0:
+        sys.exit(f"bench: build {' '.join(argv)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr[-2000:]}")
+    steps = [ln.split("]")[0].strip() + "]" for ln in proc.stdout.splitlines()
+             if ln.strip().startswith("[stage-0") and not ln.rstrip().endswith("cached") and " FROM " not in ln]
+    return took, steps
 
 
 def main() -> int:
@@ -33,24 +45,22 @@ def main() -> int:
     args = ap.parse_args()
     import docker
 
-    build = [sys.executable, "build.py", "build", "--target", "miles-cpu", "--tag", TAG]
     with tempfile.TemporaryDirectory(prefix="miles-bench-") as tmp:
         with tarfile.open(args.source) as tar:
             tar.extractall(tmp, filter="data")
         tree = next(Path(tmp).iterdir())
         source = ["--source", f"miles={tree}"]
-        cold = timed(build + source + ["--no-cache"], ROOT)
-        noop = timed(build + source, ROOT)
+        rows = [("cold (--no-cache; base and wheelhouse kept)", *build(source + ["--no-cache"])),
+                ("no-op rebuild", *build(source))]
         actor = tree / ACTOR
-        text = actor.read_text()
-        actor.write_text(text.replace('"""Pause CUDA memory', '"""Pause the CUDA memory', 1))
-        edit = timed(build + source, ROOT)
+        actor.write_text(actor.read_text().replace('"""Pause CUDA memory', '"""Pause the CUDA memory', 1))
+        rows.append(("one-line miles change (--source)", *build(source)))
     size = docker.from_env().images.get(TAG).attrs["Size"]
-    print(f"\n{'miles-cpu build':<48} {'seconds':>8} {'÷ cold':>8}")
-    for name, sec in (("cold (--no-cache; base and wheelhouse kept)", cold), ("no-op rebuild", noop),
-                      ("one-line miles change (--source)", edit)):
-        print(f"{name:<48} {sec:>8.1f} {sec / cold:>8.1%}")
-    print(f"{'image size':<48} {size / 1e9:>7.2f} GB")
+    cold = rows[0][1]
+    print(f"\n{'miles-cpu build':<46} {'seconds':>8} {'÷ cold':>8}  steps that ran")
+    for name, sec, ran in rows:
+        print(f"{name:<46} {sec:>8.1f} {sec / cold:>8.1%}  {len(ran)}: {' '.join(r.split()[-1] for r in ran)}")
+    print(f"{'image size':<46} {size / 1e9:>7.2f} GB")
     return 0
 
 
