@@ -22,7 +22,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-ITEMS = ("build.py", "toolkit", "images", "templates", "verify", "bridge")
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build", "tests", "bench")
 
 
@@ -66,8 +65,8 @@ def main() -> int:
 
     import docker
 
+    from toolkit.context import PROJECT_ITEMS
     from toolkit.spec import load_catalog
-
     from toolkit.wheelhouse import image_ref
 
     client = docker.from_env()
@@ -75,7 +74,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="miles-bench-") as tmp:
         proj = Path(tmp) / "project"
         proj.mkdir()
-        for item in ITEMS:
+        for item in PROJECT_ITEMS:
             src = ROOT / item
             (shutil.copytree(src, proj / item, ignore=IGNORE) if src.is_dir() else shutil.copy2(src, proj / item))
         cache = ROOT / ".cache"

@@ -9,7 +9,8 @@ import subprocess
 import pytest
 
 from support import ROOT, run_build_py
-COPY_ITEMS = ("build.py", "toolkit", "images", "templates", "verify", "bridge")
+from toolkit.context import PROJECT_ITEMS
+
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build", ".pytest_cache", "tests", "bench")
 
 
@@ -39,7 +40,7 @@ def project_copy(tmp_path):
     """A copy of the project to break on purpose; it shares the wheelhouse cache so builds stay fast."""
     dest = tmp_path / "project"
     dest.mkdir()
-    for item in COPY_ITEMS:
+    for item in PROJECT_ITEMS:
         src = ROOT / item
         if src.is_dir():
             shutil.copytree(src, dest / item, ignore=IGNORE)

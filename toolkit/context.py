@@ -18,6 +18,8 @@ from toolkit.spec import ROOT
 from verify.bundle import PROBES_DIR, RUNNER_MODULES, config_text
 
 BUILD_DIR = ROOT / "build"
+# What a copy of the project needs to render, stage and build every target (tests and benches copy exactly this).
+PROJECT_ITEMS = ("build.py", "toolkit", "images", "templates", "verify", "bridge", "image_tools")
 INPUT_HASH_LABEL = "io.miles.input-hash"
 BRIDGE_EXCLUDE = {"tests", "bench", "build", "dist", "__pycache__", ".pytest_cache"}
 IMAGE_TOOLS = ROOT / "image_tools"  # stdlib scripts that build steps run inside the image (context folder tools/)
