@@ -51,6 +51,8 @@ def context_files(plan) -> dict:
                 files[f"bridge/{s.relative_to(bridge).as_posix()}"] = s
     for name in RUNNER_MODULES:  # only the runner: host-side modules (overlays, cst) never enter an image
         files[f"gates/verify/{name}"] = ROOT / "verify" / name
+    for script in sorted((ROOT / "images" / "scripts").glob("*.py")):  # helpers the templates bind-mount
+        files[f"scripts/{script.name}"] = script
     for p in plan.variant.patches:
         files[f"patches/{Path(p['file']).name}"] = ROOT / p["file"]
     return dict(sorted(files.items()))
@@ -74,7 +76,7 @@ def plan_hash(plan, dockerfile_text: str, files: dict | None = None) -> str:
 
 
 def stage(plan, dockerfile_text: str, build_dir: Path = BUILD_DIR) -> Context:
-    """Write build/<target>/context/ afresh: Dockerfile, bridge/, gates/ (verify/ + gates.json), patches/."""
+    """Write build/<target>/context/ afresh: Dockerfile, bridge/, gates/ (verify/ + gates.json), scripts/, patches/."""
     files = context_files(plan)
     digest = plan_hash(plan, dockerfile_text, files)
     root = build_dir / plan.name / "context"

@@ -29,7 +29,7 @@ PLATFORM_RE = re.compile(r"^linux/(amd64|arm64)$")
 # Schema: key -> type. A type is a python type, ("list", T), ("map", T) for str-keyed mappings, or a nested schema dict.
 STR_MAP = ("map", str)
 STR_LIST = ("list", str)
-COMPONENT = {"git": str, "ref": str, "version": str, "subdir": str, "extras": str}
+COMPONENT = {"git": str, "ref": str, "version": str, "subdir": str, "extras": str, "requirements_exclude": STR_LIST}
 PATCH = {"file": str, "tree": str, "ref": str, "strip": int}
 GATES = {
     "imports": STR_LIST,
@@ -168,6 +168,9 @@ def check_pins(v: dict, file: str, prefix: str) -> None:
                 raise SpecError(file, f"{key}.version", f"bad version {comp['version']!r}")
         else:
             raise SpecError(file, key, "a component needs `git` + `ref` or `version`")
+        for i, req in enumerate(comp.get("requirements_exclude") or []):
+            if not NAME_RE.match(req.lower()):
+                raise SpecError(file, f"{key}.requirements_exclude[{i}]", f"not a project name: {req!r}")
     for name, version in (v.get("pip") or {}).items():
         if not VERSION_RE.match(version) or version in ("latest", "*"):
             raise SpecError(file, f"{prefix}pip.{name}", f"pip package must be pinned to an exact version, got {version!r}")
