@@ -1,5 +1,5 @@
 # Rendered by build.py from images/cuda.yaml, variant cu13-aarch64. Do not edit: change the spec or the template.
-FROM lmsysorg/sglang:v0.5.16-cu130
+FROM lmsysorg/sglang:v0.5.16
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ARG CUDA_MAJOR=13
 ARG MAX_JOBS=64
@@ -10,14 +10,14 @@ ENV MAX_JOBS=${MAX_JOBS}
 
 # ---- Apt: diagnostics.
 RUN apt-get update && \
-    apt-get install -y --no-install-recommends dnsutils ethtool rsync tmux && \
+    apt-get install -y --no-install-recommends dnsutils ethtool nvtop rsync tmux && \
     rm -rf /var/lib/apt/lists/*
 
 # ---- NCCL tests (diagnostic binaries), at a pinned commit.
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     git init -q /tmp/nccl-tests && \
-    git -C /tmp/nccl-tests fetch -q --depth 1 https://github.com/NVIDIA/nccl-tests.git b188a152997740a84b3ce0da864bb4f1423eb35a && \
+    git -C /tmp/nccl-tests fetch -q --depth 1 https://github.com/NVIDIA/nccl-tests.git ae98985f5599617be94042f4aa3637d10014ce89 && \
     git -C /tmp/nccl-tests checkout -q FETCH_HEAD && \
     make -C /tmp/nccl-tests -j"$(nproc)" CUDA_HOME=/usr/local/cuda && \
     cp /tmp/nccl-tests/build/*_perf /usr/local/bin/ && \
@@ -36,9 +36,13 @@ RUN --mount=type=secret,id=pip-ca \
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir --no-deps "tile_kernels==1.0.0"
+# Hadamard transform, and the Mamba kernels of nemotron_h hybrid models: source builds against the base's torch.
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir "nvidia-cutlass-dsl==4.6.2" "flashinfer-python==0.6.15.post1"
+    pip install --no-cache-dir --no-build-isolation "git+https://github.com/Dao-AILab/fast-hadamard-transform.git@e7706faf8d1c3b9f241e36860640ad1dac644ede"
+RUN --mount=type=secret,id=pip-ca \
+    if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
+    pip install --no-cache-dir --no-build-isolation "causal-conv1d==1.6.1" "mamba-ssm==2.3.1"
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir "transformer-engine[pytorch]==2.17.0" "transformer-engine-cu${CUDA_MAJOR}==2.17.0"
@@ -49,6 +53,15 @@ RUN --mount=type=secret,id=pip-ca \
     git -C /root/Megatron-LM checkout -q FETCH_HEAD && \
     git -C /root/Megatron-LM submodule update -q --init --recursive --depth 1 && \
     pip install --no-cache-dir -e /root/Megatron-LM
+# ---- The spec's patches (TransformerEngine fixes on CUDA 13), each checked before and after.
+RUN --mount=type=bind,source=patches,target=/tmp/patches \
+    git -C /usr/local/lib/python3.12/dist-packages/transformer_engine apply --check -p1 /tmp/patches/cu13-te_dequantized_backward_override.patch && \
+    git -C /usr/local/lib/python3.12/dist-packages/transformer_engine apply -p1 /tmp/patches/cu13-te_dequantized_backward_override.patch && \
+    git -C /usr/local/lib/python3.12/dist-packages/transformer_engine apply --reverse --check -p1 /tmp/patches/cu13-te_dequantized_backward_override.patch
+RUN --mount=type=bind,source=patches,target=/tmp/patches \
+    git -C /usr/local/lib/python3.12/dist-packages/transformer_engine apply --check -p1 /tmp/patches/cu13-te_fa2_sm103_whitelist.patch && \
+    git -C /usr/local/lib/python3.12/dist-packages/transformer_engine apply -p1 /tmp/patches/cu13-te_fa2_sm103_whitelist.patch && \
+    git -C /usr/local/lib/python3.12/dist-packages/transformer_engine apply --reverse --check -p1 /tmp/patches/cu13-te_fa2_sm103_whitelist.patch
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     TMS_CUDA_MAJOR="${CUDA_MAJOR}" pip install --no-cache-dir --force-reinstall "git+https://github.com/fzyzcjy/torch_memory_saver.git@f05a8754daf68238d54e4cf31cb3ba866684bbaf"
@@ -60,18 +73,39 @@ RUN --mount=type=secret,id=pip-ca \
     pip install --no-cache-dir --no-deps --no-build-isolation "git+https://github.com/radixark/Megatron-Bridge.git@7f0fb3456f8ffe47599b5fd167b454605d85f932"
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir "megatron-energon==7.2.2" "multi-storage-client==0.51.0"
+    pip install --no-cache-dir --no-deps "megatron-energon==7.2.2" "multi-storage-client==0.51.0"
+
+# ---- miles at a pinned commit: its own requirements.txt (minus the spec's `requirements_exclude`, filtered by a
+# ---- stdlib script), then an editable install of its source with no deps (no overlay, no patch). The apt copy of
+# ---- PyJWT has no pip record, so pip could not replace it: it goes first, as upstream does.
+RUN --mount=type=bind,source=scripts,target=/tmp/scripts --mount=type=secret,id=pip-ca \
+    if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
+    git init -q /root/miles && \
+    git -C /root/miles fetch -q --depth 1 https://github.com/radixark/miles.git 31f1ca961a94cb860cec3b2dea34ec332bfa8f76 && \
+    git -C /root/miles checkout -q FETCH_HEAD && \
+    rm -rf /usr/lib/python3/dist-packages/jwt /usr/lib/python3/dist-packages/PyJWT* && \
+    python3 /tmp/scripts/filter_requirements.py /root/miles/requirements.txt > /tmp/miles-requirements.txt && \
+    pip install --no-cache-dir -r /tmp/miles-requirements.txt && \
+    rm /tmp/miles-requirements.txt && \
+    pip install --no-cache-dir -e /root/miles --no-deps
+
+# ---- cuDNN from pip only: the base's apt copy shadows it in ldconfig and the loader would mix the two.
+RUN --mount=type=secret,id=pip-ca \
+    if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
+    apt-get remove -y --purge --allow-change-held-packages "libcudnn9-cuda-${CUDA_MAJOR}" "libcudnn9-dev-cuda-${CUDA_MAJOR}" "libcudnn9-headers-cuda-${CUDA_MAJOR}" && \
+    rm -rf /var/lib/apt/lists/* && \
+    pip install --no-cache-dir "nvidia-cudnn-cu${CUDA_MAJOR}==9.22.0.52"
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir "typer==0.25.1" "click==8.2.1"
 
-# ---- miles at a pinned commit, as an editable install of its own source (no overlay, no patch).
+# ---- Last, over everything else and without deps, so no earlier resolve can move them:
+# ---- apache-tvm-ffi at sglang's own pin (cutlass-dsl 4.6 calls make_kwargs_wrapper(map_dataclass_to_tuple=...));
+# ---- every nvidia-cutlass-dsl component at 4.6.2 (4.6.0/4.6.1 hang FA4's CuTe backward on sm_103; the meta-package
+# ---- alone does not move the runtime libs); flashinfer python + cubin at 0.6.15.post1 (Blackwell MoE cubin fixes).
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    git init -q /root/miles && \
-    git -C /root/miles fetch -q --depth 1 https://github.com/radixark/miles.git bf72ef940a03fb206ac4c09a682f52dd30ebae65 && \
-    git -C /root/miles checkout -q FETCH_HEAD && \
-    pip install --no-cache-dir -e /root/miles --no-deps
+    pip install --no-cache-dir --force-reinstall --no-deps "apache-tvm-ffi==0.1.11" "nvidia-cutlass-dsl==4.6.2" "nvidia-cutlass-dsl-libs-base==4.6.2" "nvidia-cutlass-dsl-libs-core==4.6.2" "nvidia-cutlass-dsl-libs-cu12==4.6.2" "nvidia-cutlass-dsl-libs-cu13==4.6.2" "flashinfer-python==0.6.15.post1" "flashinfer-cubin==0.6.15.post1"
 
 # ---- The attention bridge: its own distribution, installed like any other package (no overlay into miles).
 # ---- Late and bind-mounted, so a bridge-only edit rebuilds this step and the gates, nothing before it.
@@ -84,8 +118,9 @@ RUN --mount=type=bind,source=bridge,target=/tmp/sglang-attn-bridge,rw --mount=ty
 RUN --mount=type=bind,source=gates,target=/tmp/gates \
     cd /tmp/gates && python3 -m verify --config gates.json
 
+ENV FLASHINFER_VERSION=0.6.15.post1
 LABEL org.opencontainers.image.title="miles" \
-      org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16-cu130" \
+      org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16" \
       io.miles.variant="cu13-aarch64" \
-      io.miles.spec-digest="53aa98baa101f935909da82693c4fbad06d4bbc11ddd6798c6fe8daccbd810d6"
+      io.miles.spec-digest="2b78fbe265ee3c3bc849f5a86e4307dc5977047a140f9836e9bed626cc578485"
 WORKDIR /root/

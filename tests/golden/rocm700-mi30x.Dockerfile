@@ -18,18 +18,18 @@ ENV MAX_JOBS=${MAX_JOBS} \
 
 # ---- Apt: build tools and diagnostics.
 RUN apt-get update && \
-    apt-get install -y --no-install-recommends build-essential cmake dnsutils ethtool git rsync && \
+    apt-get install -y --no-install-recommends build-essential cmake dnsutils ethtool git nvtop rsync && \
     rm -rf /var/lib/apt/lists/*
 
-# ---- RCCL tests (diagnostic binaries), at a pinned commit.
+# ---- RCCL tests (diagnostic binaries), from the rocm-systems tree at a pinned commit.
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    git init -q /tmp/rccl-tests && \
-    git -C /tmp/rccl-tests fetch -q --depth 1 https://github.com/ROCm/rccl-tests.git 4a735add7da2982b5393257d88d133aa5a809ed6 && \
-    git -C /tmp/rccl-tests checkout -q FETCH_HEAD && \
-    make -C /tmp/rccl-tests -j"$(nproc)" HIP_HOME=/opt/rocm NCCL_HOME=/opt/rocm GPU_TARGETS="${GPU_ARCH}" && \
-    cp /tmp/rccl-tests/build/*_perf /usr/local/bin/ && \
-    rm -rf /tmp/rccl-tests
+    git init -q /tmp/rocm-systems && \
+    git -C /tmp/rocm-systems fetch -q --depth 1 https://github.com/ROCm/rocm-systems.git 746c7b3c9e78b094389e19499919fdd43a0b6a90 && \
+    git -C /tmp/rocm-systems checkout -q FETCH_HEAD && \
+    make -C "/tmp/rocm-systems/projects/rccl-tests" -j"$(nproc)" HIP_HOME=/opt/rocm NCCL_HOME=/opt/rocm GPU_TARGETS="${GPU_ARCH}" && \
+    cp "/tmp/rocm-systems/projects/rccl-tests"/build/*_perf /usr/local/bin/ && \
+    rm -rf /tmp/rocm-systems
 
 # ---- Python dependencies, in upstream's order.
 RUN pip uninstall -y transformer-engine transformer_engine transformer_engine_torch
@@ -47,9 +47,18 @@ RUN --mount=type=secret,id=pip-ca \
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     GPU_ARCHS="${GPU_ARCH}" BUILD_TARGET=rocm pip install --no-cache-dir --no-build-isolation "flash-attn==2.8.3"
+# ---- mooncake: the base image's ROCm build lacks the pure-Python files; take only those from the non-CUDA wheel.
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir "flash-linear-attention==0.4.2" "numba==0.65.1" "mooncake-transfer-engine==0.3.12.post1"
+    pip install --no-cache-dir --no-deps --target=/tmp/mc "mooncake-transfer-engine-non-cuda==0.3.12.post1" && \
+    cp -n /tmp/mc/mooncake/*.py "$(python3 -c 'import mooncake, os; print(os.path.dirname(mooncake.__file__))')" && \
+    rm -rf /tmp/mc
+RUN --mount=type=secret,id=pip-ca \
+    if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
+    pip install --no-cache-dir "flash-linear-attention==0.4.2"
+RUN --mount=type=secret,id=pip-ca \
+    if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
+    pip install --no-cache-dir --no-deps "tile_kernels==1.0.0"
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     git init -q /root/Megatron-LM && \
@@ -57,6 +66,24 @@ RUN --mount=type=secret,id=pip-ca \
     git -C /root/Megatron-LM checkout -q FETCH_HEAD && \
     git -C /root/Megatron-LM submodule update -q --init --recursive --depth 1 && \
     pip install --no-cache-dir -e /root/Megatron-LM
+# ---- The spec's patches (tile_kernels, the base's tilelang, Megatron-LM), each checked before and after.
+RUN --mount=type=bind,source=patches,target=/tmp/patches \
+    git -C /opt/venv/lib/python3.10/site-packages apply --check -p1 /tmp/patches/rocm-tile_kernels.patch && \
+    git -C /opt/venv/lib/python3.10/site-packages apply -p1 /tmp/patches/rocm-tile_kernels.patch && \
+    git -C /opt/venv/lib/python3.10/site-packages apply --reverse --check -p1 /tmp/patches/rocm-tile_kernels.patch
+RUN --mount=type=bind,source=patches,target=/tmp/patches \
+    git -C /opt/tilelang/src/tl_templates/hip apply --check -p1 /tmp/patches/rocm-tilelang_hip_fp8.patch && \
+    git -C /opt/tilelang/src/tl_templates/hip apply -p1 /tmp/patches/rocm-tilelang_hip_fp8.patch && \
+    git -C /opt/tilelang/src/tl_templates/hip apply --reverse --check -p1 /tmp/patches/rocm-tilelang_hip_fp8.patch
+RUN --mount=type=bind,source=patches,target=/tmp/patches \
+    test "$(git -C /root/Megatron-LM rev-parse HEAD)" = "e6007f1613a02761e69d4449767f72102da203bf" && \
+    git -C /root/Megatron-LM apply --check -p1 /tmp/patches/rocm-megatron.patch && \
+    git -C /root/Megatron-LM apply -p1 /tmp/patches/rocm-megatron.patch && \
+    git -C /root/Megatron-LM apply --reverse --check -p1 /tmp/patches/rocm-megatron.patch
+# sglang's Inkling multimodal processor imports numba, which the base's no-deps sglang install does not bring.
+RUN --mount=type=secret,id=pip-ca \
+    if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
+    pip install --no-cache-dir "numba==0.65.1"
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir --force-reinstall "git+https://github.com/fzyzcjy/torch_memory_saver.git@f05a8754daf68238d54e4cf31cb3ba866684bbaf"
@@ -65,22 +92,32 @@ RUN --mount=type=secret,id=pip-ca \
     pip install --no-cache-dir --no-deps --no-build-isolation "git+https://github.com/radixark/Megatron-Bridge.git@7f0fb3456f8ffe47599b5fd167b454605d85f932"
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir "megatron-energon==7.2.2" "multi-storage-client==0.51.0"
+    pip install --no-cache-dir --no-deps "megatron-energon==7.2.2" "multi-storage-client==0.51.0"
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir "nvidia-modelopt==0.40.0"
-# modelopt lifts setuptools past the version that still ships pkg_resources; pin it back, and the CLI stack.
+# modelopt lifts setuptools past the version that still ships pkg_resources; pin it back.
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir "setuptools==79.0.1" "typer==0.25.1" "click==8.2.1"
+    pip install --no-cache-dir "setuptools==79.0.1"
 
-# ---- miles at a pinned commit, as an editable install of its own source (no overlay, no patch).
-RUN --mount=type=secret,id=pip-ca \
+# ---- miles at a pinned commit: its own requirements.txt (minus the spec's `requirements_exclude`, filtered by a
+# ---- stdlib script), then an editable install of its source with no deps (no overlay, no patch). The apt copy of
+# ---- PyJWT has no pip record, so pip could not replace it: it goes first, as upstream does.
+RUN --mount=type=bind,source=scripts,target=/tmp/scripts --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     git init -q /root/miles && \
-    git -C /root/miles fetch -q --depth 1 https://github.com/radixark/miles.git bf72ef940a03fb206ac4c09a682f52dd30ebae65 && \
+    git -C /root/miles fetch -q --depth 1 https://github.com/radixark/miles.git 31f1ca961a94cb860cec3b2dea34ec332bfa8f76 && \
     git -C /root/miles checkout -q FETCH_HEAD && \
+    rm -rf /usr/lib/python3/dist-packages/jwt /usr/lib/python3/dist-packages/PyJWT* && \
+    python3 /tmp/scripts/filter_requirements.py /root/miles/requirements.txt "nvidia-resiliency-ext" > /tmp/miles-requirements.txt && \
+    pip install --no-cache-dir -r /tmp/miles-requirements.txt && \
+    rm /tmp/miles-requirements.txt && \
     pip install --no-cache-dir -e /root/miles --no-deps
+# ---- After miles' requirements: the CLI stack for huggingface_hub/Ray, and numpy 1.x for Megatron.
+RUN --mount=type=secret,id=pip-ca \
+    if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
+    pip install --no-cache-dir "typer==0.25.1" "click==8.2.1" "numpy==1.26.4"
 
 # ---- The attention bridge: its own distribution, installed like any other package (no overlay into miles).
 # ---- Late and bind-mounted, so a bridge-only edit rebuilds this step and the gates, nothing before it.
@@ -94,17 +131,22 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
     cd /tmp/gates && python3 -m verify --config gates.json
 
 ENV HIP_FORCE_DEV_KERNARG=1 \
+    HSA_ENABLE_IPC_MODE_LEGACY=1 \
     HSA_NO_SCRATCH_RECLAIM=1 \
+    MILES_HARDWARE_PLATFORM=rocm \
     NCCL_MIN_NCHANNELS=112 \
     RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO=0 \
     SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 \
     SGLANG_MOE_PADDING=1 \
     SGLANG_ROCM_FUSED_DECODE_MLA=1 \
     SGLANG_SET_CPU_AFFINITY=1 \
-    SGLANG_USE_AITER=1
+    SGLANG_USE_AITER=1 \
+    SGLANG_USE_ROCM700A=1 \
+    TORCHINDUCTOR_MAX_AUTOTUNE=1 \
+    TORCHINDUCTOR_MAX_AUTOTUNE_POINTWISE=1
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.10-rocm700-mi30x" \
       io.miles.variant="rocm700-mi30x" \
-      io.miles.spec-digest="04e6ace5f3cc9ca48622f971b9c91ffa54ee63c8d2ea7ab973738c36a738e948"
+      io.miles.spec-digest="4b00c0ed49f7a8cbd26b6d4291bf900444c99fe10dffc5fc88f633c642806439"
 WORKDIR /root/
 CMD ["/bin/bash"]
