@@ -3,7 +3,6 @@ FROM lmsysorg/sglang:v0.5.16-cu129
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ARG CUDA_MAJOR=12
 ARG MAX_JOBS=64
-ARG TARGETARCH
 
 WORKDIR /root/
 ENV MAX_JOBS=${MAX_JOBS}

@@ -1,0 +1,79 @@
+"""Every rendered GPU Dockerfile, parsed by a real Dockerfile parser (dockerfile-parse): GPU images cannot be built
+here (no registry, no GPU), so their structure and their use of the spec are checked statically."""
+
+from __future__ import annotations
+
+import io
+import re
+
+import pytest
+from dockerfile_parse import DockerfileParser
+
+from toolkit.context import context_files
+from toolkit.plan import make_plan
+from toolkit.render import render
+from toolkit.spec import load_catalog
+
+CATALOG = load_catalog()
+GPU = sorted(n for n, v in CATALOG.variants.items() if v.family in ("rocm", "cuda"))
+INSTRUCTIONS = {"FROM", "SHELL", "ARG", "WORKDIR", "ENV", "RUN", "LABEL", "CMD", "COMMENT"}
+_BIND = re.compile(r"--mount=type=bind,source=([^,\s]+)")
+
+
+def parsed(name, sets=()):
+    plan = make_plan(CATALOG.variants[name], sets=list(sets), revision="parse")
+    parser = DockerfileParser(fileobj=io.BytesIO(render(plan).encode()))
+    return plan, parser
+
+
+@pytest.mark.parametrize("name", GPU)
+def test_structure(name):
+    plan, df = parsed(name)
+    v = plan.variant
+    kinds = [i["instruction"] for i in df.structure]
+    assert set(kinds) <= INSTRUCTIONS, set(kinds) - INSTRUCTIONS
+    assert kinds.count("FROM") == 1 and df.baseimage == v.base
+    assert df.args == v.args  # every build arg comes from the spec, nothing else
+    for key, value in v.env.items():
+        assert df.envs.get(key) == value, key
+    runs = [i["value"] for i in df.structure if i["instruction"] == "RUN"]
+    assert "python3 -m verify --config gates.json" in runs[-1]  # the gates are the last build step
+    assert "sglang_attn_bridge" not in " ".join(runs[:-2]) and "/tmp/sglang-attn-bridge" in runs[-2]
+    assert df.labels["io.miles.variant"] == name
+    context = {path.split("/")[0] for path in context_files(plan)} | {"patches"}
+    for run in runs:
+        for source in _BIND.findall(run):
+            assert source in context, "RUN binds %r, which the staged context does not hold" % source
+
+
+@pytest.mark.parametrize("name", GPU)
+def test_every_pin_of_the_spec_is_installed(name):
+    """A pin the Dockerfile never uses is a pin that does not hold: each pip version and commit appears in a RUN."""
+    plan, df = parsed(name)
+    runs = " ".join(i["value"] for i in df.structure if i["instruction"] == "RUN")
+    for package, version in plan.variant.pip.items():
+        assert "==" + version in runs and package.split("[")[0] in runs, package
+    for comp, spec in plan.variant.components.items():
+        assert spec["ref"] in runs, comp
+    for patch in plan.variant.patches:
+        assert "/tmp/patches/" + patch["file"].rsplit("/", 1)[-1] in runs
+
+
+def test_requirements_exclusions_are_spec_data():
+    _, rocm = parsed("rocm720-mi35x")
+    _, cuda = parsed("cu13-x86")
+    step = [i["value"] for i in rocm.structure if "filter_requirements.py" in i["value"]]
+    assert len(step) == 1 and '/root/miles/requirements.txt "nvidia-resiliency-ext" >' in step[0]
+    step = [i["value"] for i in cuda.structure if "filter_requirements.py" in i["value"]]
+    assert len(step) == 1 and "/root/miles/requirements.txt > " in step[0]
+
+
+@pytest.mark.parametrize("name", ["rocm720-mi35x", "cu12-x86"])
+def test_sglang_miles_step_renders_only_with_a_pinned_commit(name):
+    _, off = parsed(name)
+    assert "/sgl-workspace/sglang" not in " ".join(i["value"] for i in off.structure)
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    _, on = parsed(name, [f"components.sglang_miles.git=https://github.com/sgl-project/sglang.git",
+                          f"components.sglang_miles.ref={commit}"])
+    step = [i["value"] for i in on.structure if "/sgl-workspace/sglang" in i["value"]]
+    assert len(step) == 1 and commit in step[0] and "--no-deps -e" in step[0]
