@@ -64,7 +64,7 @@ def cmd_build(args) -> int:
     variant = load_catalog().resolve(args.target)
     secrets = [parse_secret(s) for s in args.secret]
     plan = make_plan(variant, tag=args.tag, sets=args.set, secrets=secrets, pip_ca=host_pip_ca(),
-                     no_cache=args.no_cache, progress=args.progress)
+                     no_cache=args.no_cache, progress=args.progress, sources=args.source)
     refuse_zero_context(plan)
     text = render(plan)
     client = engine.connect()
@@ -163,6 +163,8 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--progress", choices=("auto", "plain"), default="auto")
     b.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a spec value")
     b.add_argument("--secret", action="append", default=[], metavar="id=NAME,src=FILE", help="a BuildKit secret")
+    b.add_argument("--source", action="append", default=[], metavar="NAME=PATH",
+                   help="build git component NAME from a local checkout or source tarball instead of its pinned commit")
     b.add_argument("--skip-existing", action="store_true",
                    help="do nothing when an image with this input hash exists locally or in the target registry")
     b.add_argument("--registry", help="registry/namespace the tags live in, e.g. ghcr.io/org (REGISTRY/repository:tag)")

@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from toolkit import registry  # noqa: E402
 from toolkit.bake import target_name  # noqa: E402
+from toolkit.context import INPUT_HASH_LABEL  # noqa: E402
 from toolkit.errors import ToolkitError  # noqa: E402
 from toolkit.plan import make_plan  # noqa: E402
 from toolkit.render import render  # noqa: E402
@@ -202,7 +203,7 @@ def cmd_images(args) -> int:
     results, todo = [], []
     for name in names:
         t = targets_json[target_name(name)]
-        res = Result(target=name, input_hash=t["labels"]["io.miles.input-hash"], hash_tag=t["tags"][1])
+        res = Result(target=name, input_hash=t["labels"][INPUT_HASH_LABEL], hash_tag=t["tags"][1])
         results.append(res)
         if args.skip_existing:
             try:

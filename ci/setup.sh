@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Idempotent set-up of a fresh Debian 12 machine: Docker engine (with BuildKit), the buildx CLI plugin,
+# Idempotent set-up of a fresh Debian 12 machine: Docker engine 26 (BuildKit 0.13), the buildx CLI plugin,
 # debootstrap (for locally made base images), a local registry for push tests, and the Python deps.
 # Mirrors are never named here: they are read from the machine's own apt configuration.
 set -euo pipefail
@@ -8,8 +8,10 @@ root="$(dirname "$here")"
 export DEBIAN_FRONTEND=noninteractive
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
 
+# From bookworm: what the engine runs on (containerd, runc, tini, iptables), debootstrap (locally made base images)
+# and docker-registry (a real registry for push tests).
 need=()
-for pkg in docker.io debootstrap docker-registry; do
+for pkg in containerd runc tini iptables adduser debootstrap docker-registry; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then
@@ -17,16 +19,21 @@ if [ ${#need[@]} -gt 0 ]; then
   $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
-# buildx: Debian ships docker-buildx only in trixie. Fetch that one .deb through a private apt state that reuses
-# the mirror URI already configured for bookworm, so nothing else on the machine changes.
+# From trixie: the engine and the buildx plugin. Bookworm's docker.io (20.10, BuildKit 0.8) has no named build
+# contexts (`--build-context`), which every git source of a build uses; trixie's docker.io 26.1.5 (BuildKit 0.13)
+# has them, and its .deb installs on bookworm with bookworm's containerd, runc and tini. Debian ships docker-buildx
+# only in trixie. Both .debs come through a private apt state that reuses the mirror URI already configured for
+# bookworm, so nothing else on the machine changes.
+engine_version() { dpkg-query -W -f '${Version}' docker.io 2>/dev/null || true; }
 plugin_dirs="/usr/libexec/docker/cli-plugins /usr/lib/docker/cli-plugins /usr/local/lib/docker/cli-plugins"
 have_buildx=""
 for d in $plugin_dirs; do if [ -x "$d/docker-buildx" ]; then have_buildx=1; fi; done
-if [ -z "$have_buildx" ]; then
+if [ -z "$have_buildx" ] || ! dpkg --compare-versions "$(engine_version)" ge 26.1; then
   mirror="$(grep -hE '^(URIs:|deb )' /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null \
             | grep -oE 'https?://[^ ]*/debian/?( |$)' | head -n1 | tr -d ' ' || true)"
   [ -n "$mirror" ] || { echo "ci/setup.sh: no Debian mirror found in /etc/apt/sources*" >&2; exit 1; }
   tmp="$(mktemp -d)"
+  chmod 755 "$tmp"
   mkdir -p "$tmp/parts" "$tmp/lists/partial" "$tmp/archives/partial"
   cat >"$tmp/parts/trixie.sources" <<SRC
 Types: deb
@@ -38,8 +45,13 @@ SRC
   opts=(-o Dir::Etc::SourceList=/dev/null -o Dir::Etc::SourceParts="$tmp/parts" -o Dir::State::Lists="$tmp/lists"
         -o Dir::Cache::Archives="$tmp/archives" -o APT::Get::List-Cleanup=0)
   $SUDO apt-get "${opts[@]}" update -qq
-  (cd "$tmp" && $SUDO apt-get "${opts[@]}" download docker-buildx >/dev/null)
-  $SUDO dpkg -i "$tmp"/docker-buildx_*.deb >/dev/null
+  (cd "$tmp" && $SUDO apt-get "${opts[@]}" download docker.io docker-buildx >/dev/null 2>&1)
+  # An older engine started by hand keeps the socket: stop it so the new one can start below.
+  if pid="$(pgrep -x dockerd)"; then
+    $SUDO kill $pid
+    for _ in $(seq 30); do pgrep -x dockerd >/dev/null || break; sleep 1; done
+  fi
+  $SUDO dpkg -i "$tmp"/docker.io_*.deb "$tmp"/docker-buildx_*.deb >/dev/null
   rm -rf "$tmp"
 fi
 

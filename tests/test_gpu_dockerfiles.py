@@ -16,7 +16,7 @@ from toolkit.spec import load_catalog
 
 CATALOG = load_catalog()
 GPU = sorted(n for n, v in CATALOG.variants.items() if v.family in ("rocm", "cuda"))
-INSTRUCTIONS = {"FROM", "SHELL", "ARG", "WORKDIR", "ENV", "RUN", "LABEL", "CMD", "COMMENT"}
+INSTRUCTIONS = {"FROM", "SHELL", "ARG", "WORKDIR", "ENV", "RUN", "COPY", "LABEL", "CMD", "COMMENT"}
 _BIND = re.compile(r"--mount=type=bind,source=([^,\s]+)")
 
 
@@ -33,6 +33,8 @@ def test_structure(name):
     kinds = [i["instruction"] for i in df.structure]
     assert set(kinds) <= INSTRUCTIONS, set(kinds) - INSTRUCTIONS
     assert kinds.count("FROM") == 1 and df.baseimage == v.base
+    for copy in (i["value"] for i in df.structure if i["instruction"] == "COPY"):
+        assert copy.startswith("--from=src-"), copy  # only source trees; files of the context are bind-mounted
     assert df.args == v.args  # every build arg comes from the spec, nothing else
     for key, value in v.env.items():
         assert df.envs.get(key) == value, key
@@ -53,8 +55,9 @@ def test_every_pin_of_the_spec_is_installed(name):
     runs = " ".join(i["value"] for i in df.structure if i["instruction"] == "RUN")
     for package, version in plan.variant.pip.items():
         assert "==" + version in runs and package.split("[")[0] in runs, package
-    for comp, spec in plan.variant.components.items():
-        assert spec["ref"] in runs, comp
+    text = " ".join(i["value"] for i in df.structure)
+    for comp in plan.variant.components:  # each git component is a named build context some step reads
+        assert "from=src-%s" % comp in text or "--from=src-%s " % comp in text, comp
     for patch in plan.variant.patches:
         assert "/tmp/patches/" + patch["file"].rsplit("/", 1)[-1] in runs
 
@@ -62,10 +65,10 @@ def test_every_pin_of_the_spec_is_installed(name):
 def test_requirements_exclusions_are_spec_data():
     _, rocm = parsed("rocm720-mi35x")
     _, cuda = parsed("cu13-x86")
-    step = [i["value"] for i in rocm.structure if "filter_requirements.py" in i["value"]]
-    assert len(step) == 1 and '/root/miles/requirements.txt "nvidia-resiliency-ext" >' in step[0]
-    step = [i["value"] for i in cuda.structure if "filter_requirements.py" in i["value"]]
-    assert len(step) == 1 and "/root/miles/requirements.txt > " in step[0]
+    step = [i["value"] for i in rocm.structure if "/tmp/tools/requirements.py" in i["value"]]
+    assert len(step) == 1 and '/tmp/miles-requirements.txt --exclude "nvidia-resiliency-ext" >' in step[0]
+    step = [i["value"] for i in cuda.structure if "/tmp/tools/requirements.py" in i["value"]]
+    assert len(step) == 1 and "/tmp/miles-requirements.txt >" in step[0]
 
 
 @pytest.mark.parametrize("name", ["rocm720-mi35x", "cu12-x86"])
@@ -73,7 +76,7 @@ def test_sglang_miles_step_renders_only_with_a_pinned_commit(name):
     _, off = parsed(name)
     assert "/sgl-workspace/sglang" not in " ".join(i["value"] for i in off.structure)
     commit = "0123456789abcdef0123456789abcdef01234567"
-    _, on = parsed(name, [f"components.sglang_miles.git=https://github.com/sgl-project/sglang.git",
-                          f"components.sglang_miles.ref={commit}"])
+    _, on = parsed(name, ["components.sglang_miles.git=https://github.com/sgl-project/sglang.git",
+                          f"components.sglang_miles.ref={commit}", "components.sglang_miles.extras=all"])
     step = [i["value"] for i in on.structure if "/sgl-workspace/sglang" in i["value"]]
-    assert len(step) == 1 and commit in step[0] and "--no-deps -e" in step[0]
+    assert len(step) == 1 and "from=src-sglang_miles" in step[0] and '--no-deps -e "/sgl-workspace/sglang/python[all]"' in step[0]

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import re
 
+from toolkit.context import build_labels
 from toolkit.errors import UsageError
 from toolkit.registry import hash_tag, with_registry
-
-INPUT_HASH_LABEL = "io.miles.input-hash"
 
 
 def target_name(variant_name: str) -> str:
@@ -30,16 +29,16 @@ def cache_refs(cache: str, name: str) -> tuple:
 
 def bake_target(plan, ctx, registry: str | None = None, cache: str | None = None) -> dict:
     name = target_name(plan.name)
-    labels = dict(plan.labels)
-    labels[INPUT_HASH_LABEL] = ctx.input_hash
     target = {
         "context": str(ctx.path),
         "dockerfile": ctx.dockerfile.relative_to(ctx.path).as_posix(),
         "platforms": list(plan.variant.platforms),
         "args": dict(sorted(plan.variant.args.items())),
-        "labels": dict(sorted(labels.items())),
+        "labels": build_labels(plan, ctx),
         "tags": [with_registry(plan, registry).image, hash_tag(plan, ctx.short_hash, registry)],
     }
+    if ctx.build_contexts:
+        target["contexts"] = ctx.build_contexts
     if plan.secrets:
         target["secret"] = [f"id={sid},src={src}" for sid, src in plan.secrets]
     if cache:

@@ -13,11 +13,14 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from toolkit.sources import LABEL_PREFIX, git_components, remote, resolve
 from toolkit.spec import ROOT
-from verify.bundle import RUNNER_MODULES, config_text
+from verify.bundle import PROBES_DIR, RUNNER_MODULES, config_text
 
 BUILD_DIR = ROOT / "build"
+INPUT_HASH_LABEL = "io.miles.input-hash"
 BRIDGE_EXCLUDE = {"tests", "bench", "build", "dist", "__pycache__", ".pytest_cache"}
+IMAGE_TOOLS = ROOT / "image_tools"  # stdlib scripts that build steps run inside the image (context folder tools/)
 
 
 @dataclass(frozen=True)
@@ -25,10 +28,25 @@ class Context:
     path: Path
     dockerfile: Path
     input_hash: str  # sha256 hex over the Dockerfile, every context file and the resolved spec
+    sources: tuple = ()  # toolkit.sources.Source per git component: the named build contexts
 
     @property
     def short_hash(self) -> str:
         return self.input_hash[:12]
+
+    @property
+    def build_contexts(self) -> dict:
+        """`--build-context NAME=VALUE` pairs: one named context per git component."""
+        return {s.context_name: s.context for s in self.sources}
+
+
+def build_labels(plan, ctx: Context) -> dict:
+    """The labels a build applies: the plan's, the input hash, and which source each git component came from."""
+    labels = dict(plan.labels)
+    labels[INPUT_HASH_LABEL] = ctx.input_hash
+    for s in ctx.sources:
+        labels[LABEL_PREFIX + s.name] = s.origin
+    return dict(sorted(labels.items()))
 
 
 def _link_or_copy(src: Path, dst: Path) -> None:
@@ -51,17 +69,24 @@ def context_files(plan) -> dict:
                 files[f"bridge/{s.relative_to(bridge).as_posix()}"] = s
     for name in RUNNER_MODULES:  # only the runner: host-side modules (overlays, cst) never enter an image
         files[f"gates/verify/{name}"] = ROOT / "verify" / name
-    for script in sorted((ROOT / "images" / "scripts").glob("*.py")):  # helpers the templates bind-mount
-        files[f"scripts/{script.name}"] = script
+    for probe in sorted(Path(PROBES_DIR).glob("*.py")):
+        files[f"gates/probes/{probe.name}"] = probe
+    for tool in sorted(IMAGE_TOOLS.glob("*.py")):
+        files[f"tools/{tool.name}"] = tool
     for p in plan.variant.patches:
         files[f"patches/{Path(p['file']).name}"] = ROOT / p["file"]
     return dict(sorted(files.items()))
 
 
-def plan_hash(plan, dockerfile_text: str, files: dict | None = None) -> str:
+def plan_hash(plan, dockerfile_text: str, files: dict | None = None, sources=None) -> str:
     """The input hash of a rendered plan: what the build labels and tags, and what CI compares across revisions.
-    Covers the Dockerfile, the resolved spec, the secret ids, every context file and the gate config."""
+    Covers the Dockerfile, the resolved spec, the secret ids, every context file, the gate config and the source
+    of every git component (the pinned commit, or the content of a local `--source`)."""
+    if sources is None:  # no staging: every git component at its pin
+        sources = [remote(name, c) for name, c in git_components(plan.variant).items()]
     h = hashlib.sha256()
+    for src in sources:
+        h.update(f"source\0{src.name}\0{src.digest}\0".encode())
     h.update(b"dockerfile\0" + dockerfile_text.encode() + b"\0")
     h.update(b"spec\0" + json.dumps(plan.variant.as_dict(), sort_keys=True).encode() + b"\0")
     h.update(b"secrets\0" + json.dumps(sorted(sid for sid, _ in plan.secrets)).encode() + b"\0")
@@ -76,9 +101,11 @@ def plan_hash(plan, dockerfile_text: str, files: dict | None = None) -> str:
 
 
 def stage(plan, dockerfile_text: str, build_dir: Path = BUILD_DIR) -> Context:
-    """Write build/<target>/context/ afresh: Dockerfile, bridge/, gates/ (verify/ + gates.json), scripts/, patches/."""
+    """Write build/<target>/context/ afresh: Dockerfile, bridge/, gates/ (verify/ + gates.json), patches/; and
+    build/<target>/sources/<name>/ for each local `--source`."""
     files = context_files(plan)
-    digest = plan_hash(plan, dockerfile_text, files)
+    sources = resolve(plan, build_dir / plan.name / "sources")
+    digest = plan_hash(plan, dockerfile_text, files, sources)
     root = build_dir / plan.name / "context"
     if root.exists():
         shutil.rmtree(root)
@@ -90,4 +117,4 @@ def stage(plan, dockerfile_text: str, build_dir: Path = BUILD_DIR) -> Context:
     (root / "patches").mkdir(exist_ok=True)
     dockerfile = root / "Dockerfile"
     dockerfile.write_text(dockerfile_text)
-    return Context(path=root, dockerfile=dockerfile, input_hash=digest)
+    return Context(path=root, dockerfile=dockerfile, input_hash=digest, sources=sources)

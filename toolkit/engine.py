@@ -15,6 +15,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
+from toolkit.context import build_labels
 from toolkit.errors import BuildFailed, EngineUnavailable
 
 START_HINT = "start one with `sudo dockerd &` (or run ci/setup.sh), or point DOCKER_HOST at a running engine"
@@ -133,10 +134,10 @@ def build(plan, ctx, out=print) -> str:
         if not os.path.isfile(src):
             raise BuildFailed(f"secret {sid}: no such file {src}")
         cmd += ["--secret", f"id={sid},src={src}"]
-    labels = dict(plan.labels)
-    labels["io.miles.input-hash"] = ctx.input_hash
-    for k, v in sorted(labels.items()):
+    for k, v in build_labels(plan, ctx).items():
         cmd += ["--label", f"{k}={v}"]
+    for name, value in ctx.build_contexts.items():
+        cmd += ["--build-context", f"{name}={value}"]
     if plan.no_cache:
         cmd.append("--no-cache")
     with tempfile.TemporaryDirectory() as tmp:

@@ -13,6 +13,7 @@ import sys
 from dataclasses import dataclass, field
 
 from toolkit.errors import UsageError
+from toolkit.sources import parse_overrides
 from toolkit.spec import ROOT, VARIANT, Variant, check, check_pins
 
 SECRET_PIP_CA = "pip-ca"
@@ -27,6 +28,7 @@ class Plan:
     labels: dict = field(default_factory=dict)  # applied at build time (they change with every commit)
     no_cache: bool = False
     progress: str = "auto"
+    sources: dict = field(default_factory=dict)  # git component -> local folder or tarball (`--source`)
 
     @property
     def name(self) -> str:
@@ -73,8 +75,9 @@ def source_revision() -> str:
 
 
 def make_plan(variant: Variant, *, tag=None, sets=(), secrets=(), pip_ca=None, no_cache=False,
-              progress="auto", revision=None) -> Plan:
+              progress="auto", revision=None, sources=()) -> Plan:
     variant = apply_sets(variant, list(sets))
+    overrides = parse_overrides(sources, variant)
     all_secrets = list(secrets)
     if pip_ca and not any(sid == SECRET_PIP_CA for sid, _ in all_secrets):
         all_secrets.append((SECRET_PIP_CA, str(pip_ca)))
@@ -89,6 +92,7 @@ def make_plan(variant: Variant, *, tag=None, sets=(), secrets=(), pip_ca=None, n
         labels=labels,
         no_cache=no_cache,
         progress=progress,
+        sources={name: str(path) for name, path in overrides.items()},
     )
 
 

@@ -7,6 +7,7 @@ import posixpath
 import jinja2
 
 from toolkit.plan import SECRET_PIP_CA, Plan
+from toolkit.sources import context_name, git_components
 from toolkit.spec import ROOT
 from toolkit.wheelhouse import image_ref
 
@@ -27,9 +28,11 @@ def environment() -> jinja2.Environment:
 
 
 def render(plan: Plan) -> str:
-    """Templates see the resolved spec's fields (name, base, args, env, components, pip, patches, ...)."""
+    """Templates see the resolved spec's fields (name, base, args, env, components, pip, patches, ...) and `src`,
+    the named build context of each git component."""
     v = plan.variant
     text = environment().get_template(v.template).render(
-        **v.as_dict(), spec_file=v.spec_file, digest=v.digest, pip_secret=SECRET_PIP_CA, wheelhouse_image=image_ref(v)
+        **v.as_dict(), spec_file=v.spec_file, digest=v.digest, pip_secret=SECRET_PIP_CA, wheelhouse_image=image_ref(v),
+        src={name: context_name(name) for name in git_components(v)},
     )
     return text.rstrip("\n") + "\n"

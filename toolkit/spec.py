@@ -25,11 +25,15 @@ DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 VERSION_RE = re.compile(r"^[A-Za-z0-9_.+!-]+$")
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 PLATFORM_RE = re.compile(r"^linux/(amd64|arm64)$")
+DIST_NAME_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")  # PEP 508 names
+REL_PATH_RE = re.compile(r"^(?!/)(?!.*(^|/)\.\.(/|$))[A-Za-z0-9._/-]+$")
 
 # Schema: key -> type. A type is a python type, ("list", T), ("map", T) for str-keyed mappings, or a nested schema dict.
 STR_MAP = ("map", str)
 STR_LIST = ("list", str)
-COMPONENT = {"git": str, "ref": str, "version": str, "subdir": str, "extras": str, "requirements_exclude": STR_LIST}
+# `requirements`: a requirements file in a git component's tree that the image installs, less `exclude` (names).
+COMPONENT = {"git": str, "ref": str, "version": str, "subdir": str, "extras": str, "requirements": str,
+             "exclude": STR_LIST}
 PATCH = {"file": str, "tree": str, "ref": str, "strip": int}
 GATES = {
     "imports": STR_LIST,
@@ -49,6 +53,7 @@ VARIANT = {
     "env": STR_MAP,
     "components": ("map", COMPONENT),
     "pip": STR_MAP,
+    "pip_no_deps": STR_MAP,  # installed without their dependencies (metadata that pins another platform's stack)
     "gates": GATES,
     "patches": ("list", PATCH),
 }
@@ -88,6 +93,7 @@ class Variant:
     pip: dict
     gates: dict
     patches: tuple
+    pip_no_deps: dict = field(default_factory=dict)
     description: str = ""
     base_build: dict = field(default_factory=dict)
     wheelhouse: dict = field(default_factory=dict)
@@ -168,12 +174,17 @@ def check_pins(v: dict, file: str, prefix: str) -> None:
                 raise SpecError(file, f"{key}.version", f"bad version {comp['version']!r}")
         else:
             raise SpecError(file, key, "a component needs `git` + `ref` or `version`")
-        for i, req in enumerate(comp.get("requirements_exclude") or []):
-            if not NAME_RE.match(req.lower()):
-                raise SpecError(file, f"{key}.requirements_exclude[{i}]", f"not a project name: {req!r}")
-    for name, version in (v.get("pip") or {}).items():
-        if not VERSION_RE.match(version) or version in ("latest", "*"):
-            raise SpecError(file, f"{prefix}pip.{name}", f"pip package must be pinned to an exact version, got {version!r}")
+        req = comp.get("requirements")
+        if req is not None and not REL_PATH_RE.match(req):
+            raise SpecError(file, f"{key}.requirements", f"must be a relative path inside the tree, got {req!r}")
+        for i, name in enumerate(comp.get("exclude") or []):
+            if not DIST_NAME_RE.match(name):
+                raise SpecError(file, f"{key}.exclude[{i}]", f"not a distribution name: {name!r}")
+    for section in ("pip", "pip_no_deps"):
+        for name, version in (v.get(section) or {}).items():
+            if not VERSION_RE.match(version) or version in ("latest", "*"):
+                raise SpecError(file, f"{prefix}{section}.{name}",
+                                f"pip package must be pinned to an exact version, got {version!r}")
     for i, p in enumerate(v.get("platforms") or []):
         if not PLATFORM_RE.match(p):
             raise SpecError(file, f"{prefix}platforms[{i}]", f"unknown platform {p!r}")
@@ -248,6 +259,7 @@ def _parse_family(path: Path) -> tuple[dict, dict[str, Variant]]:
             env=dict(v.get("env") or {}),
             components=dict(v.get("components") or {}),
             pip=dict(v.get("pip") or {}),
+            pip_no_deps=dict(v.get("pip_no_deps") or {}),
             gates=dict(v.get("gates") or {}),
             patches=tuple(v.get("patches") or ()),
             description=v.get("description", ""),

@@ -16,10 +16,10 @@ WORKDIR = "/tmp/miles-gates"
 
 
 def _gates_tar(gates: dict) -> bytes:
-    """miles-gates/verify/ (the runner's modules only) and miles-gates/gates.json, for put_archive."""
-    from verify.bundle import config_text, runner_files, tar_of
+    """miles-gates/verify/ (the runner's modules only), miles-gates/probes/ and miles-gates/gates.json."""
+    from verify.bundle import config_text, probe_files, runner_files, tar_of
 
-    files = {f"miles-gates/{name}": data for name, data in runner_files().items()}
+    files = {f"miles-gates/{name}": data for name, data in {**runner_files(), **probe_files()}.items()}
     files["miles-gates/gates.json"] = config_text(gates).encode()
     return tar_of(files)
 

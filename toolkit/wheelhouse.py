@@ -1,13 +1,18 @@
 """Prepare, on the host, the wheels a family installs, for the image's Python and platform.
 
-The host's pip already knows how to reach an index through this machine's proxy (and where the local CPU torch
-lies); the build then installs offline from a bind mount, which is hermetic and fast on rebuild.
+The wheelhouse is exactly the family's closed pin set (its constraints file, every line downloaded with
+`--no-deps`), plus that file itself as `constraints.txt`: the build resolves offline against it, so a requirement
+outside the set fails the build instead of silently fetching something. The host's pip already knows how to
+reach an index through this machine's proxy (and where the local CPU torch lies); the build then installs from a
+bind mount, which is hermetic and fast on rebuild.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +26,16 @@ CACHE = ROOT / ".cache" / "wheelhouse"
 
 def requirements(variant) -> list[str]:
     return [f"{name}=={version}" for name, version in sorted(variant.pip.items())]
+
+
+def platform_tags(newest: str) -> list[str]:
+    """Every manylinux tag a glibc of `newest` (e.g. manylinux_2_36_x86_64) runs, newest first: pip download
+    matches --platform exactly, so each older tag must be named."""
+    m = re.fullmatch(r"manylinux_2_(\d+)_(\w+)", newest)
+    if not m:
+        return [newest]
+    minor, arch = int(m.group(1)), m.group(2)
+    return [f"manylinux_2_{n}_{arch}" for n in range(minor, 16, -1)] + [f"manylinux2014_{arch}"]
 
 
 def recipe_key(variant) -> str | None:
@@ -45,22 +60,23 @@ def ensure_wheelhouse(variant, log=print) -> Path | None:
         return None
     reqs = requirements(variant)
     py, plat = variant.wheelhouse["python_version"], variant.wheelhouse["platform"]
-    constraints = variant.wheelhouse.get("constraints")
+    constraints = ROOT / "images" / variant.wheelhouse["constraints"]
     dest = CACHE / f"{variant.family}-{recipe_key(variant)}"
     stamp = dest / ".complete"
     if stamp.exists():
         return dest
     dest.mkdir(parents=True, exist_ok=True)
-    log(f"wheelhouse: downloading {len(reqs)} requirements for cp{py.replace('.', '')} {plat} into {dest.relative_to(ROOT)}")
-    cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "--dest", str(dest),
-           "--python-version", py, "--implementation", "cp", "--platform", plat,
-           "--platform", "manylinux2014_x86_64", "--platform", "manylinux_2_17_x86_64", *reqs]
-    if constraints:
-        cmd += ["--constraint", str(ROOT / "images" / constraints)]
+    log(f"wheelhouse: downloading the pin set {constraints.name} for cp{py.replace('.', '')} {plat} "
+        f"into {dest.relative_to(ROOT)}")
+    cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "--no-deps", "--dest", str(dest),
+           "--python-version", py, "--implementation", "cp", "--requirement", str(constraints)]
+    for tag in platform_tags(plat):
+        cmd += ["--platform", tag]
     run = subprocess.run(cmd, capture_output=True, text=True)
     if run.returncode != 0:
         tail = "\n".join((run.stdout + run.stderr).splitlines()[-15:])
         raise BuildFailed(f"wheelhouse download failed:\n{tail}")
+    shutil.copyfile(constraints, dest / "constraints.txt")
     stamp.write_text("\n".join(reqs) + "\n")
     return dest
 

@@ -19,6 +19,20 @@ RUNNER_MODULES = ("__init__.py", "__main__.py", "checks.py", "config.py", "locat
                   "runner.py", "sigsource.py")
 
 
+PROBES_DIR = os.path.join(PACKAGE_DIR, "probes")
+
+
+def probe_files() -> Dict[str, bytes]:
+    """``{"probes/x.py": b"..."}``: scripts that command gates run with the image's python (cwd: the gates folder).
+    Unlike the runner they may use the image's packages; they travel beside it, never imported by it."""
+    out = {}
+    for name in sorted(os.listdir(PROBES_DIR)):
+        if name.endswith(".py"):
+            with open(os.path.join(PROBES_DIR, name), "rb") as fh:
+                out["probes/" + name] = fh.read()
+    return out
+
+
 def config_text(gates: dict) -> str:
     """``gates.json`` as the runner reads it: the spec's ``gates`` mapping, in stable bytes (it is hashed)."""
     return json.dumps(gates, indent=2, sort_keys=True) + "\n"

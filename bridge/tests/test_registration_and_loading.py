@@ -111,3 +111,28 @@ def test_opt_in_off_rocm(rec, monkeypatch, how):
         monkeypatch.setenv("SGLANG_ATTN_BRIDGE_ENABLE", "1")
     model, n = build_model_with_attn_bridge(rec, "/ckpt", "triton", **kwargs)
     assert n == 2 and rec.calls[0][1] == "eager"
+
+
+def test_model_without_setter_or_config_attribute_gets_the_bridge_selected(monkeypatch):
+    """A model with neither set_attn_implementation nor a config that already names an implementation (miles'
+    tests use such a stub) still reports the switch on model.config."""
+    from types import SimpleNamespace
+
+    class Bare(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.config = SimpleNamespace()
+
+    class Cls:
+        @staticmethod
+        def from_pretrained(path, **kwargs):
+            assert kwargs["attn_implementation"] == "eager"
+            return Bare()
+
+    monkeypatch.setattr(torch.version, "hip", "6.0.0")
+    model, _ = build_model_with_attn_bridge(Cls, "/ckpt", "triton")
+    assert model.config._attn_implementation == "triton"
+    # Callers may manage the mapping transformers' models read as a plain dict (miles' tests pop it on cleanup).
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    assert ALL_ATTENTION_FUNCTIONS.pop("triton") is ALL_ATTENTION_FUNCTIONS["triton"]  # the class-level one stays

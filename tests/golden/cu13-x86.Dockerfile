@@ -13,19 +13,14 @@ RUN apt-get update && \
     rm -rf /var/lib/apt/lists/*
 
 # ---- NCCL tests (diagnostic binaries), at a pinned commit.
-RUN --mount=type=secret,id=pip-ca \
-    if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    git init -q /tmp/nccl-tests && \
-    git -C /tmp/nccl-tests fetch -q --depth 1 https://github.com/NVIDIA/nccl-tests.git ae98985f5599617be94042f4aa3637d10014ce89 && \
-    git -C /tmp/nccl-tests checkout -q FETCH_HEAD && \
+RUN --mount=type=bind,from=src-nccl_tests,target=/tmp/nccl-tests,rw \
     make -C /tmp/nccl-tests -j"$(nproc)" CUDA_HOME=/usr/local/cuda && \
-    cp /tmp/nccl-tests/build/*_perf /usr/local/bin/ && \
-    rm -rf /tmp/nccl-tests
+    cp /tmp/nccl-tests/build/*_perf /usr/local/bin/
 
 # ---- Python dependencies, in upstream's order.
-RUN --mount=type=secret,id=pip-ca \
+RUN --mount=type=bind,from=src-mbridge,target=/tmp/src/mbridge,rw --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir --no-deps "git+https://github.com/ISEEKYAN/mbridge.git@89eb10887887bc74853f89a4de258c0702932a1c"
+    pip install --no-cache-dir --no-deps /tmp/src/mbridge
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir "flash-linear-attention==0.4.2"
@@ -36,21 +31,18 @@ RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir --no-deps "tile_kernels==1.0.0"
 # Hadamard transform, and the Mamba kernels of nemotron_h hybrid models: source builds against the base's torch.
-RUN --mount=type=secret,id=pip-ca \
+RUN --mount=type=bind,from=src-fast_hadamard_transform,target=/tmp/src/fast_hadamard_transform,rw --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir --no-build-isolation "git+https://github.com/Dao-AILab/fast-hadamard-transform.git@e7706faf8d1c3b9f241e36860640ad1dac644ede"
+    pip install --no-cache-dir --no-build-isolation /tmp/src/fast_hadamard_transform
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir --no-build-isolation "causal-conv1d==1.6.1" "mamba-ssm==2.3.1"
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir "transformer-engine[pytorch]==2.17.0" "transformer-engine-cu${CUDA_MAJOR}==2.17.0"
+COPY --from=src-megatron_lm / /root/Megatron-LM
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    git init -q /root/Megatron-LM && \
-    git -C /root/Megatron-LM fetch -q --depth 1 https://github.com/radixark/Megatron-LM.git e6007f1613a02761e69d4449767f72102da203bf && \
-    git -C /root/Megatron-LM checkout -q FETCH_HEAD && \
-    git -C /root/Megatron-LM submodule update -q --init --recursive --depth 1 && \
     pip install --no-cache-dir -e /root/Megatron-LM
 # ---- The spec's patches (TransformerEngine fixes on CUDA 13), each checked before and after.
 RUN --mount=type=bind,source=patches,target=/tmp/patches \
@@ -61,32 +53,32 @@ RUN --mount=type=bind,source=patches,target=/tmp/patches \
     git -C /usr/local/lib/python3.12/dist-packages/transformer_engine apply --check -p1 /tmp/patches/cu13-te_fa2_sm103_whitelist.patch && \
     git -C /usr/local/lib/python3.12/dist-packages/transformer_engine apply -p1 /tmp/patches/cu13-te_fa2_sm103_whitelist.patch && \
     git -C /usr/local/lib/python3.12/dist-packages/transformer_engine apply --reverse --check -p1 /tmp/patches/cu13-te_fa2_sm103_whitelist.patch
-RUN --mount=type=secret,id=pip-ca \
+RUN --mount=type=bind,from=src-torch_memory_saver,target=/tmp/src/torch_memory_saver,rw --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    TMS_CUDA_MAJOR="${CUDA_MAJOR}" pip install --no-cache-dir --force-reinstall "git+https://github.com/fzyzcjy/torch_memory_saver.git@f05a8754daf68238d54e4cf31cb3ba866684bbaf"
+    TMS_CUDA_MAJOR="${CUDA_MAJOR}" pip install --no-cache-dir --force-reinstall /tmp/src/torch_memory_saver
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir "nvidia-modelopt==0.40.0"
-RUN --mount=type=secret,id=pip-ca \
+RUN --mount=type=bind,from=src-megatron_bridge,target=/tmp/src/megatron_bridge,rw --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir --no-deps --no-build-isolation "git+https://github.com/radixark/Megatron-Bridge.git@7f0fb3456f8ffe47599b5fd167b454605d85f932"
+    pip install --no-cache-dir --no-deps --no-build-isolation /tmp/src/megatron_bridge
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir --no-deps "megatron-energon==7.2.2" "multi-storage-client==0.51.0"
 
-# ---- miles at a pinned commit: its own requirements.txt (minus the spec's `requirements_exclude`, filtered by a
-# ---- stdlib script), then an editable install of its source with no deps (no overlay, no patch). The apt copy of
-# ---- PyJWT has no pip record, so pip could not replace it: it goes first, as upstream does.
-RUN --mount=type=bind,source=scripts,target=/tmp/scripts --mount=type=secret,id=pip-ca \
+# ---- miles' requirements.txt, read from its source (the pinned commit, or a local `--source`; only that file, so a
+# ---- change elsewhere in miles keeps this layer), less the spec's `exclude` names (image_tools/requirements.py).
+# ---- The apt copy of PyJWT has no pip record, so pip could not replace it: it goes first, as upstream does.
+RUN --mount=type=bind,from=src-miles,source=requirements.txt,target=/tmp/miles-requirements.txt \
+    --mount=type=bind,source=tools,target=/tmp/tools --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    git init -q /root/miles && \
-    git -C /root/miles fetch -q --depth 1 https://github.com/radixark/miles.git 31f1ca961a94cb860cec3b2dea34ec332bfa8f76 && \
-    git -C /root/miles checkout -q FETCH_HEAD && \
     rm -rf /usr/lib/python3/dist-packages/jwt /usr/lib/python3/dist-packages/PyJWT* && \
-    python3 /tmp/scripts/filter_requirements.py /root/miles/requirements.txt > /tmp/miles-requirements.txt && \
-    pip install --no-cache-dir -r /tmp/miles-requirements.txt && \
-    rm /tmp/miles-requirements.txt && \
-    pip install --no-cache-dir -e /root/miles --no-deps
+    python3 /tmp/tools/requirements.py /tmp/miles-requirements.txt >/tmp/requirements.txt && \
+    pip install --no-cache-dir -r /tmp/requirements.txt && \
+    rm /tmp/requirements.txt
+# ---- miles itself, as an editable install of its own source tree (no overlay, no patch).
+COPY --from=src-miles / /root/miles
+RUN pip install --no-cache-dir -e /root/miles --no-deps
 
 # ---- cuDNN from pip only: the base's apt copy shadows it in ldconfig and the loader would mix the two.
 RUN --mount=type=secret,id=pip-ca \
@@ -121,5 +113,5 @@ ENV FLASHINFER_VERSION=0.6.15.post1
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16" \
       io.miles.variant="cu13-x86" \
-      io.miles.spec-digest="c47d60b5be118f39685c69cbcf50ddb462ca8d95654fd9b4c80f2e83ee0662e9"
+      io.miles.spec-digest="5a38804c517abe905b7a2b6014e1e85cbd621ab2e155a278a900bf003ae3564e"
 WORKDIR /root/

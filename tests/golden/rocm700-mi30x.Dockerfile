@@ -22,28 +22,18 @@ RUN apt-get update && \
     rm -rf /var/lib/apt/lists/*
 
 # ---- RCCL tests (diagnostic binaries), from the rocm-systems tree at a pinned commit.
-RUN --mount=type=secret,id=pip-ca \
-    if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    git init -q /tmp/rocm-systems && \
-    git -C /tmp/rocm-systems fetch -q --depth 1 https://github.com/ROCm/rocm-systems.git 746c7b3c9e78b094389e19499919fdd43a0b6a90 && \
-    git -C /tmp/rocm-systems checkout -q FETCH_HEAD && \
+RUN --mount=type=bind,from=src-rccl_tests,target=/tmp/rocm-systems,rw \
     make -C "/tmp/rocm-systems/projects/rccl-tests" -j"$(nproc)" HIP_HOME=/opt/rocm NCCL_HOME=/opt/rocm GPU_TARGETS="${GPU_ARCH}" && \
-    cp "/tmp/rocm-systems/projects/rccl-tests"/build/*_perf /usr/local/bin/ && \
-    rm -rf /tmp/rocm-systems
+    cp "/tmp/rocm-systems/projects/rccl-tests"/build/*_perf /usr/local/bin/
 
 # ---- Python dependencies, in upstream's order.
 RUN pip uninstall -y transformer-engine transformer_engine transformer_engine_torch
-RUN --mount=type=secret,id=pip-ca \
+RUN --mount=type=bind,from=src-transformer_engine,target=/tmp/src/transformer_engine,rw --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    git init -q /root/TransformerEngine && \
-    git -C /root/TransformerEngine fetch -q --depth 1 https://github.com/ROCm/TransformerEngine.git 0690c5f91e30d85e9a2d12d8241648504ba3f195 && \
-    git -C /root/TransformerEngine checkout -q FETCH_HEAD && \
-    git -C /root/TransformerEngine submodule update -q --init --recursive --depth 1 && \
-    NVTE_FUSED_ATTN=0 pip install --no-cache-dir --no-build-isolation /root/TransformerEngine && \
-    rm -rf /root/TransformerEngine
-RUN --mount=type=secret,id=pip-ca \
+    NVTE_FUSED_ATTN=0 pip install --no-cache-dir --no-build-isolation /tmp/src/transformer_engine
+RUN --mount=type=bind,from=src-mbridge,target=/tmp/src/mbridge,rw --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir --no-deps "git+https://github.com/ISEEKYAN/mbridge.git@89eb10887887bc74853f89a4de258c0702932a1c"
+    pip install --no-cache-dir --no-deps /tmp/src/mbridge
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     GPU_ARCHS="${GPU_ARCH}" BUILD_TARGET=rocm pip install --no-cache-dir --no-build-isolation "flash-attn==2.8.3"
@@ -59,12 +49,9 @@ RUN --mount=type=secret,id=pip-ca \
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir --no-deps "tile_kernels==1.0.0"
+COPY --from=src-megatron_lm / /root/Megatron-LM
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    git init -q /root/Megatron-LM && \
-    git -C /root/Megatron-LM fetch -q --depth 1 https://github.com/radixark/Megatron-LM.git e6007f1613a02761e69d4449767f72102da203bf && \
-    git -C /root/Megatron-LM checkout -q FETCH_HEAD && \
-    git -C /root/Megatron-LM submodule update -q --init --recursive --depth 1 && \
     pip install --no-cache-dir -e /root/Megatron-LM
 # ---- The spec's patches (tile_kernels, the base's tilelang, Megatron-LM), each checked before and after.
 RUN --mount=type=bind,source=patches,target=/tmp/patches \
@@ -84,12 +71,12 @@ RUN --mount=type=bind,source=patches,target=/tmp/patches \
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir "numba==0.65.1"
-RUN --mount=type=secret,id=pip-ca \
+RUN --mount=type=bind,from=src-torch_memory_saver,target=/tmp/src/torch_memory_saver,rw --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir --force-reinstall "git+https://github.com/fzyzcjy/torch_memory_saver.git@f05a8754daf68238d54e4cf31cb3ba866684bbaf"
-RUN --mount=type=secret,id=pip-ca \
+    pip install --no-cache-dir --force-reinstall /tmp/src/torch_memory_saver
+RUN --mount=type=bind,from=src-megatron_bridge,target=/tmp/src/megatron_bridge,rw --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir --no-deps --no-build-isolation "git+https://github.com/radixark/Megatron-Bridge.git@7f0fb3456f8ffe47599b5fd167b454605d85f932"
+    pip install --no-cache-dir --no-deps --no-build-isolation /tmp/src/megatron_bridge
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir --no-deps "megatron-energon==7.2.2" "multi-storage-client==0.51.0"
@@ -101,19 +88,19 @@ RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir "setuptools==79.0.1"
 
-# ---- miles at a pinned commit: its own requirements.txt (minus the spec's `requirements_exclude`, filtered by a
-# ---- stdlib script), then an editable install of its source with no deps (no overlay, no patch). The apt copy of
-# ---- PyJWT has no pip record, so pip could not replace it: it goes first, as upstream does.
-RUN --mount=type=bind,source=scripts,target=/tmp/scripts --mount=type=secret,id=pip-ca \
+# ---- miles' requirements.txt, read from its source (the pinned commit, or a local `--source`; only that file, so a
+# ---- change elsewhere in miles keeps this layer), less the spec's `exclude` names (image_tools/requirements.py).
+# ---- The apt copy of PyJWT has no pip record, so pip could not replace it: it goes first, as upstream does.
+RUN --mount=type=bind,from=src-miles,source=requirements.txt,target=/tmp/miles-requirements.txt \
+    --mount=type=bind,source=tools,target=/tmp/tools --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    git init -q /root/miles && \
-    git -C /root/miles fetch -q --depth 1 https://github.com/radixark/miles.git 31f1ca961a94cb860cec3b2dea34ec332bfa8f76 && \
-    git -C /root/miles checkout -q FETCH_HEAD && \
     rm -rf /usr/lib/python3/dist-packages/jwt /usr/lib/python3/dist-packages/PyJWT* && \
-    python3 /tmp/scripts/filter_requirements.py /root/miles/requirements.txt "nvidia-resiliency-ext" > /tmp/miles-requirements.txt && \
-    pip install --no-cache-dir -r /tmp/miles-requirements.txt && \
-    rm /tmp/miles-requirements.txt && \
-    pip install --no-cache-dir -e /root/miles --no-deps
+    python3 /tmp/tools/requirements.py /tmp/miles-requirements.txt --exclude "nvidia-resiliency-ext" >/tmp/requirements.txt && \
+    pip install --no-cache-dir -r /tmp/requirements.txt && \
+    rm /tmp/requirements.txt
+# ---- miles itself, as an editable install of its own source tree (no overlay, no patch).
+COPY --from=src-miles / /root/miles
+RUN pip install --no-cache-dir -e /root/miles --no-deps
 # ---- After miles' requirements: the CLI stack for huggingface_hub/Ray, and numpy 1.x for Megatron.
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
@@ -147,6 +134,6 @@ ENV HIP_FORCE_DEV_KERNARG=1 \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.10-rocm700-mi30x" \
       io.miles.variant="rocm700-mi30x" \
-      io.miles.spec-digest="4b00c0ed49f7a8cbd26b6d4291bf900444c99fe10dffc5fc88f633c642806439"
+      io.miles.spec-digest="a95963404668cfa8f1e8bb7042edd86f0a169f1e0d9b7a775834f95d8a777e5a"
 WORKDIR /root/
 CMD ["/bin/bash"]

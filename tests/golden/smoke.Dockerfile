@@ -6,7 +6,7 @@ SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 # ---- this step only: no network, no wheel in a layer, no wheel in the build context.
 ENV VIRTUAL_ENV=/opt/venv PATH=/opt/venv/bin:$PATH PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python3 -m venv /opt/venv
-RUN --mount=type=bind,from=miles-wheelhouse:smoke-343b2b3b82a3e5a9,target=/tmp/wheelhouse \
+RUN --mount=type=bind,from=miles-wheelhouse:smoke-f63abcf47ff653e7,target=/tmp/wheelhouse \
     pip install --no-cache-dir --no-index --find-links /tmp/wheelhouse \
         "setuptools==80.9.0" \
         "torch==2.13.0" \
@@ -15,7 +15,7 @@ RUN --mount=type=bind,from=miles-wheelhouse:smoke-343b2b3b82a3e5a9,target=/tmp/w
 
 # ---- The attention bridge: its own distribution, installed like any other package (no overlay into miles).
 # ---- Late and bind-mounted, so a bridge-only edit rebuilds this step and the gates, nothing before it.
-RUN --mount=type=bind,source=bridge,target=/tmp/sglang-attn-bridge,rw --mount=type=secret,id=pip-ca --mount=type=bind,from=miles-wheelhouse:smoke-343b2b3b82a3e5a9,target=/tmp/wheelhouse \
+RUN --mount=type=bind,source=bridge,target=/tmp/sglang-attn-bridge,rw --mount=type=secret,id=pip-ca --mount=type=bind,from=miles-wheelhouse:smoke-f63abcf47ff653e7,target=/tmp/wheelhouse \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     /opt/venv/bin/python -m pip install --no-cache-dir --no-deps --no-build-isolation --no-index --find-links /tmp/wheelhouse /tmp/sglang-attn-bridge
 
@@ -27,4 +27,4 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="miles-base:bookworm-minbase-py311-git" \
       io.miles.variant="smoke" \
-      io.miles.spec-digest="b591c428e50a184833f7671186de19585e3642acaf75711802f29bee18150578"
+      io.miles.spec-digest="279813b5cb2e6b8c7a65bd265630f7bacd8f4f093a75c6f1a46e27399f5d1912"

@@ -38,14 +38,29 @@ def bridge_enabled(enable_bridge=None) -> bool:
 
 
 def _set_implementation(model, name: str) -> None:
+    """Select `name` on the model: its own setter where transformers has one, else every config directly (the
+    model's own config always, so callers that read `model.config._attn_implementation` see the switch)."""
     setter = getattr(model, "set_attn_implementation", None)
     if setter is not None:
         setter(name)
         return
-    for module in model.modules():  # transformers without set_attn_implementation
+    config = getattr(model, "config", None)
+    if config is not None:
+        config._attn_implementation = name
+    for module in model.modules():
         config = getattr(module, "config", None)
         if config is not None and hasattr(config, "_attn_implementation"):
             config._attn_implementation = name
+
+
+def _mirror_into_shared_mapping(name: str) -> None:
+    """Also write the registered function into `modeling_utils.ALL_ATTENTION_FUNCTIONS` itself (the instance every
+    model reads): callers that manage that instance as a plain dict, as miles' own tests do (`pop` on cleanup),
+    can only remove an entry it holds locally; a class-level registration alone makes that `pop` raise KeyError."""
+    from transformers import AttentionInterface
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    ALL_ATTENTION_FUNCTIONS[name] = AttentionInterface()[name]
 
 
 def count_bridged_layers(model, name: str = DEFAULT_NAME) -> int:
@@ -71,5 +86,6 @@ def build_model_with_attn_bridge(model_cls, checkpoint_path, attn_implementation
     with init_context():
         model = model_cls.from_pretrained(checkpoint_path, attn_implementation="eager", **from_pretrained_kwargs)
     register(DEFAULT_NAME)
+    _mirror_into_shared_mapping(DEFAULT_NAME)
     _set_implementation(model, DEFAULT_NAME)
     return model, count_bridged_layers(model, DEFAULT_NAME)

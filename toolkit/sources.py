@@ -1,0 +1,139 @@
+"""Git components as BuildKit named build contexts: the pinned remote by default, a local tree with `--source`.
+
+Every `git` component of a variant reaches the Dockerfile as the named context `src-<name>` (`COPY --from=`,
+`RUN --mount=type=bind,from=`), never as a `git clone` in a RUN line. By default the context is the pinned remote,
+`<git>#<ref>`, which BuildKit fetches itself. `build.py build --source NAME=PATH` replaces it with a local checkout
+or a source tarball: that is how a developer builds a change before it lands, and how a host without access to
+the remote builds at all. A local tree is staged (copied without `.git` and byte-code caches, a tarball unpacked
+with its single top folder stripped), and its content digest replaces the pinned commit in the input hash; the
+image's `io.miles.source.<name>` label records which was used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from toolkit.errors import UsageError
+
+CONTEXT_PREFIX = "src-"
+LABEL_PREFIX = "io.miles.source."
+SKIP_DIRS = {".git", "__pycache__"}
+SKIP_SUFFIXES = (".pyc", ".pyo")
+
+
+@dataclass(frozen=True)
+class Source:
+    name: str  # the component's name in the spec
+    context: str  # what `--build-context src-<name>=` receives: `<git>#<ref>` or a staged folder
+    digest: str  # what the input hash covers: the pinned `<git>#<ref>`, or `sha256:<content>` of a local tree
+    origin: str  # the label text: which source was used
+
+    @property
+    def context_name(self) -> str:
+        return context_name(self.name)
+
+
+def context_name(component: str) -> str:
+    return f"{CONTEXT_PREFIX}{component}"
+
+
+def git_components(variant) -> dict:
+    return {name: c for name, c in sorted(variant.components.items()) if "git" in c}
+
+
+def parse_overrides(items, variant) -> dict:
+    """`NAME=PATH` pairs -> {name: absolute Path}; NAME a git component of the variant, PATH a folder or tarball."""
+    known = git_components(variant)
+    out = {}
+    for item in items:
+        name, eq, path = item.partition("=")
+        if not eq or not name or not path:
+            raise UsageError(f"--source {item!r}: expected NAME=PATH (a local checkout or a source tarball)")
+        if name not in known:
+            listed = ", ".join(known) or "none"
+            raise UsageError(f"--source {item!r}: {name!r} is not a git component of {variant.name} ({listed})")
+        p = Path(path).expanduser().resolve()
+        if not (p.is_dir() or (p.is_file() and tarfile.is_tarfile(p))):
+            raise UsageError(f"--source {item!r}: {path} is neither a folder nor a tar archive")
+        if name in out:
+            raise UsageError(f"--source {name}: given twice")
+        out[name] = p
+    return out
+
+
+def remote(name: str, component: dict) -> Source:
+    ref = f"{component['git']}#{component['ref']}"
+    return Source(name=name, context=ref, digest=ref, origin=ref)
+
+
+def _copy_tree(src: Path, dest: Path) -> None:
+    for dirpath, dirnames, filenames in os.walk(src):
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
+        rel = Path(dirpath).relative_to(src)
+        (dest / rel).mkdir(parents=True, exist_ok=True)
+        for fname in filenames:
+            if fname.endswith(SKIP_SUFFIXES):
+                continue
+            s, d = Path(dirpath) / fname, dest / rel / fname
+            if s.is_symlink():
+                os.symlink(os.readlink(s), d)
+            else:
+                shutil.copy2(s, d)
+
+
+def _unpack(archive: Path, dest: Path) -> str:
+    """Unpack a source tarball into `dest` (its one top folder stripped); return the commit `git archive` recorded."""
+    staging = dest.parent / (dest.name + ".unpack")
+    with tarfile.open(archive) as tar:
+        tar.extractall(staging, filter="data")
+        commit = tar.pax_headers.get("comment", "")
+    entries = list(staging.iterdir())
+    top = entries[0] if len(entries) == 1 and entries[0].is_dir() else staging
+    top.rename(dest)
+    shutil.rmtree(staging, ignore_errors=True)
+    return commit if len(commit) == 40 else ""
+
+
+def tree_digest(root: Path) -> str:
+    """sha256 over every path, its executable bit and its content (symlinks: their target), in sorted order."""
+    h = hashlib.sha256()
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for fname in sorted(filenames):
+            p = Path(dirpath) / fname
+            rel = p.relative_to(root).as_posix()
+            if p.is_symlink():
+                h.update(f"l {rel} {os.readlink(p)}\0".encode())
+                continue
+            fh = hashlib.sha256(p.read_bytes()).hexdigest()
+            h.update(f"{'x' if os.access(p, os.X_OK) else 'f'} {rel} {fh}\0".encode())
+    return "sha256:" + h.hexdigest()
+
+
+def stage_local(name: str, path: Path, dest: Path) -> Source:
+    """Copy (or unpack) a local source into `dest` (made afresh) and digest what was staged."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    commit = ""
+    if path.is_dir():
+        _copy_tree(path, dest)
+    else:
+        commit = _unpack(path, dest)
+    digest = tree_digest(dest)
+    origin = f"local {path.name} {digest}" + (f" (archive of commit {commit})" if commit else "")
+    return Source(name=name, context=str(dest), digest=digest, origin=origin)
+
+
+def resolve(plan, staging_dir: Path) -> tuple:
+    """Every git component of the plan as a Source: its `--source` override staged under `staging_dir`, or the pin."""
+    out = []
+    for name, component in git_components(plan.variant).items():
+        local = plan.sources.get(name)
+        out.append(stage_local(name, Path(local), staging_dir / name) if local else remote(name, component))
+    return tuple(out)
