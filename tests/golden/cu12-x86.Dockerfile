@@ -70,7 +70,9 @@ RUN --mount=type=bind,from=src-miles,source=requirements.txt,target=/tmp/miles-r
     rm /tmp/requirements.txt
 # ---- miles itself, as an editable install of its own source tree (no overlay, no patch).
 COPY --from=src-miles / /root/miles
-RUN pip install --no-cache-dir -e /root/miles --no-deps
+RUN --mount=type=secret,id=pip-ca \
+    if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
+    pip install --no-cache-dir -e /root/miles --no-deps
 
 # ---- cuDNN from pip only: the base's apt copy shadows it in ldconfig and the loader would mix the two.
 RUN --mount=type=secret,id=pip-ca \

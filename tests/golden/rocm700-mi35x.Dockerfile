@@ -100,7 +100,9 @@ RUN --mount=type=bind,from=src-miles,source=requirements.txt,target=/tmp/miles-r
     rm /tmp/requirements.txt
 # ---- miles itself, as an editable install of its own source tree (no overlay, no patch).
 COPY --from=src-miles / /root/miles
-RUN pip install --no-cache-dir -e /root/miles --no-deps
+RUN --mount=type=secret,id=pip-ca \
+    if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
+    pip install --no-cache-dir -e /root/miles --no-deps
 # ---- After miles' requirements: the CLI stack for huggingface_hub/Ray, and numpy 1.x for Megatron.
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
