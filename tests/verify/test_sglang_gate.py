@@ -208,3 +208,31 @@ def _cfg(tmp_path, ref):
     path = tmp_path / "gates.json"
     path.write_text(json.dumps({"signatures": [{"resolve": ref, "import": False}]}))
     return path
+
+
+@pytest.mark.docker
+def test_gate_and_bridge_agree_inside_an_image_with_real_sglang(docker_client, tmp_path):
+    """In an image where sglang really imports (miles-cpu), the gate in both modes and the bridge's own resolve()
+    pick the same kernel module. The image is made by `build.py --target miles-cpu`; without it this test skips."""
+    import docker
+
+    image = "miles:miles-cpu"
+    try:
+        docker_client.images.get(image)
+    except docker.errors.ImageNotFound:
+        pytest.skip("%s is not built here (python3 build.py --target miles-cpu)" % image)
+    shutil.copytree(REPO / "verify", tmp_path / "verify")
+    entry = {"resolve": "sglang_attn_bridge.sglang_api:EXTEND_ATTENTION"}
+    (tmp_path / "gates.json").write_text(json.dumps({"signatures": [dict(entry, **{"import": False}),
+                                                                     dict(entry, **{"import": True})]}))
+    script = ("python -m verify --config gates.json && python -c 'from sglang_attn_bridge.sglang_kernel import "
+              "resolve; print(\"BRIDGE\", resolve().kernel.module)'")
+    out = docker_client.containers.run(
+        image, ["bash", "-c", script], remove=True, network_mode="none", working_dir="/tmp/gates",
+        environment={"PYTHONPATH": "/tmp/bridge-src"},
+        volumes={str(tmp_path): {"bind": "/tmp/gates", "mode": "ro"},
+                 str(BRIDGE_SRC): {"bind": "/tmp/bridge-src", "mode": "ro"}}).decode()
+    passed = result_lines(out, "PASS", "signature")
+    bridge = [ln.split()[1] for ln in out.splitlines() if ln.startswith("BRIDGE ")]
+    assert len(passed) == 2 and bridge, out
+    assert all(ln.split()[2] == "%s:%s" % (bridge[0], FUNCTION) for ln in passed), out
