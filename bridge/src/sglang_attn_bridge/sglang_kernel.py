@@ -2,9 +2,10 @@
 
 Generations: <= 0.5.5 (srt path, no k_scale/v_scale); 0.5.10-0.5.14 (srt path, k_scale/v_scale are required
 positionals after v_buffer, so an old positional call shifts every argument and fails); 0.5.16 and later (moved to
-sglang.kernels; 0.5.23 adds page_size/score_mod/aux_tensors). The module paths and keywords live in `sglang_api`
-(the image gate reads the same table). We read the signature instead of trusting a version string, call only by
-keyword, always pass sm_scale, and pass k_scale=1.0, v_scale=1.0 wherever the kernel takes them.
+sglang.kernels, with page_size/score_mod/aux_tensors: every wheel from 0.5.16 to 0.5.23). The module paths and
+keywords live in `sglang_api` (the image gate reads the same table). We read the signature instead of trusting a
+version string, call only by keyword, always pass sm_scale, and pass k_scale=1.0, v_scale=1.0 wherever the kernel
+takes them.
 A signature with a required parameter we do not know is refused: guessing is how the upstream call broke.
 """
 
@@ -65,7 +66,7 @@ def classify(fn, module: str) -> tuple[str, frozenset]:
     if ("k_scale" in names) != ("v_scale" in names):
         raise TypeError(f"{module}.{FUNCTION}: k_scale without v_scale (or the reverse) is not a known generation")
     if module == MODULES[0]:
-        gen = "0.5.23+ (sglang.kernels, page_size)" if "page_size" in names else "sglang.kernels (no page_size)"
+        gen = "0.5.16+ (sglang.kernels, page_size)" if "page_size" in names else "sglang.kernels (no page_size)"
     elif "k_scale" in names:
         gen = "0.5.10-0.5.14 (srt, k_scale/v_scale)"
     else:
