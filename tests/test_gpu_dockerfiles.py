@@ -1,5 +1,6 @@
-"""Every rendered GPU Dockerfile, parsed by a real Dockerfile parser (dockerfile-parse): GPU images cannot be built
-here (no registry, no GPU), so their structure and their use of the spec are checked statically."""
+"""Every rendered GPU Dockerfile, parsed by real Dockerfile parsers: GPU images cannot be built here (no registry, no
+GPU), so their structure and their use of the spec are checked statically with dockerfile-parse, and their syntax
+with BuildKit's own parser (buildx 0.13 has no `--check`; see _buildkit_parse)."""
 
 from __future__ import annotations
 
@@ -80,3 +81,29 @@ def test_sglang_miles_step_renders_only_with_a_pinned_commit(name):
                           f"components.sglang_miles.ref={commit}", "components.sglang_miles.extras=all"])
     step = [i["value"] for i in on.structure if "/sgl-workspace/sglang" in i["value"]]
     assert len(step) == 1 and "from=src-sglang_miles" in step[0] and '--no-deps -e "/sgl-workspace/sglang/python[all]"' in step[0]
+
+
+def _buildkit_parse(tmp_path, text):
+    """BuildKit's own Dockerfile parser, without building: a target stage that does not exist is looked up only after
+    every instruction and flag parsed, and before any image is resolved (nothing is pulled, no registry needed)."""
+    import subprocess
+
+    (tmp_path / "Dockerfile").write_text(text)
+    run = subprocess.run(["docker", "buildx", "build", "--progress=plain", "--target", "gpu-gates-parse-only",
+                          str(tmp_path)], capture_output=True, text=True, timeout=300)
+    return run.stdout + run.stderr
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("name", GPU)
+def test_buildkit_parses_every_instruction(tmp_path, name):
+    plan, _ = parsed(name)
+    out = _buildkit_parse(tmp_path, render(plan))
+    assert 'target stage "gpu-gates-parse-only" could not be found' in out and "parse error" not in out, out
+
+
+@pytest.mark.docker
+def test_buildkit_parse_check_can_fail(tmp_path):
+    plan, _ = parsed("cu13-x86")
+    out = _buildkit_parse(tmp_path, render(plan).replace("COPY --from=src-miles", "COPY --fromm=src-miles"))
+    assert "dockerfile parse error" in out and "unknown flag: fromm" in out, out
