@@ -63,7 +63,6 @@ RUN --mount=type=bind,source=patches,target=/tmp/patches \
     git -C /opt/tilelang/src/tl_templates/hip apply -p1 /tmp/patches/rocm-tilelang_hip_fp8.patch && \
     git -C /opt/tilelang/src/tl_templates/hip apply --reverse --check -p1 /tmp/patches/rocm-tilelang_hip_fp8.patch
 RUN --mount=type=bind,source=patches,target=/tmp/patches \
-    test "$(git -C /root/Megatron-LM rev-parse HEAD)" = "e6007f1613a02761e69d4449767f72102da203bf" && \
     git -C /root/Megatron-LM apply --check -p1 /tmp/patches/rocm-megatron.patch && \
     git -C /root/Megatron-LM apply -p1 /tmp/patches/rocm-megatron.patch && \
     git -C /root/Megatron-LM apply --reverse --check -p1 /tmp/patches/rocm-megatron.patch
@@ -136,6 +135,6 @@ ENV HIP_FORCE_DEV_KERNARG=1 \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.10-rocm700-mi30x" \
       io.miles.variant="rocm700-mi30x" \
-      io.miles.spec-digest="a95963404668cfa8f1e8bb7042edd86f0a169f1e0d9b7a775834f95d8a777e5a"
+      io.miles.spec-digest="ea7cfb0b8919b98d5a21bf6ff07b9c1e15607d1bbc9b4bd6a5d8d3b24458fa49"
 WORKDIR /root/
 CMD ["/bin/bash"]

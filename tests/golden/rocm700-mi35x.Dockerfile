@@ -63,7 +63,6 @@ RUN --mount=type=bind,source=patches,target=/tmp/patches \
     git -C /opt/tilelang/src/tl_templates/hip apply -p1 /tmp/patches/rocm-tilelang_hip_fp8.patch && \
     git -C /opt/tilelang/src/tl_templates/hip apply --reverse --check -p1 /tmp/patches/rocm-tilelang_hip_fp8.patch
 RUN --mount=type=bind,source=patches,target=/tmp/patches \
-    test "$(git -C /root/Megatron-LM rev-parse HEAD)" = "e6007f1613a02761e69d4449767f72102da203bf" && \
     git -C /root/Megatron-LM apply --check -p1 /tmp/patches/rocm-megatron.patch && \
     git -C /root/Megatron-LM apply -p1 /tmp/patches/rocm-megatron.patch && \
     git -C /root/Megatron-LM apply --reverse --check -p1 /tmp/patches/rocm-megatron.patch
@@ -136,6 +135,6 @@ ENV HIP_FORCE_DEV_KERNARG=1 \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="rocm/sgl-dev:v0.5.14-rocm700-mi35x-20260627" \
       io.miles.variant="rocm700-mi35x" \
-      io.miles.spec-digest="87429da7ecfeaa10f32bf99e8325ccb386c5c9214168ca337ed45c877db96921"
+      io.miles.spec-digest="23b6e09b39ea77587eb54f8bc33e1c416638fb3a204de30b461a858417ac6286"
 WORKDIR /root/
 CMD ["/bin/bash"]

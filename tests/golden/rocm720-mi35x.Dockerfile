@@ -63,7 +63,6 @@ RUN --mount=type=bind,source=patches,target=/tmp/patches \
     git -C /opt/tilelang/src/tl_templates/hip apply -p1 /tmp/patches/rocm-tilelang_hip_fp8.patch && \
     git -C /opt/tilelang/src/tl_templates/hip apply --reverse --check -p1 /tmp/patches/rocm-tilelang_hip_fp8.patch
 RUN --mount=type=bind,source=patches,target=/tmp/patches \
-    test "$(git -C /root/Megatron-LM rev-parse HEAD)" = "e6007f1613a02761e69d4449767f72102da203bf" && \
     git -C /root/Megatron-LM apply --check -p1 /tmp/patches/rocm-megatron.patch && \
     git -C /root/Megatron-LM apply -p1 /tmp/patches/rocm-megatron.patch && \
     git -C /root/Megatron-LM apply --reverse --check -p1 /tmp/patches/rocm-megatron.patch
@@ -136,6 +135,6 @@ ENV HIP_FORCE_DEV_KERNARG=1 \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="rocm/sgl-dev:v0.5.16-rocm720-mi35x-20260730" \
       io.miles.variant="rocm720-mi35x" \
-      io.miles.spec-digest="678e221780b038fd97b9d732db135717d619081cce02b6a226f6a4f8b36f2cfb"
+      io.miles.spec-digest="dd640baf12b8e46a0ea0197c3a11cc9122d9eb72998ab68d6e17ca78a7a1f851"
 WORKDIR /root/
 CMD ["/bin/bash"]
