@@ -107,5 +107,5 @@ ENV FLASHINFER_VERSION=0.6.15.post1
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16-cu129" \
       io.miles.variant="cu12-x86" \
-      io.miles.spec-digest="cc149dc575ce2c2caade37a7243df1e4f14f32157277c47ec62d27b2a34cb507"
+      io.miles.spec-digest="7b7238b3efff18616db98703edb9611781ce12f5f9cc3448bc5a04259de88ba6"
 WORKDIR /root/

@@ -115,5 +115,5 @@ ENV FLASHINFER_VERSION=0.6.15.post1
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16" \
       io.miles.variant="cu13-aarch64" \
-      io.miles.spec-digest="276c4e308f978901d6afc10bee2223f220536fa635a7c4574383421152268a91"
+      io.miles.spec-digest="cf944c16fbcc8140f591e222500e2df49ae543c850226970f070b6544fe78e67"
 WORKDIR /root/

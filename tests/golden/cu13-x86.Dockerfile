@@ -115,5 +115,5 @@ ENV FLASHINFER_VERSION=0.6.15.post1
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16" \
       io.miles.variant="cu13-x86" \
-      io.miles.spec-digest="5a38804c517abe905b7a2b6014e1e85cbd621ab2e155a278a900bf003ae3564e"
+      io.miles.spec-digest="6a204a0078c2b446e32d25357976824b4b3150065b6f683e4fdfa1013b237470"
 WORKDIR /root/

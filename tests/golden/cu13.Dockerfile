@@ -115,5 +115,5 @@ ENV FLASHINFER_VERSION=0.6.15.post1
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16" \
       io.miles.variant="cu13" \
-      io.miles.spec-digest="3fbb7824bb70eb742274fa667bd57fea2e210f276435d7159015f59d6ae720b6"
+      io.miles.spec-digest="c718cfd3bbbbb3d19212dd18264894ed8fa7afa1bacc3c13db6b5df808014a0a"
 WORKDIR /root/

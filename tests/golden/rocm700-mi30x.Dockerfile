@@ -135,6 +135,6 @@ ENV HIP_FORCE_DEV_KERNARG=1 \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.10-rocm700-mi30x" \
       io.miles.variant="rocm700-mi30x" \
-      io.miles.spec-digest="ea7cfb0b8919b98d5a21bf6ff07b9c1e15607d1bbc9b4bd6a5d8d3b24458fa49"
+      io.miles.spec-digest="fb9d4d3cc2d9f51490c1f5608d6df9a1bcc6fa77ec431fe46bd55ba10da1541f"
 WORKDIR /root/
 CMD ["/bin/bash"]

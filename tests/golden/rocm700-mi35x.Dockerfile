@@ -135,6 +135,6 @@ ENV HIP_FORCE_DEV_KERNARG=1 \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="rocm/sgl-dev:v0.5.14-rocm700-mi35x-20260627" \
       io.miles.variant="rocm700-mi35x" \
-      io.miles.spec-digest="23b6e09b39ea77587eb54f8bc33e1c416638fb3a204de30b461a858417ac6286"
+      io.miles.spec-digest="f816a51c09dfd575e89c65f5dd3f47c6e0b5e74aac4bc08953bb101d46141925"
 WORKDIR /root/
 CMD ["/bin/bash"]

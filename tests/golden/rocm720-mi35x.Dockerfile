@@ -135,6 +135,6 @@ ENV HIP_FORCE_DEV_KERNARG=1 \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="rocm/sgl-dev:v0.5.16-rocm720-mi35x-20260730" \
       io.miles.variant="rocm720-mi35x" \
-      io.miles.spec-digest="dd640baf12b8e46a0ea0197c3a11cc9122d9eb72998ab68d6e17ca78a7a1f851"
+      io.miles.spec-digest="74f3c149eb5a0317cc91fb0036000558fcc9aef03e27c83eed2f1935d53f407a"
 WORKDIR /root/
 CMD ["/bin/bash"]

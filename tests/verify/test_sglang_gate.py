@@ -8,16 +8,15 @@ when missing; a test skips, saying why, only when the download is impossible.
 import json
 import re
 import shutil
-import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
 import pytest
 
+from support import sglang_wheel
 from toolkit.spec import ROOT as REPO, load_catalog
 
-WHEELS = REPO / ".cache" / "sglang-wheels"
 BRIDGE_SRC = REPO / "bridge" / "src"
 NEWEST = ("0.5.22", "0.5.23")
 NEW_MODULE = "sglang.kernels.ops.attention.extend_attention"
@@ -41,19 +40,6 @@ DEFAULT = "rocm720-mi35x"
 VERSIONS = sorted({ver for ver, _ in CASES} | set(NEWEST), key=lambda s: tuple(map(int, s.split("."))))
 
 
-def _wheel(version: str) -> Path:
-    found = sorted(WHEELS.glob("sglang-%s-*.whl" % version))
-    if not found:
-        WHEELS.mkdir(parents=True, exist_ok=True)
-        run = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "sglang==%s" % version,
-                              "-d", str(WHEELS)], capture_output=True, text=True, timeout=900)
-        found = sorted(WHEELS.glob("sglang-%s-*.whl" % version))
-        if not found:
-            last = (run.stderr.strip().splitlines() or ["no output"])[-1]
-            pytest.skip("cannot download sglang==%s (pip download --no-deps failed: %s)" % (version, last))
-    return found[-1]
-
-
 @pytest.fixture(scope="module")
 def unpacked(tmp_path_factory):
     """unpacked(version) -> a directory holding that wheel's ``sglang/`` Python sources (cached per module)."""
@@ -62,7 +48,7 @@ def unpacked(tmp_path_factory):
     def get(version):
         if version not in done:
             root = tmp_path_factory.mktemp("sglang-%s" % version)
-            with zipfile.ZipFile(_wheel(version)) as zf:
+            with zipfile.ZipFile(sglang_wheel(version)) as zf:
                 zf.extractall(root, [n for n in zf.namelist() if n.startswith("sglang/") and n.endswith(".py")])
             done[version] = root
         return done[version]
