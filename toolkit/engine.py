@@ -116,9 +116,9 @@ class ProgressParser:
         took = "cached" if step.status == "cached" else f"{step.seconds:.1f}s"
         name = " ".join(step.name.split())
         self.out(f"  {name[:100]:<100} {took:>8}")
-        if "-m verify" in step.name:  # the gate step: show its per-check lines
+        if "-m verify" in step.name:  # the gate step: its per-check lines (allowed pip-check lines counted only)
             for ln in step.log:
-                if ln.startswith(("PASS", "FAIL")) or " passed" in ln:
+                if (ln.startswith(("PASS", "FAIL")) and " allowed (" not in ln) or " passed" in ln:
                     self.out(f"      {ln}")
 
     def failed_step(self) -> Step | None:
@@ -154,7 +154,8 @@ def build(plan, ctx, out=print) -> str:
             step = parser.failed_step()
             if step is not None:
                 out(f"FAILED step: {' '.join(step.name.split())}")
-                for ln in step.log[-50:]:
+                failed = [ln for ln in step.log if ln.startswith("FAIL")]  # a gate step's failures, every one
+                for ln in failed + [ln for ln in step.log[-50:] if ln not in failed and " allowed (" not in ln]:
                     out(f"  | {ln}")
             else:
                 for ln in parser.tail[-50:]:

@@ -1,0 +1,95 @@
+"""Integration, real engine: the miles-cpu image from upstream's real miles source (the snapshot beside the repo),
+its gates run again on the built image, and upstream's incident reproduced on a real miles tree: a zero-context
+hunk placed by line number after the file drifted must fail the build naming the file and line, tag unmoved."""
+
+from __future__ import annotations
+
+import tarfile
+
+import pytest
+
+from support import ROOT, git, run_build_py
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+SNAPSHOT = ROOT.parent / "shared" / "upstream" / "miles-31f1ca961.tar.gz"
+COMMIT = "31f1ca961a94cb860cec3b2dea34ec332bfa8f76"
+IMAGE = "miles:miles-cpu"
+ACTOR = "miles/backends/fsdp_utils/actor.py"
+
+
+@pytest.fixture(scope="session")
+def miles_cpu_image(docker_client):
+    if not SNAPSHOT.exists():
+        pytest.skip("the upstream miles snapshot (shared/upstream) is not beside the repo")
+    proc = run_build_py("build", "--target", "miles-cpu", "--source", f"miles={SNAPSHOT}")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return IMAGE
+
+
+def test_the_image_runs_upstream_miles_wired_to_the_bridge(docker_client, miles_cpu_image):
+    labels = docker_client.images.get(miles_cpu_image).labels
+    assert f"archive of commit {COMMIT}" in labels["io.miles.source.miles"]
+    code = ("import inspect, miles, sglang_attn_bridge; "
+            "from miles.backends.fsdp_utils.actor import FSDPTrainRayActor as A; "
+            "print(miles.__file__); print(sglang_attn_bridge.__file__); "
+            "print(inspect.getsource(A._build_model_with_attn_bridge))")
+    out = docker_client.containers.run(miles_cpu_image, ["/opt/venv/bin/python", "-c", code], remove=True,
+                                       network_disabled=True).decode()
+    assert "/root/miles/miles/__init__.py" in out  # editable: the source tree kept in the image
+    assert "/opt/venv/lib/python3.11/site-packages/sglang_attn_bridge/" in out
+    assert "from sglang_attn_bridge import build_model_with_attn_bridge" in out
+    assert "apply_sglang_triton_attention_patch" not in out
+
+
+def test_verify_reruns_every_miles_gate_on_the_built_image(miles_cpu_image, tmp_path):
+    report = tmp_path / "report.json"
+    proc = run_build_py("verify", "--target", "miles-cpu", "--image", miles_cpu_image, "--json", str(report))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "miles-actor-trains-through-bridge" in proc.stdout and "miles-bridge-tests" in proc.stdout
+    assert "3 passed" in proc.stdout  # upstream's own bridge tests, unchanged
+
+
+def corrupt_like_upstream(tree):
+    """Upstream's incident on a real tree: a hunk written with zero context against actor.py, the file drifted
+    (lines added above), then `git apply --unidiff-zero` in a clone without the pre-image: exit 0, wrong place."""
+    path = tree / ACTOR
+    lines = path.read_text().splitlines(True)
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("    def sleep("))
+    added = ["    def offload_ready(self) -> bool:\n", "        return True\n", "\n"]
+    patch = tree.parent / "zero-context.patch"
+    patch.write_text(f"--- a/{ACTOR}\n+++ b/{ACTOR}\n@@ -{at},0 +{at + 1},{len(added)} @@\n"
+                     + "".join("+" + ln for ln in added))
+    first_import = next(i for i, ln in enumerate(lines) if ln.startswith("import "))
+    lines[first_import:first_import] = [f"import os as _drift{i}\n" for i in range(5)]
+    path.write_text("".join(lines))
+    git(tree, "init", "-q")
+    git(tree, "add", "-A")
+    git(tree, "commit", "-qm", "drifted")
+    applied = git(tree, "apply", "--unidiff-zero", str(patch), check=False)
+    assert applied.returncode == 0, applied.stderr  # git reports success: that is the incident
+    # Where the misplaced line sits in the image, once the spec's bridge patch (it removes lines above) applied.
+    bridge_patch = ROOT / "images" / "patches" / "miles-attn-bridge.patch"
+    git(tree, "apply", str(bridge_patch))
+    landed = path.read_text().splitlines()
+    git(tree, "apply", "--reverse", str(bridge_patch))
+    return landed.index("    def offload_ready(self) -> bool:") + 1
+
+
+def test_a_tree_corrupted_like_upstreams_fails_the_build_naming_actor_py_and_its_line(
+        tmp_path, docker_client, miles_cpu_image):
+    with tarfile.open(SNAPSHOT) as tar:
+        tar.extractall(tmp_path, filter="data")
+    tree = tmp_path / "miles"
+    line = corrupt_like_upstream(tree)
+    before = docker_client.images.get(miles_cpu_image).id
+    proc = run_build_py("build", "--target", "miles-cpu", "--source", f"miles={tree}")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    fails = [ln for ln in proc.stdout.splitlines() if "FAIL" in ln and "actor.py" in ln]
+    assert any(f"{ACTOR}:{line}: IndentationError" in ln for ln in fails), proc.stdout
+    assert docker_client.images.get(miles_cpu_image).id == before
+    # Only what follows the miles source can rerun: the venv and the dependency layers came from the cache.
+    steps = [ln.strip() for ln in proc.stdout.splitlines() if ln.strip().startswith("[stage-0")]
+    copy = next(i for i, ln in enumerate(steps) if "COPY --from=src-miles" in ln)
+    before_copy = [ln for ln in steps[:copy] if " FROM " not in ln]
+    assert len(before_copy) >= 4 and all(ln.endswith("cached") for ln in before_copy), "\n".join(steps)
