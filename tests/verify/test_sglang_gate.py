@@ -222,3 +222,21 @@ def test_gate_and_bridge_agree_inside_an_image_with_real_sglang(docker_client, t
     bridge = [ln.split()[1] for ln in out.splitlines() if ln.startswith("BRIDGE ")]
     assert len(passed) == 2 and bridge, out
     assert all(ln.split()[2] == "%s:%s" % (bridge[0], FUNCTION) for ln in passed), out
+
+
+def test_cst_export_keeps_the_resolve_entry(unpacked):
+    """container-structure-test export of a GPU gate config runs the same resolution, and it passes on a real wheel."""
+    import os
+    import subprocess
+
+    from verify.cst import to_cst
+
+    gates = {"signatures": _gpu_variants()[DEFAULT].gates["signatures"]}
+    test = to_cst(gates, sys.executable)["commandTests"][0]
+    assert json.loads(test["args"][2]) == {"signatures": [{"resolve": "sglang_attn_bridge.sglang_api:EXTEND_ATTENTION",
+                                                           "import": False}]}
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(unpacked("0.5.16")), str(BRIDGE_SRC)]))
+    run = subprocess.run([test["command"], *test["args"]], capture_output=True, text=True, env=env, cwd="/",
+                         timeout=300)
+    assert run.returncode == test["exitCode"] and re.search(test["expectedOutput"][0], run.stdout), run.stdout
+    assert NEW_MODULE in run.stdout
