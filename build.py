@@ -48,7 +48,7 @@ def cmd_render(args) -> int:
 
 
 def refuse_zero_context(plan) -> None:
-    """A patch with a zero-context hunk can land anywhere (DESIGN §1): no build starts with one."""
+    """A patch with a zero-context hunk can land anywhere (docs/architecture.md): no build starts with one."""
     from toolkit.lint import zero_context_findings
 
     refused = zero_context_findings(plan.variant)

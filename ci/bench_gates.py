@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Gate overhead (issue 3): the full gate vs a bare `python -c "import <same modules>"` in the same image.
+"""Gate overhead: the full gate vs a bare `python -c "import <same modules>"` in the same image.
 
 One long-lived container per run (network disabled, verify/ copied in). Each command is timed INSIDE the container
 by a small python wrapper: wall seconds (what a build waits for) and CPU seconds of the command and its children
@@ -7,7 +7,7 @@ by a small python wrapper: wall seconds (what a build waits for) and CPU seconds
 so drift hits all alike, after one warm-up round. Prints markdown tables: min and median of each, ratios against
 the bare import, and the full gate's per-check seconds.
 
-    python ci/bench_gates.py [--image miles:smoke] [--config gates.json] [--python /opt/venv/bin/python] [-n 7]
+    python ci/bench_gates.py [--image miles:smoke] [--target smoke | --config gates.json] [--python PY] [-n 7]
 """
 from __future__ import annotations
 
@@ -54,7 +54,8 @@ def _timed(container, python, argv):
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--image", default="miles:smoke")
-    p.add_argument("--config", help="gate config JSON (default: the smoke image's gates)")
+    p.add_argument("--config", help="gate config JSON (default: the gates of --target's spec)")
+    p.add_argument("--target", default="smoke", help="the target whose spec gates are timed (default: smoke)")
     p.add_argument("--python", default="/opt/venv/bin/python")
     p.add_argument("-n", "--repeat", type=int, default=7)
     args = p.parse_args(argv)
@@ -64,17 +65,17 @@ def main(argv=None) -> int:
     if args.config:
         load_config(args.config)  # fail early, one line, on a bad config
         gates = json.loads(Path(args.config).read_text())
-    else:  # the smoke image's own gate list, from its spec
+    else:  # the target's own gate list, from its spec
         from toolkit.spec import load_catalog
 
-        gates = load_catalog().resolve("smoke").gates
+        gates = load_catalog().resolve(args.target).gates
     modules = gates.get("imports") or []
     no_commands = {k: v for k, v in gates.items() if k != "commands"}
     cases = {
         "bare python -c import": [args.python, "-c", "import " + ", ".join(modules)],
         "verify, imports only": [args.python, "-m", "verify"] + [a for m in modules for a in ("--import", m)],
         "verify, gate without commands": [args.python, "-m", "verify", "--config", "gates-no-commands.json"],
-        "verify, full gate (+ bridge doctor)": [args.python, "-m", "verify", "--config", "gates.json",
+        "verify, full gate (+ commands)": [args.python, "-m", "verify", "--config", "gates.json",
                                                 "--json", "/tmp/r.json"],
     }
     client = docker.from_env(timeout=600)
@@ -82,7 +83,7 @@ def main(argv=None) -> int:
     try:
         container.start()
         container.exec_run(["mkdir", "-p", RUNNER_DIR])
-        _put(container, bundle.runner_files())
+        _put(container, {**bundle.runner_files(), **bundle.probe_files()})
         _put(container, {"gates.json": json.dumps(gates).encode(),
                          "gates-no-commands.json": json.dumps(no_commands).encode()})
         walls = {name: [] for name in cases}

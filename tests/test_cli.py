@@ -1,4 +1,4 @@
-"""CLI contract (DESIGN §3): subcommands, the `--target` shorthand and exit codes, without a Docker engine."""
+"""CLI contract (docs/architecture.md): subcommands, the `--target` shorthand and exit codes, without a Docker engine."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Legitimate patches through the spec (issue: overlay guard): checked, applied with full context, reverse-checked.
+"""Legitimate patches through the spec (the overlay guard): checked, applied with full context, reverse-checked.
 
 The target tree is a real third-party tree in the smoke image (transformers in the venv), the patches are made
 from the very same release installed on the host.

@@ -1,4 +1,4 @@
-"""Make a family's base image locally when it is missing (no registry can be reached: DESIGN §4).
+"""Make a family's base image locally when it is missing (build hosts here reach no registry).
 
 debootstrap builds a root file system from Debian packages (its default mirror, or the one the machine's apt
 sources name); `docker import` turns it into an image with exactly the spec's tag.

@@ -1,4 +1,4 @@
-"""Errors that map to the CLI's documented exit codes (DESIGN §3)."""
+"""Errors that map to the CLI's documented exit codes (README, docs/architecture.md)."""
 
 
 class ToolkitError(Exception):

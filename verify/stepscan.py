@@ -8,7 +8,7 @@ Rules (each finding is ``FILE:LINE rule: message``):
   (``[ ... ]``/``==`` too), where REF is a full 40/64-hex commit id, a variable
   whose only assignment in the file (ARG/ENV/shell/make/YAML) is such an id, or, in a ``.j2`` template, a
   ``{{ expression }}`` (the rendered Dockerfile is scanned again with the real value). Without the patch's
-  pre-image blobs in the clone the 3-way fallback silently degrades (DESIGN §1).
+  pre-image blobs in the clone the 3-way fallback silently degrades (docs/architecture.md, "Why gates").
 - ``patch-no-dry-run``: ``patch`` that applies without an earlier ``patch --dry-run`` of the same input.
 - ``apply-no-check``: ``git apply`` that applies without an earlier ``git apply --check`` of the same patch.
 - ``or-true``: ``|| true``, ``|| :`` or ``|| exit 0`` after a patch/git apply step in the same and/or chain,

@@ -1,4 +1,4 @@
-"""Speed of the bridge on the GPU: tune per head dim, then one side-by-side table (issue 6).
+"""Speed of the bridge on the GPU: tune per head dim, then one side-by-side table (docs/bridge-h200.md).
 
 Shapes: causal bf16, Hq/Hkv 32/8 and 16/16, D 128 and 64, tokens 1x8192, 4x4096 and 16 packed sequences of mixed
 length summing to 16384. Columns: TFLOP/s and ms of forward and backward for the bridge (in-tree forward with the

@@ -1,4 +1,4 @@
-"""An upstream-style attention backward, as the bridge's speed yardstick (issue 6, column c).
+"""An upstream-style attention backward, as the bridge's speed yardstick (`upstream_bwd` in docs/bridge-h200.md).
 
 What upstream's bridge did, rebuilt on our kernels so only the structure differs: GQA K/V expanded with repeat,
 a Python loop over the sequences of a packed batch, the log-sum-exp recomputed instead of kept from the forward,

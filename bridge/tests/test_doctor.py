@@ -10,6 +10,10 @@ def test_doctor_ok_in_interpreter(no_sglang, capsys):
     assert doctor.main([]) == 0  # TRITON_INTERPRET=1 here: the self-check runs on the CPU
     out = capsys.readouterr().out
     assert "PASS self-check" in out and "in-tree (BLOCK_N 64" in out and "doctor: OK" in out
+    # the plan of every representative shape, as this device (the interpreter) would run it, and why
+    for label, *_ in doctor.PLAN_SHAPES:
+        assert f"INFO {label:22} fwd triton 32x64 w4 s1 interior=1 | dK/dV triton 32x32" in out
+    assert out.count("forward: Triton: the Triton interpreter runs no Gluon") == len(doctor.PLAN_SHAPES)
 
 
 def test_doctor_fails_on_broken_sglang(monkeypatch, capsys):

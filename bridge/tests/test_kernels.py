@@ -3,8 +3,6 @@
 Shapes are small because the kernels run in the Triton interpreter here; the same code runs on the GPU in bench/.
 """
 
-from dataclasses import replace
-
 import pytest
 import torch
 
@@ -117,7 +115,7 @@ def test_tma_tiles_give_the_same_bits(monkeypatch, d):
     """Tiles through TMA descriptors (sequence-bounded, zero-filled) and masked loads feed the same values: forward
     and backward results are bitwise equal, padded head dim and prefix included. Also checks that the fallback
     rule keeps misaligned views on the masked path."""
-    from sglang_attn_bridge import config, ops
+    from sglang_attn_bridge import config, kernel_plan, ops
 
     q, k, v, lay, _, _ = _packed_case([37, 5, 50], [37, 20, 50], 4, 2, d, torch.float32)
     results = []
@@ -129,49 +127,11 @@ def test_tma_tiles_give_the_same_bits(monkeypatch, d):
         results.append((o, lse, *ops.backward(do, q, k, v, o, lse, lay, 0.125, True)))
     for name, a, b in zip(("o", "lse", "dq", "dk", "dv"), *results):
         assert torch.equal(a, b), name
-    assert ops._use_tma(True, q, k, v)
-    assert not ops._use_tma(True, q[..., 1:])  # 4-byte offset: not 16-byte aligned
-    assert not ops._use_tma(False, q)
-    monkeypatch.delattr(ops.tl, "make_tensor_descriptor")  # an older Triton: masked loads, no failure
-    assert not ops._use_tma(True, q, k, v)
-
-
-def test_gluon_dkdv_only_where_it_can_run(monkeypatch):
-    """The Gluon dK/dV kernel is written for Triton 3.6 on Hopper: any other Triton or device gets the Triton kernel
-    (and the doctor a reason), never a compile error at the first backward."""
-    from sglang_attn_bridge import ops
-
-    cpu = torch.device("cpu")
-    monkeypatch.setattr(ops, "dkdv_sm90_kernel", object())  # as if this Triton's Gluon had defined it
-    monkeypatch.setattr(ops.triton, "__version__", "3.6.0")
-    assert "Hopper" in ops.gluon_unavailable(cpu)  # the right Triton, no Hopper GPU
-    monkeypatch.setattr(ops.triton, "__version__", "3.9.0")
-    assert "3.9.0" in ops.gluon_unavailable(cpu)
-    monkeypatch.setattr(ops, "dkdv_sm90_kernel", None)
-    assert ops.gluon_unavailable(cpu) == "this Triton has no usable Gluon"
-
-
-def test_gluon_forward_only_where_it_can_run(monkeypatch):
-    """The Gluon forward takes only what it implements (output wanted, no window or softcap, head dim 64/128, 16-bit
-    types, sglang's arithmetic) on a device Gluon runs on; everything else goes to the Triton forward."""
-    from sglang_attn_bridge import config, ops
-
-    cfg = config.FwdConfig(128, 64, 8, 2, gluon_ws=4)
-    q = torch.zeros(1, 8, 4, 128, dtype=torch.bfloat16)
-    k = v = torch.zeros(1, 8, 2, 128, dtype=torch.bfloat16)
-    monkeypatch.setattr(ops, "gluon_unavailable", lambda device: "")  # as if on a Hopper GPU with Triton 3.6
-    monkeypatch.setattr(config, "interpreting", lambda: False)
-    monkeypatch.setattr(ops, "_use_tma", lambda wanted, *ts: True)
-    assert ops._use_gluon_fwd(cfg, q, k, v, None, 0.0, True)
-    assert not ops._use_gluon_fwd(cfg, q, k, v, 127, 0.0, True)  # window
-    assert not ops._use_gluon_fwd(cfg, q, k, v, None, 30.0, True)  # softcap
-    assert not ops._use_gluon_fwd(cfg, q, k, v, None, 0.0, False)  # LSE only
-    assert not ops._use_gluon_fwd(replace(cfg, gluon_ws=0), q, k, v, None, 0.0, True)
-    assert not ops._use_gluon_fwd(replace(cfg, exact=False), q, k, v, None, 0.0, True)
-    assert not ops._use_gluon_fwd(cfg, q.float(), k.float(), v.float(), None, 0.0, True)
-    assert not ops._use_gluon_fwd(cfg, q[..., :80], k[..., :80], v[..., :80], None, 0.0, True)
-    monkeypatch.setattr(ops, "gluon_unavailable", lambda device: "it needs a Hopper (sm_90) GPU: wgmma")
-    assert not ops._use_gluon_fwd(cfg, q, k, v, None, 0.0, True)
+    plan = kernel_plan.plan(q, k, v, do=do)
+    assert plan.forward.tma and plan.dkdv.tma and plan.dq.tma  # the TMA path really ran above
+    assert not kernel_plan.plan(q[..., 1:], k[..., 1:], v[..., 1:]).forward.tma  # 4-byte offset: not aligned
+    monkeypatch.delattr(kernel_plan.tl, "make_tensor_descriptor")  # an older Triton: masked loads, no failure
+    assert not kernel_plan.plan(q, k, v).forward.tma
 
 
 def test_l2_groups_keep_their_keys_and_values_within_the_budget():

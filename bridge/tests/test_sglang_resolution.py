@@ -1,4 +1,4 @@
-"""Kernel resolution against throwaway modules carrying each sglang generation's real signature (DESIGN §5).
+"""Kernel resolution against throwaway modules carrying each sglang generation's real signature.
 
 Each fake kernel computes attention the way the real one does with its scale arguments (scores * sm_scale * k_scale,
 output * v_scale), so a call that passes the wrong scale, or shifts positionals, gives a wrong answer or a TypeError.

@@ -1,4 +1,4 @@
-"""The upstream incident (DESIGN §1), reproduced for real with git, then caught by the overlay guard and the gate.
+"""The upstream incident (docs/architecture.md, "Why gates"), reproduced for real with git, then caught by the overlay guard and the gate.
 
 Observed with git 2.39.5 on this machine: in the repository that made the patch (the pre-image blob is present),
 `git apply --3way --unidiff-zero` does a real three-way merge and puts the method where it belongs. The incident

@@ -16,14 +16,24 @@ from dataclasses import dataclass, replace
 
 @dataclass(frozen=True)
 class FwdConfig:
+    """The forward's tuning for one head-dim bucket. The first four fields tile the Triton forward
+    (kernels/forward.py): query rows per program, keys per step, warps, load pipeline stages.
+
+    `interior` says what the Triton forward does on tiles that every row of the block sees whole (on the tiles at a
+    causal edge or a sequence end it always keeps sglang's full select):
+      0  sglang's full mask select, as on every other tile;
+      1  a select on the key bound only: cheaper, and still stops `qk * scale - max` being fused into an FMA, which
+         would round differently from sglang;
+      2  no select: changed bits at D128 on the H200 (stayed bit-exact at D64); use only where bench/check_h200.py
+         proved it;
+      3  no select, the scale multiply as an unfusable PTX `mul.rn` (NVIDIA only; elsewhere it runs as 1): the
+         rounding sglang's select forces with one instruction less. Softcapped scores keep the select.
+    """
+
     block_m: int
     block_n: int
     num_warps: int
     num_stages: int
-    # tiles every row of the block fully sees: 0 = sglang's full mask select, 1 = a select on the key bound only
-    # (cheaper, still stops `qk*scale - max` being fused into an FMA), 2 = no select (changed bits at D128 on the
-    # H200, stayed bit-exact at D64: only use 2 where bench/check_h200.py proved it), 3 = no select, the scale
-    # multiply as an unfusable PTX mul.rn (GPU only; the rounding sglang's select forces, one instruction less)
     interior: int = 1
     tma: bool = False  # Q/K/V tiles through TMA descriptors where the GPU has the copy engine (same values)
     max_regs: int = 0  # cap on registers per thread (Triton's maxnreg), 0 = none: trades spills for resident programs
@@ -43,21 +53,26 @@ class FwdConfig:
 
 @dataclass(frozen=True)
 class BwdConfig:
+    """The backward's tuning for one head-dim bucket. The backward runs three kernels: Delta (rowsum(dO * O)), dK/dV
+    and dQ (kernels/backward.py; FA2's form, no atomics). Fields ending in 1 belong to the dK/dV kernel, fields
+    ending in 2 to the dQ kernel (FA2's BLOCK_M1/N1, BLOCK_M2/N2 naming). `num_warps`/`num_stages` serve both unless
+    the dQ kernel's own `num_warps2`/`num_stages2` are set; `tma`/`max_regs` are the dK/dV kernel's, `tma2`/`max_regs2`
+    the dQ kernel's. Where the Gluon dK/dV kernel runs (`gluon_dkdv`), the dK/dV fields without it do not apply."""
+
     block_m1: int  # dK/dV kernel: query rows per step
     block_n1: int  # dK/dV kernel: keys owned by one program
     block_m2: int  # dQ kernel: query rows owned by one program
     block_n2: int  # dQ kernel: keys per step
-    num_warps: int
-    num_stages: int
-    num_warps2: int = 0  # dQ kernel's own warps/stages (0: same as the dK/dV kernel)
-    num_stages2: int = 0
+    num_warps: int  # both kernels' warps, unless num_warps2 is set
+    num_stages: int  # both kernels' load pipeline stages, unless num_stages2 is set
+    num_warps2: int = 0  # dQ kernel's own warps (0: num_warps)
+    num_stages2: int = 0  # dQ kernel's own stages (0: num_stages)
     tma: bool = False  # dK/dV kernel: tiles through TMA descriptors where the GPU has the copy engine (same values)
     tma2: bool = False  # dQ kernel: the same choice
     max_regs: int = 0  # dK/dV kernel's register cap (maxnreg), 0 = none: more resident programs, maybe spills
-    max_regs2: int = 0  # dQ kernel's
+    max_regs2: int = 0  # dQ kernel's register cap
     # (rows per step, keys per program, warps) of kernels/dkdv_sm90.py, the Gluon dK/dV kernel (Hopper: products
     # overlapped with the exponentials, query tiles double-buffered by TMA), used where it applies; () = never.
-    # Where it does not apply (other GPUs, window, softcap) the Triton dK/dV kernel runs with the fields above.
     gluon_dkdv: tuple = ()
     gluon_min_group: int = 1  # ... and only for GQA groups of at least this many query heads per KV head
     # Gluon dK/dV: program j takes key block j and then block last-j, so under a causal mask all programs have the
@@ -69,37 +84,25 @@ class BwdConfig:
     overlap: bool = True
 
 
-# head_dim bucket (next power of two) -> config. D64/D128 tuned on the H200 (docs/bridge-h200.md; times for 32/8
-# heads on 1x8192 / 16 packed sequences of 16384 tokens, single calls from an idle GPU unless marked device time,
-# which leaves out the ~0.1 ms launch); the rest are untuned starting points. TMA pays only where
-# it frees registers for a second resident program (the D128 forward): elsewhere the per-program descriptor set-up
-# costs more than it saves on short programs.
+# head_dim bucket (next power of two) -> config. D64 and D128 are tuned on the H200 (docs/bridge-h200.md: the
+# measurements and the reason for each choice); 16, 32 and 256 are untuned starting points.
 GPU_FWD = {
     16: FwdConfig(128, 64, 4, 2),
     32: FwdConfig(128, 64, 4, 2),
-    # 0.77 / 0.37 ms with exp_ftz (0.88 / 0.41 without; the Gluon forward: 1.06 / 0.55, too little matrix work per
-    # score at D64 to hide three warpgroups' softmax)
+    # the Triton forward: at D64 the Gluon forward has too little matrix work per score to hide its softmax
     64: FwdConfig(64, 64, 4, 3, interior=2, exp_ftz=True),
-    # the Gluon forward, 4 K/V slots, items from a counter in 32 MB groups: 0.92 / 0.47 ms device time (1.13 / 0.60
-    # from an idle GPU; the static round-robin it replaced: 1.18 / 0.72); the Triton fields serve LSE-only, window
-    # and softcap calls: 1.27 / 0.63 ms with exp_ftz (1.33 / 0.65 without)
+    # the Gluon forward; the Triton fields (TMA frees the registers for two capped 8-warp programs per SM) serve
+    # LSE-only, window and softcap calls
     128: FwdConfig(128, 64, 8, 2, interior=3, tma=True, max_regs=128, exp_ftz=True, gluon_ws=4, gluon_group_mb=32),
     256: FwdConfig(64, 64, 8, 1),
 }
 GPU_BWD = {
     16: BwdConfig(64, 128, 128, 64, 8, 2),
     32: BwdConfig(64, 128, 128, 64, 8, 2),
-    # dK/dV: Gluon 64 rows x 64 keys, one warpgroup (two programs per SM) when a KV head serves 2+ query heads:
-    # 32/8 heads 1.51 / 1.71 / 0.67 ms (1x8192 / 4x4096 / packed) against the Triton kernel's (32x64, 4 warps,
-    # 3 stages) 1.70 / 1.87 / 0.68; with one query head per KV head its programs are too short to repay their set-up
-    # (16/16: 1.05 / 1.00 / 0.58 against 0.94 / 0.87 / 0.42). dQ 0.89 / 0.47 ms. Key-block pairs (`gluon_pairs`) lose
-    # 4-6% here on long sequences
+    # Gluon dK/dV only for GQA groups of 2+ (one query head per KV head: programs too short to repay its set-up);
+    # key-block pairs lose on long sequences at D64
     64: BwdConfig(32, 64, 64, 64, 4, 3, gluon_dkdv=(64, 64, 4), gluon_min_group=2),
-    # dK/dV: Gluon 64x64, one warpgroup: 2.10 / 0.92 ms; Triton kernel (64x128, 8 warps, 1 stage): 2.66 / 1.11 ms
-    # (16/16 heads: 1.11 / 0.60 against 1.41 / 0.66). dQ 1.48 / 0.68 ms: 32-key steps under a 128-register cap fit
-    # two dQ programs per SM (64-key steps, no cap: 1.38 / 0.74 ms; the packed batch decides). Whole backward,
-    # device time, 32/8 and 16/16 on 1x8192 / 4x4096 / packed: key-block pairs and dQ beside dK/dV 3.11 / 3.27 / 1.17
-    # and 1.61 / 1.74 / 0.71 ms, against 3.22 / 3.42 / 1.35 and 1.64 / 1.82 / 0.79 one block per program, one stream
+    # Gluon dK/dV in key-block pairs; dQ in 32-key steps under a 128-register cap: two programs per SM (packed batches)
     128: BwdConfig(64, 128, 128, 32, 8, 1, 8, 3, max_regs2=128, gluon_dkdv=(64, 64, 4), gluon_pairs=True),
     256: BwdConfig(32, 64, 64, 32, 8, 1),
 }
@@ -118,26 +121,38 @@ def _bucket(head_dim: int) -> int:
     return b
 
 
-def fwd_config(head_dim: int) -> FwdConfig:
-    if interpreting():
+def fwd_config(head_dim: int, interpreter: bool | None = None) -> FwdConfig:
+    """The forward's config for `head_dim`; the interpreter's (small tiles) under TRITON_INTERPRET=1 or when asked."""
+    if (interpreting() if interpreter is None else interpreter):
         return INTERPRETER_FWD
     return GPU_FWD[_bucket(head_dim)]
 
 
-def bwd_config(head_dim: int) -> BwdConfig:
-    if interpreting():
+def bwd_config(head_dim: int, interpreter: bool | None = None) -> BwdConfig:
+    """The backward's config for `head_dim`, as `fwd_config` chooses."""
+    if (interpreting() if interpreter is None else interpreter):
         return INTERPRETER_BWD
     return GPU_BWD[_bucket(head_dim)]
 
 
+_FWD_KEYS = set(FwdConfig.__dataclass_fields__)
+_BWD_KEYS = set(BwdConfig.__dataclass_fields__)
+
+
 def set_config(head_dim: int, fwd: FwdConfig | None = None, bwd: BwdConfig | None = None, **changes) -> None:
-    """Replace one head-dim bucket's entries (the bench sweeps variants through this)."""
+    """Replace one head-dim bucket's GPU entries (the bench sweeps variants through this): whole configs through
+    `fwd`/`bwd`, single fields as keywords. A keyword that names a field of both configs (num_warps, num_stages,
+    tma, max_regs) or of neither raises ValueError, and nothing changes."""
+    ambiguous = sorted(_FWD_KEYS & _BWD_KEYS & changes.keys())
+    if ambiguous:
+        raise ValueError(f"set_config: {', '.join(ambiguous)} is a field of both FwdConfig and BwdConfig; pass "
+                         f"fwd=replace(fwd_config(d), ...) or bwd=replace(bwd_config(d), ...) instead")
+    unknown = sorted(changes.keys() - _FWD_KEYS - _BWD_KEYS)
+    if unknown:
+        raise ValueError(f"set_config: unknown field(s) {', '.join(unknown)}; FwdConfig has "
+                         f"{', '.join(FwdConfig.__dataclass_fields__)}; BwdConfig has "
+                         f"{', '.join(BwdConfig.__dataclass_fields__)}")
     b = _bucket(head_dim)
-    if fwd is not None:
-        GPU_FWD[b] = fwd
-    if bwd is not None:
-        GPU_BWD[b] = bwd
-    if changes:
-        fwd_keys = {k: v for k, v in changes.items() if k in FwdConfig.__dataclass_fields__}
-        if fwd_keys:
-            GPU_FWD[b] = replace(GPU_FWD[b], **fwd_keys)
+    new_fwd = replace(fwd or GPU_FWD[b], **{k: v for k, v in changes.items() if k in _FWD_KEYS})
+    new_bwd = replace(bwd or GPU_BWD[b], **{k: v for k, v in changes.items() if k in _BWD_KEYS})
+    GPU_FWD[b], GPU_BWD[b] = new_fwd, new_bwd

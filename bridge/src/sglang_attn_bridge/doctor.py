@@ -1,6 +1,7 @@
 """`python -m sglang_attn_bridge.doctor`: what the bridge resolved, and a tiny self-check. Exit 1 on any problem.
 
-Prints versions, the forward kernel (sglang's, with its API generation, or the in-tree one), checks that the
+Prints versions, the forward kernel (sglang's, with its API generation, or the in-tree one), the kernel plan for
+representative shapes on this device (`kernel_plan.plan`: which kernels, tiles and streams, and why), checks that the
 registration is visible to a fresh AttentionInterface, and on a GPU (or in the Triton interpreter) runs a small
 packed GQA forward+backward against a float64 reference. Without a GPU the self-check is skipped unless
 --require-gpu is given. --require-sglang makes a missing sglang kernel a problem (images that ship sglang).
@@ -14,8 +15,46 @@ import platform
 import sys
 
 
+# (label, query heads, KV heads, head dim, window): GQA and not at both tuned head dims, a window, a padded head dim
+PLAN_SHAPES = (
+    ("32/8 D128", 32, 8, 128, None),
+    ("16/16 D128", 16, 16, 128, None),
+    ("32/8 D64", 32, 8, 64, None),
+    ("16/16 D64", 16, 16, 64, None),
+    ("32/8 D128 window", 32, 8, 128, 4095),
+    ("8/2 D80", 8, 2, 80, None),
+)
+
+
 def _line(status: str, what: str, detail: str = "") -> None:
     print(f"{status:4} {what:22} {detail}".rstrip())
+
+
+def _kernel_plans(lse_only: bool) -> None:
+    """The plan for each of PLAN_SHAPES (bf16) on the device a call would run on; `lse_only` when sglang's kernel is
+    the forward, so ours only computes the LSE for the backward."""
+    import torch
+
+    from .config import interpreting
+    from .kernel_plan import Target, plan
+
+    if torch.cuda.is_available():
+        device = torch.device("cuda")
+        major, minor = torch.cuda.get_device_capability(device)
+        where = f"{torch.cuda.get_device_name(device)} ({'gfx' if torch.version.hip else 'sm_'}{major}{minor})"
+    elif interpreting():
+        device, where = torch.device("cpu"), "the CPU, in the Triton interpreter"
+    else:
+        _line("INFO", "kernel plan", "no GPU: no kernel runs here (TRITON_INTERPRET=1 runs them on the CPU)")
+        return
+    target = Target.of(device)
+    _line("INFO", "kernel plan", f"on {where}, bf16 calls" + (" (our forward: LSE only)" if lse_only else ""))
+    for label, hq, hkv, d, window in PLAN_SHAPES:
+        q = torch.empty(1, 64, hq, d, dtype=torch.bfloat16, device="meta")
+        k = torch.empty(1, 64, hkv, d, dtype=torch.bfloat16, device="meta")
+        p = plan(q, k, k, window, compute_o=not lse_only, target=target)
+        _line("INFO", label, p.describe())
+        _line("", "", "; ".join(p.why))
 
 
 def _self_check(device: str) -> tuple[bool, str]:
@@ -92,6 +131,7 @@ def main(argv=None) -> int:
         problems += 1
     else:
         _line("INFO", "sglang kernel", res.reason)
+    kernel = None
     try:
         kernel = select_forward()
         _line("PASS", "forward", f"sglang ({res.kernel.generation})" if kernel else
@@ -99,18 +139,8 @@ def main(argv=None) -> int:
     except Exception as e:
         _line("FAIL", "forward", str(e))
         problems += 1
-    import torch
-
-    from . import config
-    from .ops import gluon_unavailable
-
-    why = gluon_unavailable(torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu"))
-    dims = "/".join(str(d) for d, c in sorted(config.GPU_FWD.items()) if c.gluon_ws)
-    _line("INFO", "in-tree fwd", "in Triton: no Gluon kernel, " + why if why else f"in Gluon on this Hopper GPU at "
-          f"head dim {dims} (persistent, warp-specialised; no window/softcap; Triton otherwise)")
-    _line("INFO", "backward", "in-tree FA2 (varlen, GQA per KV head, no atomics); dK/dV "
-          + (f"in Triton: no Gluon kernel, {why}" if why else "in Gluon on this Hopper GPU (head dim 64/128, "
-             "no window/softcap; Triton otherwise)"))
+    # which forward serves a call is printed above; what the in-tree kernels run, per shape, below
+    _kernel_plans(lse_only=kernel is not None)
 
     try:
         from transformers import AttentionInterface

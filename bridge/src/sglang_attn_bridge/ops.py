@@ -1,7 +1,7 @@
 """Launchers for the Triton kernels (and the Gluon forward and dK/dV on Hopper) on [B, S, H, D] `Varlen` views.
 
 Tensors stay in the strided views transformers hands us (only the last dim must be contiguous), so a plain, padded or
-packed batch needs no gather/scatter copies. Block sizes come from `config`.
+packed batch needs no gather/scatter copies. Which kernels run, and their tiles, come from `kernel_plan.plan`.
 """
 
 from __future__ import annotations
@@ -10,20 +10,12 @@ import functools
 
 import torch
 import triton
-import triton.language as tl
 
-from . import config
+from . import kernel_plan
+from .kernel_plan import attn_fwd_ws_sm90_kernel, dkdv_sm90_kernel
 from .kernels.backward import delta_kernel, dkdv_kernel, dq_kernel
 from .kernels.forward import attn_fwd_kernel
 from .layout import Varlen
-
-# The Gluon kernel is written against Triton 3.6's Gluon API (it changes between releases)
-GLUON_TRITON = (3, 6)
-try:
-    from .kernels.dkdv_sm90 import dkdv_sm90_kernel
-    from .kernels.forward_ws_sm90 import ROWS as WS_ROWS, attn_fwd_ws_sm90_kernel
-except Exception:  # a Triton without Gluon, or whose Gluon cannot define them: the Triton kernels serve
-    dkdv_sm90_kernel = attn_fwd_ws_sm90_kernel = WS_ROWS = None
 
 
 def _last_dim_contiguous(t: torch.Tensor) -> torch.Tensor:
@@ -41,65 +33,6 @@ def _lay_args(lay: Varlen):
 
 def _window(window) -> int:
     return -1 if window is None else int(window)
-
-
-def _use_tma(wanted: bool, *tensors: torch.Tensor) -> bool:
-    """TMA tile loads where the copy engine exists (NVIDIA sm_90+; the interpreter emulates it), the installed Triton
-    builds descriptors in kernels, and every tensor meets the 16-byte alignment rule; otherwise the kernels take the
-    masked-load path, with identical values."""
-    if not wanted or not hasattr(tl, "make_tensor_descriptor"):
-        return False
-    if not config.interpreting():
-        dev = tensors[0].device
-        if dev.type != "cuda" or torch.version.hip or torch.cuda.get_device_capability(dev)[0] < 9:
-            return False
-        if not _ensure_allocator(dev):
-            return False
-    return all(t.data_ptr() % 16 == 0 and all(st * t.element_size() % 16 == 0 for st in t.stride()[:-1])
-               for t in tensors)
-
-
-def gluon_unavailable(device: torch.device) -> str:
-    """Why the Gluon kernels (forward, dK/dV) cannot run on `device`, or '' when they can (the doctor prints this)."""
-    if dkdv_sm90_kernel is None:
-        return "this Triton has no usable Gluon"
-    if tuple(int(x) for x in triton.__version__.split(".")[:2]) != GLUON_TRITON:
-        return f"it is written for Triton 3.6's Gluon, this is Triton {triton.__version__}"
-    if device.type != "cuda" or torch.version.hip or torch.cuda.get_device_capability(device)[0] != 9:
-        return "it needs a Hopper (sm_90) GPU: wgmma"
-    return ""
-
-
-def _gluon_case(q, window, softcap) -> bool:
-    """What both Gluon kernels cover: 16-bit types, head dim 64/128, no window or softcap, on a device Gluon runs on."""
-    return (not config.interpreting() and not gluon_unavailable(q.device) and window is None and not softcap
-            and q.shape[-1] in (64, 128) and q.dtype in (torch.float16, torch.bfloat16))
-
-
-def _use_gluon_dkdv(cfg: config.BwdConfig, q, k, v, do, window, softcap) -> bool:
-    """The Gluon dK/dV kernel also needs a token's query heads side by side in memory (its TMA view spans a GQA
-    group's heads) and GQA groups of at least `gluon_min_group`; elsewhere the Triton kernel runs."""
-    if not cfg.gluon_dkdv or not _gluon_case(q, window, softcap) or q.shape[2] // k.shape[2] < cfg.gluon_min_group:
-        return False
-    D = q.shape[-1]
-    return q.stride(2) == D and do.stride(2) == D and _use_tma(True, q, k, v, do)
-
-
-def _use_gluon_fwd(cfg: config.FwdConfig, q, k, v, window, softcap, compute_o) -> bool:
-    """The warp-specialised Gluon forward also needs sglang's arithmetic (cfg.exact) and the output wanted (not the
-    LSE-only pass); elsewhere the Triton forward runs."""
-    return (bool(cfg.gluon_ws) and cfg.exact and compute_o and _gluon_case(q, window, softcap)
-            and _use_tma(True, q, k, v))
-
-
-def _ptx(q: torch.Tensor) -> bool:
-    """Inline PTX runs: an NVIDIA GPU (not ROCm, not the CPU interpreter)."""
-    return q.device.type == "cuda" and not torch.version.hip and not config.interpreting()
-
-
-def _interior(interior: int, q: torch.Tensor) -> int:
-    """interior=3 is inline PTX (mul.rn): NVIDIA only; elsewhere the select of interior=1 gives the same rounding."""
-    return 1 if interior == 3 and not _ptx(q) else interior
 
 
 def l2_group_pairs(pairs: int, max_k: int, head_dim: int, elem_bytes: int, group: int, mb: int) -> int:
@@ -122,17 +55,16 @@ def _max_regs(n: int) -> dict:
     return {"maxnreg": n} if n else {}
 
 
-def _ensure_allocator(dev: torch.device) -> bool:
-    """Device-built TMA descriptors need a little scratch memory through `triton.set_allocator`; install torch's
-    allocator unless the caller set one (the setting is per thread: autograd runs the backward in its own).
-    False where this Triton has no such hook."""
-    try:
-        from triton.runtime import _allocation
-    except ImportError:
-        return False
+def _ensure_allocator(dev: torch.device, *launches: kernel_plan.Launch) -> None:
+    """Device-built TMA descriptors need a little scratch memory through `triton.set_allocator`: where a launch on a
+    GPU builds them, install torch's allocator unless the caller set one (the setting is per thread: autograd runs
+    the backward in its own). The plan only asks for TMA where this Triton has the hook."""
+    if dev.type != "cuda" or not any(launch.tma for launch in launches):
+        return
+    from triton.runtime import _allocation
+
     if isinstance(_allocation._allocator.get(), _allocation.NullAllocator):
         triton.set_allocator(lambda size, alignment, stream: torch.empty(size, dtype=torch.int8, device=dev))
-    return True
 
 
 @functools.cache
@@ -162,7 +94,9 @@ def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softc
     q, k, v = (_last_dim_contiguous(t) for t in (q, k, v))
     B, Sq, Hq, D = q.shape
     Hkv = k.shape[2]
-    cfg = config.fwd_config(D)
+    plan = kernel_plan.plan(q, k, v, window, softcap, compute_o)
+    fwd = plan.forward
+    _ensure_allocator(q.device, fwd)
     lse = torch.empty((Hq, B * Sq), device=q.device, dtype=torch.float32)
     o = None
     if compute_o:
@@ -170,33 +104,33 @@ def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softc
     o_arg = o if o is not None else q
     strides = (q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
                v.stride(0), v.stride(1), v.stride(2), o_arg.stride(0), o_arg.stride(1), o_arg.stride(2))
-    if _use_gluon_fwd(cfg, q, k, v, window, softcap, compute_o):
-        nblk = triton.cdiv(lay.max_q, WS_ROWS.value)
+    if fwd.kernel == "gluon":
+        nblk = triton.cdiv(lay.max_q, fwd.rows)
         pairs = Hq * lay.n
         items = pairs * nblk
-        group_pairs = l2_group_pairs(pairs, lay.max_k, D, q.element_size(), Hq // Hkv, cfg.gluon_group_mb)
+        group_pairs = l2_group_pairs(pairs, lay.max_k, D, q.element_size(), Hq // Hkv, plan.l2_group_mb)
         counter = torch.zeros(1, dtype=torch.int32, device=q.device)  # the next item to take
         # persistent: one program per multiprocessor; 4 warpgroups at maxnreg=128 fill the register file, which the
         # kernel splits between them (setmaxnreg)
         attn_fwd_ws_sm90_kernel[(min(items, _sm_count(q.device)),)](
             q, k, v, o, lse, *_lay_args(lay), float(scale), 1.0, *strides, lse.stride(0), Sq, Hq // Hkv,
             Hq, lay.n, nblk, group_pairs, items, counter,
-            HEAD_DIM=D, STAGES=cfg.gluon_ws, IS_CAUSAL=bool(causal), INTERIOR=cfg.interior, EXP_FTZ=cfg.exp_ftz,
-            num_warps=4, maxnreg=128,
+            HEAD_DIM=D, STAGES=fwd.stages, IS_CAUSAL=bool(causal), INTERIOR=plan.interior, EXP_FTZ=plan.exp_ftz,
+            num_warps=fwd.warps, maxnreg=fwd.max_regs,
         )
         return o, lse
-    grid = (Hq, lay.n, triton.cdiv(lay.max_q, cfg.block_m))
+    grid = (Hq, lay.n, triton.cdiv(lay.max_q, fwd.rows))
     attn_fwd_kernel[grid](
         q, k, v, o_arg, lse, *_lay_args(lay),
         float(scale), 1.0, *strides,
         lse.stride(0), Sq,
         Hq // Hkv,
         HEAD_DIM=D, BLOCK_D=max(16, triton.next_power_of_2(D)),
-        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
+        BLOCK_M=fwd.rows, BLOCK_N=fwd.keys,
         IS_CAUSAL=bool(causal), WINDOW=_window(window), SOFTCAP=float(softcap or 0.0),
-        COMPUTE_O=bool(compute_o), INTERIOR=_interior(cfg.interior, q), DOT_PREC=_prec(q.dtype),
-        TMA=_use_tma(cfg.tma, q, k, v), FAST=not cfg.exact and not softcap, EXP_FTZ=cfg.exp_ftz and _ptx(q),
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages, **_max_regs(cfg.max_regs),
+        COMPUTE_O=bool(compute_o), INTERIOR=plan.interior, DOT_PREC=_prec(q.dtype),
+        TMA=fwd.tma, FAST=plan.fast, EXP_FTZ=plan.exp_ftz,
+        num_warps=fwd.warps, num_stages=fwd.stages, **_max_regs(fwd.max_regs),
     )
     return o, lse
 
@@ -208,7 +142,8 @@ def backward(do, q, k, v, o, lse, lay: Varlen, scale: float, causal: bool, windo
     do, q, k, v, o = (_last_dim_contiguous(t) for t in (do, q, k, v, o))
     B, Sq, Hq, D = q.shape
     Sk, Hkv = k.shape[1], k.shape[2]
-    cfg = config.bwd_config(D)
+    plan = kernel_plan.plan(q, k, v, window, softcap, do=do)
+    _ensure_allocator(q.device, plan.dkdv, plan.dq)
     block_d = max(16, triton.next_power_of_2(D))
     alloc = torch.empty if lay.covers_all else torch.zeros
     dq = alloc((B, Sq, Hq, D), device=q.device, dtype=q.dtype)
@@ -225,47 +160,62 @@ def backward(do, q, k, v, o, lse, lay: Varlen, scale: float, causal: bool, windo
     )
 
     def dkdv():
-        if _use_gluon_dkdv(cfg, q, k, v, do, window, softcap):
-            rows, keys, warps = cfg.gluon_dkdv
-            blocks = triton.cdiv(lay.max_k, keys)
-            dkdv_sm90_kernel[(triton.cdiv(blocks, 2), Hkv, lay.n) if cfg.gluon_pairs else (Hkv, lay.n, blocks)](
+        launch = plan.dkdv
+        if launch.kernel == "gluon":
+            blocks = triton.cdiv(lay.max_k, launch.keys)
+            dkdv_sm90_kernel[(triton.cdiv(blocks, 2), Hkv, lay.n) if plan.pairs else (Hkv, lay.n, blocks)](
                 q, k, v, do, dk, dv, lse, delta, *_lay_args(lay), float(scale),
                 q.stride(0), q.stride(1), k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1),
                 v.stride(2), do.stride(0), do.stride(1),
                 dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0), dv.stride(1), dv.stride(2),
                 lse.stride(0), Sq, Hq // Hkv,
-                HEAD_DIM=D, BLOCK_M=rows, BLOCK_N=keys, IS_CAUSAL=bool(causal), PAIRS=cfg.gluon_pairs,
-                num_warps=warps,
+                HEAD_DIM=D, BLOCK_M=launch.rows, BLOCK_N=launch.keys, IS_CAUSAL=bool(causal), PAIRS=plan.pairs,
+                num_warps=launch.warps,
             )
             return
-        dkdv_kernel[(Hkv, lay.n, triton.cdiv(lay.max_k, cfg.block_n1))](
+        dkdv_kernel[(Hkv, lay.n, triton.cdiv(lay.max_k, launch.keys))](
             q, k, v, do, dk, dv, lse, delta, *_lay_args(lay), float(scale),
             q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
             v.stride(0), v.stride(1), v.stride(2), do.stride(0), do.stride(1), do.stride(2),
             dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0), dv.stride(1), dv.stride(2),
             lse.stride(0), Sq, Hq // Hkv,
-            HEAD_DIM=D, BLOCK_D=block_d, BLOCK_M=cfg.block_m1, BLOCK_N=cfg.block_n1, **common,
-            TMA=_use_tma(cfg.tma, q, k, v, do),
-            num_warps=cfg.num_warps, num_stages=cfg.num_stages, **_max_regs(cfg.max_regs),
+            HEAD_DIM=D, BLOCK_D=block_d, BLOCK_M=launch.rows, BLOCK_N=launch.keys, **common,
+            TMA=launch.tma,
+            num_warps=launch.warps, num_stages=launch.stages, **_max_regs(launch.max_regs),
         )
 
     def dq_():
-        dq_kernel[(Hq, lay.n, triton.cdiv(lay.max_q, cfg.block_m2))](
+        launch = plan.dq
+        dq_kernel[(Hq, lay.n, triton.cdiv(lay.max_q, launch.rows))](
             q, k, v, do, dq, lse, delta, *_lay_args(lay), float(scale),
             q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
             v.stride(0), v.stride(1), v.stride(2), do.stride(0), do.stride(1), do.stride(2),
             dq.stride(0), dq.stride(1), dq.stride(2),
             lse.stride(0), Sq, Hq // Hkv,
-            HEAD_DIM=D, BLOCK_D=block_d, BLOCK_M=cfg.block_m2, BLOCK_N=cfg.block_n2, **common,
-            TMA=_use_tma(cfg.tma2, q, k, v, do),
-            num_warps=cfg.num_warps2 or cfg.num_warps, num_stages=cfg.num_stages2 or cfg.num_stages,
-            **_max_regs(cfg.max_regs2),
+            HEAD_DIM=D, BLOCK_D=block_d, BLOCK_M=launch.rows, BLOCK_N=launch.keys, **common,
+            TMA=launch.tma,
+            num_warps=launch.warps, num_stages=launch.stages,
+            **_max_regs(launch.max_regs),
         )
 
-    if "dkdv" in parts and "dq" in parts and cfg.overlap and q.is_cuda:
+    if "dkdv" in parts and "dq" in parts and plan.streams == 2:
         _side_by_side(dkdv, dq_, q.device)
     else:
         for name, run in (("dkdv", dkdv), ("dq", dq_)):
             if name in parts:
                 run()
     return dq, dk, dv
+
+
+# bench/check_h200.py labels its GPU cases with these three questions; the launchers above read the plan itself.
+# `cfg` is the head dim's current config there, which is what the plan reads.
+def _use_tma(wanted: bool, *tensors: torch.Tensor) -> bool:
+    return wanted and kernel_plan.Target.of(tensors[0].device).tma and all(map(kernel_plan.tma_aligned, tensors))
+
+
+def _use_gluon_fwd(cfg, q, k, v, window, softcap, compute_o) -> bool:
+    return kernel_plan.plan(q, k, v, window, softcap, compute_o).forward.kernel == "gluon"
+
+
+def _use_gluon_dkdv(cfg, q, k, v, do, window, softcap) -> bool:
+    return kernel_plan.plan(q, k, v, window, softcap, do=do).dkdv.kernel == "gluon"

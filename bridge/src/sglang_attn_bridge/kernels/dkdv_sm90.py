@@ -15,7 +15,7 @@ program (deterministic). Query tiles come through a descriptor bounded by the se
 zeros and need no select.
 Covers the common case only (causal or not, no window, no softcap, head dim 64/128, 16-bit types, heads of one
 token adjacent in memory) on Triton 3.6, whose Gluon API this is written against (3.9 renamed the TMA copies and the
-CTA barrier); ops.py sends everything else to the Triton kernel.
+CTA barrier); kernel_plan.py sends everything else to the Triton kernel.
 """
 
 from __future__ import annotations

@@ -22,8 +22,8 @@ P V accumulated onto `acc * rescale` by the tensor cores: the form Triton compil
 same 64-key tiles in the same order, so the output bits equal sglang's kernel (bench/check_h200.py checks
 torch.equal; EXP_FTZ below is the one caveat). Under a causal mask a consumer stops at its own last visible tile:
 the tiles after it are exact no-ops for its rows (rescale 1, P 0), as they are in sglang's kernel. Covers causal or
-not, no window, no softcap, head dim 64/128, 16-bit types, Triton 3.6's Gluon API; ops.py sends everything else to
-the Triton kernel.
+not, no window, no softcap, head dim 64/128, 16-bit types, Triton 3.6's Gluon API; kernel_plan.py sends everything
+else to the Triton kernel.
 """
 
 from __future__ import annotations

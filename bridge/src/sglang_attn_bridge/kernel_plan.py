@@ -1,0 +1,214 @@
+"""Which kernels run for a call, decided in one place: `plan()` returns the `KernelPlan` that ops.py launches and the
+doctor prints.
+
+The tuning table (`config.py`) says what each head dim would like; whether that can run depends on the device (a
+Hopper GPU for the Gluon kernels, TMA and inline PTX), the installed Triton (the Gluon kernels are written against
+3.6's API) and the call (window, softcap, dtype, GQA group, strides and alignment). The plan resolves all of it, so a
+launcher reads numbers and never decides, and every decision carries its reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+
+from . import config
+
+# The Gluon kernels are written against Triton 3.6's Gluon API (it changes between releases)
+GLUON_TRITON = (3, 6)
+try:
+    from .kernels.dkdv_sm90 import dkdv_sm90_kernel
+    from .kernels.forward_ws_sm90 import ROWS as WS_ROWS, attn_fwd_ws_sm90_kernel
+except Exception:  # a Triton without Gluon, or whose Gluon cannot define them: the Triton kernels serve
+    dkdv_sm90_kernel = attn_fwd_ws_sm90_kernel = WS_ROWS = None
+
+GLUON_KEYS = 64  # the Gluon forward's key tile: sglang's BLOCK_N, which fixes the order of the softmax sums
+GLUON_FWD_WARPS = 4  # warps of the Gluon forward's default partition; its workers add the other warpgroups
+GLUON_FWD_REGS = 128  # its register cap: 4 warpgroups at 128 fill the register file, which it splits (setmaxnreg)
+GLUON_DKDV_BUFFERS = 2  # the Gluon dK/dV kernel's query-tile buffers (the next tile lands while this one is used)
+
+
+def gluon_unavailable(device: torch.device) -> str:
+    """Why the Gluon kernels (forward, dK/dV) cannot run on `device`, or '' when they can."""
+    if dkdv_sm90_kernel is None:
+        return "this Triton has no usable Gluon"
+    if tuple(int(x) for x in triton.__version__.split(".")[:2]) != GLUON_TRITON:
+        return f"the Gluon kernels are written for Triton 3.6, this is Triton {triton.__version__}"
+    if device.type != "cuda" or torch.version.hip or torch.cuda.get_device_capability(device)[0] != 9:
+        return "the Gluon kernels need a Hopper (sm_90) GPU: wgmma"
+    return ""
+
+
+def _allocator_hook() -> bool:
+    """Device-built TMA descriptors need scratch memory through `triton.set_allocator`, which older Tritons lack."""
+    try:
+        from triton.runtime import _allocation  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class Target:
+    """What the kernel choice needs to know about the device a call runs on. `Target.of(device)` describes a real
+    one; tests build others (a Hopper GPU with Triton 3.6, say) to see what would run there."""
+
+    interpreting: bool = False  # Triton's CPU interpreter (TRITON_INTERPRET=1): the interpreter's small tiles
+    ptx: bool = False  # an NVIDIA GPU (not ROCm, not the interpreter): inline PTX (mul.rn, ex2.approx.ftz) compiles
+    tma: bool = False  # tiles can load through TMA descriptors: sm_90+ (or the interpreter) and a Triton that has them
+    gluon: str = "no GPU"  # why the Gluon kernels cannot run here; '' when they can
+    streams: bool = False  # a CUDA (or ROCm) device: a second stream exists
+
+    @classmethod
+    def of(cls, device: torch.device) -> "Target":
+        interp = config.interpreting()
+        gpu = device.type == "cuda"
+        nvidia = gpu and not torch.version.hip
+        sm90 = nvidia and torch.cuda.get_device_capability(device)[0] >= 9
+        has_desc = hasattr(tl, "make_tensor_descriptor")
+        return cls(interpreting=interp, ptx=nvidia and not interp,
+                   tma=has_desc and (interp or (sm90 and _allocator_hook())),
+                   gluon="the Triton interpreter runs no Gluon" if interp else gluon_unavailable(device),
+                   streams=gpu)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One kernel as it will be launched. Printed as `KERNEL ROWSxKEYS wWARPS sSTAGES [regs<=CAP] [tma]`."""
+
+    kernel: str  # "gluon" (kernels/*_sm90.py, Hopper) or "triton" (kernels/forward.py, kernels/backward.py)
+    rows: int  # query rows per program (forward, dQ) or per step (dK/dV)
+    keys: int  # keys per step (forward, dQ) or per program (dK/dV; with key-block pairs, per block)
+    warps: int
+    stages: int  # Triton's load pipeline depth; the Gluon forward's K/V ring slots; the Gluon dK/dV's Q/dO buffers
+    max_regs: int = 0  # register cap per thread (Triton's maxnreg), 0 = none
+    tma: bool = False  # tiles through TMA descriptors (the Gluon kernels always) rather than masked loads
+
+    def __str__(self) -> str:
+        extra = (f" regs<={self.max_regs}" if self.max_regs else "") + (" tma" if self.tma else "")
+        return f"{self.kernel} {self.rows}x{self.keys} w{self.warps} s{self.stages}{extra}"
+
+
+@dataclass(frozen=True)
+class KernelPlan:
+    """What runs for one call: the forward, the backward's dK/dV and dQ kernels (the Delta kernel always runs first,
+    64 rows), the forward's arithmetic as it will compile, and the streams. `why` says why each kernel was chosen."""
+
+    forward: Launch
+    dkdv: Launch
+    dq: Launch
+    interior: int  # the forward's handling of fully visible tiles (config.FwdConfig.interior), as it will compile
+    exp_ftz: bool  # the forward's exp as ex2.approx.ftz (NVIDIA only)
+    fast: bool  # FlashAttention's arithmetic in the Triton forward: NOT bit-exact with sglang (a bench yardstick)
+    l2_group_mb: int  # the Gluon forward's L2 groups of (sequence, head) pairs, 0 = one group
+    pairs: bool  # the Gluon dK/dV kernel runs and a program takes key block j, then the last-j one
+    streams: int  # 2: dQ on a second stream beside dK/dV; 1: dK/dV then dQ
+    why: tuple  # one line per choice: forward, dK/dV, streams
+
+    def describe(self) -> str:
+        return (f"fwd {self.forward} interior={self.interior}{' ftz' if self.exp_ftz else ''}"
+                f"{' fast' if self.fast else ''} | dK/dV {self.dkdv}{' pairs' if self.pairs else ''} | dQ {self.dq}"
+                f" | {self.streams} stream(s)")
+
+
+def tma_aligned(t: torch.Tensor) -> bool:
+    """Whether TMA can load `t`, by its rule: the base address and every stride but the last a multiple of 16 bytes."""
+    return t.data_ptr() % 16 == 0 and all(st * t.element_size() % 16 == 0 for st in t.stride()[:-1])
+
+
+def _gluon_skip(target: Target, q: torch.Tensor, window, softcap) -> str:
+    """Why neither Gluon kernel covers this call ('' when both could): 16-bit types, head dim 64/128, no window or
+    softcap, on a device Gluon runs on."""
+    if target.gluon:
+        return target.gluon
+    if window is not None:
+        return "sliding window"
+    if softcap:
+        return "softcap"
+    if q.shape[-1] not in (64, 128):
+        return f"head dim {q.shape[-1]}, Gluon covers 64 and 128"
+    if q.dtype not in (torch.float16, torch.bfloat16):
+        return f"{str(q.dtype).replace('torch.', '')}, Gluon covers fp16 and bf16"
+    return ""
+
+
+def _plan_forward(cfg: config.FwdConfig, target: Target, q, window, softcap, compute_o, tma_ok: bool) -> tuple:
+    """(Launch, why) of the forward: the warp-specialised Gluon forward where configured and it applies (it also needs
+    sglang's arithmetic and the output wanted, not the LSE-only pass), the Triton forward elsewhere."""
+    if not cfg.gluon_ws:
+        skip = target.gluon or "the tuned choice for this head dim"
+    elif not cfg.exact:
+        skip = "exact=False asks for FlashAttention's arithmetic"
+    elif not compute_o:
+        skip = "LSE only"
+    else:
+        skip = _gluon_skip(target, q, window, softcap) or (
+            "" if tma_ok else "a view that TMA cannot load (16-byte rule)")
+    if not skip:
+        return (Launch("gluon", WS_ROWS.value, GLUON_KEYS, GLUON_FWD_WARPS, cfg.gluon_ws, GLUON_FWD_REGS, True),
+                "forward: Gluon (persistent, warp-specialised)")
+    return (Launch("triton", cfg.block_m, cfg.block_n, cfg.num_warps, cfg.num_stages, cfg.max_regs,
+                   cfg.tma and tma_ok),
+            f"forward: Triton: {skip}")
+
+
+def _plan_dkdv(cfg: config.BwdConfig, target: Target, q, k, window, softcap, do_heads_adjacent: bool,
+               tma_ok: bool) -> tuple:
+    """(Launch, why) of dK/dV: the Gluon kernel where configured and it applies (it also needs a token's query heads
+    side by side in memory, as its TMA view spans a GQA group's heads, and GQA groups of at least
+    `gluon_min_group`), the Triton kernel elsewhere."""
+    D = q.shape[-1]
+    group = q.shape[2] // k.shape[2]
+    if not cfg.gluon_dkdv:
+        skip = target.gluon or "the tuned choice for this head dim"
+    elif gluon_skip := _gluon_skip(target, q, window, softcap):
+        skip = gluon_skip
+    elif group < cfg.gluon_min_group:
+        skip = f"GQA group of {group}, Gluon from {cfg.gluon_min_group}: shorter programs do not repay its set-up"
+    elif q.stride(2) != D or not do_heads_adjacent:
+        skip = "query heads not side by side in memory"
+    elif not tma_ok:
+        skip = "a view that TMA cannot load (16-byte rule)"
+    else:
+        skip = ""
+    if not skip:
+        rows, keys, warps = cfg.gluon_dkdv
+        return Launch("gluon", rows, keys, warps, GLUON_DKDV_BUFFERS, 0, True), "dK/dV: Gluon (products overlapped)"
+    return (Launch("triton", cfg.block_m1, cfg.block_n1, cfg.num_warps, cfg.num_stages, cfg.max_regs,
+                   cfg.tma and tma_ok),
+            f"dK/dV: Triton: {skip}")
+
+
+def plan(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window=None, softcap=0.0, compute_o: bool = True,
+         do: torch.Tensor | None = None, target: Target | None = None) -> KernelPlan:
+    """The kernels that run for attention over q [B, Sq, Hq, D] and k/v [B, Sk, Hkv, D] (views whose last dim is
+    contiguous). `compute_o=False` is the LSE-only forward that serves sglang's path; `do` is the output gradient
+    (None: plan the backward for a fresh contiguous one, which is what autograd passes for our contiguous output);
+    `target` defaults to q's device."""
+    target = Target.of(q.device) if target is None else target
+    fcfg = config.fwd_config(q.shape[-1], target.interpreting)
+    bcfg = config.bwd_config(q.shape[-1], target.interpreting)
+    if do is None:  # a fresh contiguous [B, Sq, Hq, D] tensor: allocations are aligned, strides follow the shape
+        D, el = q.shape[-1], q.element_size()
+        do_heads, do_aligned = True, all(n * el % 16 == 0 for n in (D, q.shape[2] * D, q.shape[1] * q.shape[2] * D))
+    else:
+        do_heads, do_aligned = do.stride(2) == q.shape[-1], tma_aligned(do)
+    tma_ok = target.tma and tma_aligned(q) and tma_aligned(k) and tma_aligned(v)  # TMA can load q, k and v here
+    fwd, why_fwd = _plan_forward(fcfg, target, q, window, softcap, compute_o, tma_ok)
+    dkdv, why_dkdv = _plan_dkdv(bcfg, target, q, k, window, softcap, do_heads, tma_ok and do_aligned)
+    dq = Launch("triton", bcfg.block_m2, bcfg.block_n2, bcfg.num_warps2 or bcfg.num_warps,
+                bcfg.num_stages2 or bcfg.num_stages, bcfg.max_regs2, bcfg.tma2 and tma_ok and do_aligned)
+    streams = 2 if bcfg.overlap and target.streams else 1
+    why_streams = ("streams: dQ on a second stream beside dK/dV" if streams == 2 else
+                   "streams: one: " + ("overlap is off" if not bcfg.overlap else "no GPU streams here"))
+    # interior=3 and exp_ftz are inline PTX: elsewhere interior=1 gives the same rounding, and the plain exp runs
+    return KernelPlan(
+        forward=fwd, dkdv=dkdv, dq=dq,
+        interior=1 if fcfg.interior == 3 and not target.ptx else fcfg.interior,
+        exp_ftz=fcfg.exp_ftz and target.ptx, fast=not fcfg.exact and not softcap,
+        l2_group_mb=fcfg.gluon_group_mb, pairs=bcfg.gluon_pairs and dkdv.kernel == "gluon", streams=streams,
+        why=(why_fwd, why_dkdv, why_streams),
+    )

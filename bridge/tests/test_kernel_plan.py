@@ -1,0 +1,229 @@
+"""The kernel plan: which kernels, tiles and streams a call gets on each kind of device, that the launchers follow it,
+and that `config.set_config` changes what it plans.
+
+Targets other than this CPU are described, not present: the plan only reads what a `Target` says about a device.
+"""
+
+from dataclasses import replace
+
+import pytest
+import torch
+from triton import cdiv
+
+from sglang_attn_bridge import config, kernel_plan, layout, ops
+from sglang_attn_bridge.kernel_plan import Launch, Target, plan
+
+HOPPER = Target(ptx=True, tma=True, gluon="", streams=True)  # an H200 with Triton 3.6
+AMPERE = Target(ptx=True, tma=False, gluon="the Gluon kernels need a Hopper (sm_90) GPU: wgmma", streams=True)
+ROCM = Target(ptx=False, tma=False, gluon="the Gluon kernels need a Hopper (sm_90) GPU: wgmma", streams=True)
+needs_gluon_module = pytest.mark.skipif(kernel_plan.WS_ROWS is None,
+                                        reason="this Triton cannot define the Gluon kernels")
+
+
+def _qkv(hq, hkv, d, dtype=torch.bfloat16, seq=16):
+    """Tensors of a call's shape (the plan does not depend on the sequence length, so a short one serves)."""
+    return (torch.empty(1, seq, hq, d, dtype=dtype), torch.empty(1, seq, hkv, d, dtype=dtype),
+            torch.empty(1, seq, hkv, d, dtype=dtype))
+
+
+@pytest.fixture
+def gpu_tables(monkeypatch):
+    """The GPU tuning tables as committed, restored after the test (set_config writes into them)."""
+    monkeypatch.setattr(config, "GPU_FWD", dict(config.GPU_FWD))
+    monkeypatch.setattr(config, "GPU_BWD", dict(config.GPU_BWD))
+
+
+@needs_gluon_module
+def test_hopper_runs_both_gluon_kernels_at_d128_with_gqa(gpu_tables):
+    p = plan(*_qkv(32, 8, 128), target=HOPPER)
+    assert p.forward == Launch("gluon", 192, 64, 4, 4, 128, True)
+    assert p.dkdv == Launch("gluon", 64, 64, 4, 2, 0, True) and p.pairs
+    assert p.dq == Launch("triton", 128, 32, 8, 3, 128, False)
+    assert (p.interior, p.exp_ftz, p.fast, p.l2_group_mb, p.streams) == (3, True, False, 32, 2)
+    assert p.why[0].startswith("forward: Gluon") and p.why[1].startswith("dK/dV: Gluon")
+
+
+def test_hopper_at_d64_keeps_the_triton_forward_and_needs_gqa_for_gluon_dkdv(gpu_tables):
+    gqa = plan(*_qkv(32, 8, 64), target=HOPPER)
+    assert gqa.forward == Launch("triton", 64, 64, 4, 3, 0, False)
+    assert (gqa.interior, gqa.exp_ftz) == (2, True)
+    assert gqa.dkdv.kernel == "gluon" and not gqa.pairs
+    mha = plan(*_qkv(16, 16, 64), target=HOPPER)
+    assert mha.dkdv == Launch("triton", 32, 64, 4, 3, 0, False)
+    assert "GQA group of 1" in mha.why[1]
+    assert mha.dq == Launch("triton", 64, 64, 4, 3, 0, False)
+
+
+@needs_gluon_module
+@pytest.mark.parametrize("case, reason", [
+    (dict(window=4095), "sliding window"),
+    (dict(softcap=30.0), "softcap"),
+    (dict(compute_o=False), "LSE only"),
+])
+def test_hopper_sends_what_gluon_does_not_cover_to_triton(gpu_tables, case, reason):
+    p = plan(*_qkv(32, 8, 128), target=HOPPER, **case)
+    assert p.forward == Launch("triton", 128, 64, 8, 2, 128, True)  # the D128 Triton fields: TMA, 128-register cap
+    assert reason in p.why[0]
+    if "compute_o" not in case:
+        assert p.dkdv == Launch("triton", 64, 128, 8, 1, 0, False) and reason in p.why[1]
+    else:  # the LSE-only forward says nothing about the backward
+        assert p.dkdv.kernel == "gluon"
+
+
+def test_hopper_dtype_head_dim_and_layout_rules(gpu_tables):
+    assert "float32" in plan(*_qkv(32, 8, 128, torch.float32), target=HOPPER).why[0]
+    padded = plan(*_qkv(8, 2, 80), target=HOPPER)  # bucket 128, but Gluon covers 64 and 128 only
+    assert padded.forward.kernel == padded.dkdv.kernel == "triton" and "head dim 80" in padded.why[1]
+    q, k, v = _qkv(32, 8, 128)
+    heads_apart = torch.empty(1, 32, 16, 128, dtype=torch.bfloat16).transpose(1, 2)  # transformers' [B, H, S, D]
+    p = plan(heads_apart, k, v, target=HOPPER)
+    assert p.dkdv.kernel == "triton" and "side by side" in p.why[1]
+    p = plan(q, k, v, do=heads_apart, target=HOPPER)
+    assert p.dkdv.kernel == "triton" and "side by side" in p.why[1]
+    odd = torch.empty(1, 16, 32, 129, dtype=torch.bfloat16)[..., 1:]  # 2-byte offset: TMA cannot load it
+    p = plan(odd, k, v, target=HOPPER)
+    assert p.forward.kernel == "triton" and "16-byte" in p.why[0] and not p.forward.tma
+
+
+@pytest.mark.parametrize("target", [AMPERE, ROCM], ids=["ampere", "rocm"])
+def test_other_gpus_get_the_triton_kernels_and_ptx_only_on_nvidia(gpu_tables, target):
+    p = plan(*_qkv(32, 8, 128), target=target)
+    assert p.forward == Launch("triton", 128, 64, 8, 2, 128, False)  # TMA wanted, but no copy engine
+    assert p.dkdv.kernel == "triton" and "Hopper" in p.why[1]
+    assert p.interior == (3 if target.ptx else 1)  # mul.rn is PTX; the select of interior=1 rounds the same
+    assert p.exp_ftz == target.ptx
+    assert p.streams == 2
+
+
+def test_this_cpu_under_the_interpreter_plans_the_interpreter_tiles():
+    p = plan(*_qkv(32, 8, 128, torch.float32))
+    assert config.interpreting()
+    assert p.forward == Launch("triton", 32, 64, 4, 1, 0, False)
+    assert p.dkdv == Launch("triton", 32, 32, 4, 1, 0, False) == p.dq
+    assert p.streams == 1 and "interpreter" in p.why[0]
+
+
+def test_gluon_unavailable_names_the_reason(monkeypatch):
+    """The Gluon kernels are written for Triton 3.6 on Hopper: any other Triton or device gets the Triton kernels
+    and the doctor a reason, never a compile error at the first call."""
+    cpu = torch.device("cpu")
+    monkeypatch.setattr(kernel_plan, "dkdv_sm90_kernel", object())  # as if this Triton's Gluon had defined it
+    monkeypatch.setattr(kernel_plan.triton, "__version__", "3.6.0")
+    assert "Hopper" in kernel_plan.gluon_unavailable(cpu)  # the right Triton, no Hopper GPU
+    monkeypatch.setattr(kernel_plan.triton, "__version__", "3.9.0")
+    assert "3.9.0" in kernel_plan.gluon_unavailable(cpu)
+    monkeypatch.setattr(kernel_plan, "dkdv_sm90_kernel", None)
+    assert kernel_plan.gluon_unavailable(cpu) == "this Triton has no usable Gluon"
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    assert Target.of(cpu) == Target(gluon="this Triton has no usable Gluon")
+
+
+def test_set_config_applies_fields_of_either_config_and_the_plan_follows(gpu_tables):
+    d64 = config.GPU_FWD[64], config.GPU_BWD[64]
+    config.set_config(128, gluon_pairs=False, block_m2=64, num_stages2=2, gluon_group_mb=8)
+    assert config.GPU_BWD[128].gluon_pairs is False and config.GPU_BWD[128].block_m2 == 64
+    assert config.GPU_BWD[128].num_stages2 == 2 and config.GPU_FWD[128].gluon_group_mb == 8
+    assert (config.GPU_FWD[64], config.GPU_BWD[64]) == d64  # other buckets untouched
+    config.set_config(100, gluon_dkdv=(), tma2=True)  # 100 is in the 128 bucket
+    p = plan(*_qkv(32, 8, 128), target=HOPPER)
+    assert p.dkdv == Launch("triton", 64, 128, 8, 1, 0, False) and "tuned choice" in p.why[1]
+    assert p.dq == Launch("triton", 64, 32, 8, 2, 128, True) and p.l2_group_mb == 8
+    config.set_config(128, bwd=replace(config.GPU_BWD[128], overlap=False), interior=1)
+    p = plan(*_qkv(32, 8, 128), target=HOPPER, window=100)
+    assert p.streams == 1 and "overlap is off" in p.why[2] and p.interior == 1
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(num_warps=4), "num_warps is a field of both"),
+    (dict(max_regs2=128, block_m3=8), "unknown field(s) block_m3"),
+    (dict(gluon_pair=True), "unknown field(s) gluon_pair"),
+])
+def test_set_config_refuses_unknown_and_ambiguous_fields(gpu_tables, changes, message):
+    before = dict(config.GPU_FWD), dict(config.GPU_BWD)
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        config.set_config(128, **changes)
+    assert (config.GPU_FWD, config.GPU_BWD) == before  # nothing half-applied
+
+
+class _Spy:
+    """Stands in for `kernel[grid]`: records the grid and launch keywords, then runs the real kernel (`run=True`, the
+    Triton kernels here) or nothing (the Gluon kernels, which need a Hopper GPU)."""
+
+    def __init__(self, kernel, run=True):
+        self.kernel, self.run, self.calls = kernel, run, []
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            self.calls.append((grid, kwargs))
+            if self.run:
+                self.kernel[grid](*args, **kwargs)
+        return launch
+
+
+def test_the_triton_launchers_follow_the_plan(monkeypatch):
+    """With tiles and switches unlike the defaults, each launch gets exactly the plan's tiles, warps, stages, TMA and
+    arithmetic, and the results agree with the default tiles' (the kernels really run)."""
+    lens = [70, 33]
+    q = torch.randn(1, 103, 4, 64)
+    k, v = torch.randn(1, 103, 2, 64), torch.randn(1, 103, 2, 64)
+    cu = torch.tensor([0, 70, 103], dtype=torch.int32)
+    lay = layout.from_cu_seqlens(cu, cu, 103, 103)
+    o_default, lse_default = ops.forward(q, k, v, lay, 0.125, True)
+    do = torch.randn_like(o_default)
+    grads_default = ops.backward(do, q, k, v, o_default, lse_default, lay, 0.125, True)
+    monkeypatch.setattr(config, "INTERPRETER_FWD", config.FwdConfig(16, 64, 2, 2, interior=3, tma=True))
+    monkeypatch.setattr(config, "INTERPRETER_BWD", config.BwdConfig(16, 64, 64, 16, 4, 1, 2, 2, tma2=True))
+    spies = {name: _Spy(getattr(ops, name)) for name in ("attn_fwd_kernel", "dkdv_kernel", "dq_kernel")}
+    for name, spy in spies.items():
+        monkeypatch.setattr(ops, name, spy)
+    o, lse = ops.forward(q, k, v, lay, 0.125, True)
+    grads = ops.backward(do, q, k, v, o, lse, lay, 0.125, True)
+    p = plan(q, k, v, do=do)
+    for name, launch, blocks in (("attn_fwd_kernel", p.forward, max(lens)), ("dkdv_kernel", p.dkdv, max(lens)),
+                                 ("dq_kernel", p.dq, max(lens))):
+        (grid, kw), = spies[name].calls
+        assert (kw["BLOCK_M"], kw["BLOCK_N"], kw["num_warps"], kw["num_stages"], kw["TMA"]) == (
+            launch.rows, launch.keys, launch.warps, launch.stages, launch.tma), name
+        per = launch.keys if name == "dkdv_kernel" else launch.rows
+        assert grid[2] == cdiv(blocks, per), name
+    fwd_kw = spies["attn_fwd_kernel"].calls[0][1]
+    assert (fwd_kw["INTERIOR"], fwd_kw["EXP_FTZ"], fwd_kw["FAST"]) == (p.interior, p.exp_ftz, p.fast)
+    assert (p.interior, p.exp_ftz, p.fast) == (1, False, False)  # interior=3 runs as 1 in the interpreter
+    assert p.dq == Launch("triton", 64, 16, 2, 2, 0, True) and p.dkdv.tma is False
+    for name, got, want in zip(("o", "lse", "dq", "dk", "dv"), (o, lse, *grads), (o_default, lse_default,
+                                                                                 *grads_default)):
+        assert torch.allclose(got, want, rtol=1e-4, atol=1e-5), name
+
+
+@needs_gluon_module
+def test_the_gluon_launchers_follow_a_hopper_plan(monkeypatch, gpu_tables):
+    """On a Hopper plan the launchers take the Gluon forward and dK/dV with the plan's numbers and put dQ beside
+    dK/dV on a second stream. The Gluon kernels cannot run here, so they are only recorded."""
+    real_plan = kernel_plan.plan
+    monkeypatch.setattr(kernel_plan, "plan", lambda *a, **kw: real_plan(*a, target=HOPPER, **kw))
+    spies = {name: _Spy(None, run=False) for name in ("attn_fwd_ws_sm90_kernel", "dkdv_sm90_kernel", "dq_kernel",
+                                                      "delta_kernel")}
+    for name, spy in spies.items():
+        monkeypatch.setattr(ops, name, spy)
+    monkeypatch.setattr(ops, "_sm_count", lambda device: 132)
+    order = []
+    monkeypatch.setattr(ops, "_side_by_side", lambda first, second, device: (order.append("side by side"),
+                                                                            first(), second()))
+    q = torch.zeros(1, 1000, 32, 128, dtype=torch.bfloat16)
+    k = v = torch.zeros(1, 1000, 8, 128, dtype=torch.bfloat16)
+    cu = torch.tensor([0, 400, 1000], dtype=torch.int32)
+    lay = layout.from_cu_seqlens(cu, cu, 1000, 1000)
+    o, lse = ops.forward(q, k, v, lay, 0.1, True)
+    ops.backward(torch.zeros_like(o), q, k, v, o, lse, lay, 0.1, True)
+    p = real_plan(q, k, v, target=HOPPER)
+    (grid, kw), = spies["attn_fwd_ws_sm90_kernel"].calls
+    items = 32 * 2 * cdiv(600, p.forward.rows)  # (head, sequence) pairs x row blocks of the longest sequence
+    assert grid == (min(items, 132),)
+    assert (kw["STAGES"], kw["INTERIOR"], kw["EXP_FTZ"], kw["num_warps"], kw["maxnreg"]) == (
+        p.forward.stages, p.interior, p.exp_ftz, p.forward.warps, p.forward.max_regs) == (4, 3, True, 4, 128)
+    (grid, kw), = spies["dkdv_sm90_kernel"].calls
+    assert grid == (cdiv(cdiv(600, 64), 2), 8, 2) and kw["PAIRS"] is True  # key blocks in pairs
+    assert (kw["BLOCK_M"], kw["BLOCK_N"], kw["num_warps"]) == (64, 64, 4)
+    (grid, kw), = spies["dq_kernel"].calls
+    assert grid == (32, 2, cdiv(600, 128)) and (kw["BLOCK_N"], kw["maxnreg"], kw["num_stages"]) == (32, 128, 3)
+    assert order == ["side by side"]
