@@ -26,3 +26,23 @@ def git_init(path):
     path.mkdir()
     git(path, "init", "-q")
     return path
+
+
+SGLANG_WHEELS = ROOT / ".cache" / "sglang-wheels"
+
+
+def sglang_wheel(version: str) -> Path:
+    """The PyPI wheel of sglang==version, downloaded into .cache/sglang-wheels when missing; skips the calling test,
+    saying why, only when the download is impossible."""
+    import pytest
+
+    found = sorted(SGLANG_WHEELS.glob("sglang-%s-*.whl" % version))
+    if not found:
+        SGLANG_WHEELS.mkdir(parents=True, exist_ok=True)
+        run = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "sglang==%s" % version,
+                              "-d", str(SGLANG_WHEELS)], capture_output=True, text=True, timeout=900)
+        found = sorted(SGLANG_WHEELS.glob("sglang-%s-*.whl" % version))
+        if not found:
+            last = (run.stderr.strip().splitlines() or ["no output"])[-1]
+            pytest.skip("cannot download sglang==%s (pip download --no-deps failed: %s)" % (version, last))
+    return found[-1]

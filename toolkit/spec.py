@@ -38,7 +38,7 @@ PATCH = {"file": str, "tree": str, "ref": str, "strip": int}
 GATES = {
     "imports": STR_LIST,
     "compile": STR_LIST,
-    "signatures": ("list", {"target": str, "keywords": STR_LIST, "import": bool}),
+    "signatures": ("list", {"target": str, "resolve": str, "keywords": STR_LIST, "import": bool}),
     "platform": str,
     "pip_check": {"allow": ("list", {"match": str, "reason": str})},
     "provenance": STR_MAP,

@@ -20,7 +20,7 @@ from typing import List, Optional, Tuple
 from . import PACKAGE_DIR, locate
 from .config import AllowRule, CommandSpec, SignatureSpec
 from .result import CheckResult
-from .sigsource import SourceSignatureError, signature_from_source
+from .sigsource import SourceSignatureError, literal_from_source, signature_from_source
 
 NVIDIA_CUDA_WHEEL = "nvidia-*-cu*"
 _IMPORTLIB_DIR = os.path.dirname(importlib.__file__)
@@ -166,6 +166,8 @@ def _live_signature(spec: SignatureSpec) -> Tuple[Optional[inspect.Signature], s
 
 def check_signature(spec: SignatureSpec) -> CheckResult:
     """The attribute exists, is callable, and a call with the caller's keywords binds (API drift fails here)."""
+    if spec.resolve:
+        return check_resolved_signature(spec)
     if spec.use_import:
         sig, note, failure = _live_signature(spec)
         if failure is not None:
@@ -191,6 +193,92 @@ def check_signature(spec: SignatureSpec) -> CheckResult:
         return CheckResult("signature", spec.target, False, _short(detail, 600), log=detail)
     return CheckResult("signature", spec.target, True,
                        _short("binds %s (%s)" % (", ".join(spec.keywords) or "no arguments", origin)))
+
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+
+
+def _call_table(value: object, where: str) -> Tuple[str, List[str], List[str], List[List[str]]]:
+    """(function, modules, keywords, groups) from a call table, or SourceSignatureError saying what is wrong."""
+    def names(v, pattern):
+        return isinstance(v, (list, tuple)) and all(isinstance(x, str) and pattern.match(x) for x in v)
+
+    if not isinstance(value, dict):
+        raise SourceSignatureError("%s: a call table must be a dict, got %s" % (where, type(value).__name__))
+    function, modules = value.get("function"), value.get("modules")
+    keywords, groups = value.get("keywords", []), value.get("groups", [])
+    if not (isinstance(function, str) and _IDENT.match(function)):
+        raise SourceSignatureError("%s: 'function' must be a function name" % where)
+    if not (modules and names(modules, _MODULE)):
+        raise SourceSignatureError("%s: 'modules' must be a non-empty list of module names" % where)
+    if not names(keywords, _IDENT):
+        raise SourceSignatureError("%s: 'keywords' must be a list of parameter names" % where)
+    if not (isinstance(groups, (list, tuple)) and all(names(g, _IDENT) and g for g in groups)):
+        raise SourceSignatureError("%s: 'groups' must be a list of non-empty lists of parameter names" % where)
+    return function, list(modules), list(keywords), [list(g) for g in groups]
+
+
+def _call_keywords(sig: inspect.Signature, keywords: List[str], groups: List[List[str]]) -> List[str]:
+    """What the caller passes to this signature: every keyword, plus each group the function takes any name of."""
+    out = list(keywords)
+    for group in groups:
+        if any(name in sig.parameters for name in group):
+            out += [name for name in group if name not in out]
+    return out
+
+
+def _binds(sig: inspect.Signature, kws: List[str]) -> Optional[str]:
+    """None when a keyword call with ``kws`` binds to named parameters; else why not."""
+    named = {n for n, p in sig.parameters.items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+    absorbed = [k for k in kws if k not in named]
+    if absorbed:  # a **kwargs would swallow a renamed keyword; the caller needs the parameter itself
+        return "no parameter named %s" % ", ".join(absorbed)
+    try:
+        sig.bind(**{kw: object() for kw in kws})
+    except TypeError as exc:
+        return str(exc)
+    return None
+
+
+def check_resolved_signature(spec: SignatureSpec) -> CheckResult:
+    """Resolve a function through a caller's call table, the way the caller does, and check that the call binds.
+
+    ``spec.module:spec.attr`` names a literal dict kept by the caller (read from source, nothing imported):
+    ``function``, ``modules`` (tried in order: the first that defines the function and takes the call wins, like
+    the caller's own fallback), ``keywords`` (passed by every call) and ``groups`` (passed together where the function
+    takes any of them). So the gate holds no module path of its own that could drift from what the caller calls.
+    """
+    ref = spec.target
+    try:
+        value, table_file, table_line = literal_from_source(spec.module, spec.attr)
+        function, modules, keywords, groups = _call_table(value, "%s:%d" % (table_file, table_line))
+    except SourceSignatureError as exc:
+        return CheckResult("signature", ref, False, _short("call table %s: %s" % (ref, exc), 600))
+    tried = []
+    for module in modules:
+        candidate = SignatureSpec(module, function, keywords=[], use_import=spec.use_import)
+        if spec.use_import:
+            sig, _, failure = _live_signature(candidate)
+            if failure is not None:
+                tried.append("%s: %s" % (candidate.target, failure.detail))
+                continue
+            origin = "imported"
+        else:
+            try:
+                sig, path, line, _ = signature_from_source(module, function)
+            except SourceSignatureError as exc:
+                tried.append("%s: %s" % (candidate.target, exc))
+                continue
+            origin = "source %s:%d" % (path, line)
+        kws = _call_keywords(sig, keywords, groups)
+        problem = _binds(sig, kws)
+        if problem is None:
+            detail = "binds %s (%s; resolved by %s)" % (", ".join(kws), origin, ref)
+            return CheckResult("signature", candidate.target, True, _short(detail, 600))
+        tried.append("%s: %s; signature is %s (%s)" % (candidate.target, problem, sig, origin))
+    detail = "no candidate of %s takes the call: %s" % (ref, " | ".join(tried))
+    return CheckResult("signature", ref, False, _short(detail, 1200), log="\n".join(tried))
 
 
 # --- platform ------------------------------------------------------------------------------------------------

@@ -23,12 +23,17 @@ class ConfigError(ValueError):
 
 @dataclass
 class SignatureSpec:
-    """``module:attr`` must exist, be callable and (when ``keywords`` is a list) accept exactly those keywords."""
+    """``module:attr`` must exist, be callable and (when ``keywords`` is a list) accept exactly those keywords.
+
+    With ``resolve``, ``module:attr`` names a call table instead (see checks.check_resolved_signature): the function,
+    its candidate modules and the keywords come from that table, read from source.
+    """
 
     module: str
     attr: str
     keywords: Optional[List[str]] = None
     use_import: bool = True
+    resolve: bool = False
 
     @property
     def target(self) -> str:
@@ -122,13 +127,22 @@ def _signatures(value: Any, where: str) -> List[SignatureSpec]:
         key = "signatures[%d]" % i
         if not isinstance(entry, dict):
             raise _fail(where, key, "must be an object with 'target'")
-        unknown = set(entry) - {"target", "keywords", "import"}
+        unknown = set(entry) - {"target", "resolve", "keywords", "import"}
         if unknown:
-            raise _fail(where, "%s.%s" % (key, sorted(unknown)[0]), "is not a known key (target, keywords, import)")
-        if not isinstance(entry.get("target"), str):
-            raise _fail(where, key + ".target", "is required: 'package.module:attribute'")
-        spec = parse_signature_target(entry["target"], where, key + ".target")
+            raise _fail(where, "%s.%s" % (key, sorted(unknown)[0]),
+                        "is not a known key (target, resolve, keywords, import)")
+        if "target" in entry and "resolve" in entry:
+            raise _fail(where, key, "takes 'target' or 'resolve', not both")
+        if "target" not in entry and "resolve" not in entry:
+            raise _fail(where, key + ".target", "is required: 'package.module:attribute' (or 'resolve')")
+        name = "resolve" if "resolve" in entry else "target"
+        if not isinstance(entry[name], str):
+            raise _fail(where, key + "." + name, "must be a string 'package.module:attribute'")
+        spec = parse_signature_target(entry[name], where, key + "." + name)
+        spec.resolve = name == "resolve"
         if entry.get("keywords") is not None:
+            if spec.resolve:
+                raise _fail(where, key + ".keywords", "comes from the resolve table; leave it out")
             kws = entry["keywords"]
             if not isinstance(kws, list) or not all(isinstance(k, str) and _IDENT_RE.match(k) for k in kws):
                 raise _fail(where, key + ".keywords", "must be a list of parameter names")

@@ -6,7 +6,9 @@ whole patch file, line is the @@ header's line) or ``PATCH:line rule: problem`` 
 findings read ``FILE:line rule: problem``. Rules for patches:
 
 - ``zero-context``: a hunk with no context line (above all a pure insertion ``@@ -N,0 +M,K @@``): nothing but the
-  line number anchors it. File creations and deletions are exempt (their hunks cannot have context).
+  line number anchors it. File creations and deletions are exempt (their hunks cannot have context), and so is a
+  hunk that empties a whole file (``@@ -1,N +0,0 @@``): without --unidiff-zero git anchors a hunk with no context at
+  line 1 to the start and, with no trailing context, to the end, so it applies only to exactly those N lines.
 - ``hunk-count``: the header's counts disagree with the body (a hand-edited patch).
 - ``outside-tree``: an absolute path, a ``..`` component, or (with --tree-root) a path outside that prefix. Paths
   are compared without git's ``a/``/``b/`` prefixes.
@@ -96,7 +98,8 @@ def lint_patch_text(text: str, name: str, tree_root: Optional[str] = None) -> Li
                 out.append(Finding(name, h.line, "hunk-count", "%s in %s announces -%d/+%d lines but the body has "
                                    "-%d/+%d%s" % (h.header, shown, h.old_count, h.new_count, h.body_old,
                                                   h.body_new, extra), hunk=h.index))
-            if h.context == 0 and not fp.creates and not fp.deletes:
+            empties_file = h.old_start == 1 and h.new_count == 0 and h.old_count > 0
+            if h.context == 0 and not fp.creates and not fp.deletes and not empties_file:
                 if h.old_count == 0:
                     msg = ("pure insertion %s into %s with no context: git places it by line number alone "
                            "(regenerate with context, e.g. git diff -U3)" % (h.header, shown))

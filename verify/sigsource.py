@@ -118,6 +118,22 @@ def _parse(module: str) -> Tuple[ast.Module, str, bool]:
     return tree, found.file, found.is_package
 
 
+def literal_from_source(module: str, name: str) -> Tuple[object, str, int]:
+    """The value of a module-level ``name = <literal>`` read from source (``ast.literal_eval``), never importing.
+
+    Returns (value, file, line). This is how a gate reads a data table that another package keeps (for instance the
+    bridge's table of where sglang keeps its kernel) without running that package's imports.
+    """
+    tree, path, _ = _parse(module)
+    node = _binding(tree.body, name)
+    if not isinstance(node, ast.Assign):
+        raise SourceSignatureError("%s has no top-level assignment of %r (%s)" % (module, name, path))
+    try:
+        return ast.literal_eval(node.value), path, node.lineno
+    except (ValueError, TypeError, SyntaxError, RecursionError) as exc:
+        raise SourceSignatureError("%s:%d: %s is not a literal: %s" % (path, node.lineno, name, exc))
+
+
 def signature_from_source(module: str, attr: str) -> Tuple[inspect.Signature, str, int, List[str]]:
     """Signature of ``module:attr`` (attr may be ``Class.method``) from source.
 

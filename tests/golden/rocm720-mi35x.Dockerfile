@@ -18,13 +18,13 @@ ENV MAX_JOBS=${MAX_JOBS} \
 
 # ---- Apt: build tools and diagnostics.
 RUN apt-get update && \
-    apt-get install -y --no-install-recommends build-essential cmake dnsutils ethtool git rsync && \
+    apt-get install -y --no-install-recommends build-essential cmake dnsutils ethtool git nvtop rsync && \
     rm -rf /var/lib/apt/lists/*
 
-# ---- RCCL tests (diagnostic binaries), at a pinned commit.
-RUN --mount=type=bind,from=src-rccl_tests,target=/tmp/rccl-tests,rw \
-    make -C /tmp/rccl-tests -j"$(nproc)" HIP_HOME=/opt/rocm NCCL_HOME=/opt/rocm GPU_TARGETS="${GPU_ARCH}" && \
-    cp /tmp/rccl-tests/build/*_perf /usr/local/bin/
+# ---- RCCL tests (diagnostic binaries), from the rocm-systems tree at a pinned commit.
+RUN --mount=type=bind,from=src-rccl_tests,target=/tmp/rocm-systems,rw \
+    make -C "/tmp/rocm-systems/projects/rccl-tests" -j"$(nproc)" HIP_HOME=/opt/rocm NCCL_HOME=/opt/rocm GPU_TARGETS="${GPU_ARCH}" && \
+    cp "/tmp/rocm-systems/projects/rccl-tests"/build/*_perf /usr/local/bin/
 
 # ---- Python dependencies, in upstream's order.
 RUN pip uninstall -y transformer-engine transformer_engine transformer_engine_torch
@@ -37,13 +37,39 @@ RUN --mount=type=bind,from=src-mbridge,target=/tmp/src/mbridge,rw --mount=type=s
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     GPU_ARCHS="${GPU_ARCH}" BUILD_TARGET=rocm pip install --no-cache-dir --no-build-isolation "flash-attn==2.8.3"
+# ---- mooncake: the base image's ROCm build lacks the pure-Python files; take only those from the non-CUDA wheel.
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir "flash-linear-attention==0.4.2" "numba==0.65.1" "mooncake-transfer-engine==0.3.12.post1"
+    pip install --no-cache-dir --no-deps --target=/tmp/mc "mooncake-transfer-engine-non-cuda==0.3.12.post1" && \
+    cp -n /tmp/mc/mooncake/*.py "$(python3 -c 'import mooncake, os; print(os.path.dirname(mooncake.__file__))')" && \
+    rm -rf /tmp/mc
+RUN --mount=type=secret,id=pip-ca \
+    if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
+    pip install --no-cache-dir "flash-linear-attention==0.4.2"
+RUN --mount=type=secret,id=pip-ca \
+    if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
+    pip install --no-cache-dir --no-deps "tile_kernels==1.0.0"
 COPY --from=src-megatron_lm / /root/Megatron-LM
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir -e /root/Megatron-LM
+# ---- The spec's patches (tile_kernels, the base's tilelang, Megatron-LM), each checked before and after.
+RUN --mount=type=bind,source=patches,target=/tmp/patches \
+    git -C /opt/venv/lib/python3.10/site-packages apply --check -p1 /tmp/patches/rocm-tile_kernels.patch && \
+    git -C /opt/venv/lib/python3.10/site-packages apply -p1 /tmp/patches/rocm-tile_kernels.patch && \
+    git -C /opt/venv/lib/python3.10/site-packages apply --reverse --check -p1 /tmp/patches/rocm-tile_kernels.patch
+RUN --mount=type=bind,source=patches,target=/tmp/patches \
+    git -C /opt/tilelang/src/tl_templates/hip apply --check -p1 /tmp/patches/rocm-tilelang_hip_fp8.patch && \
+    git -C /opt/tilelang/src/tl_templates/hip apply -p1 /tmp/patches/rocm-tilelang_hip_fp8.patch && \
+    git -C /opt/tilelang/src/tl_templates/hip apply --reverse --check -p1 /tmp/patches/rocm-tilelang_hip_fp8.patch
+RUN --mount=type=bind,source=patches,target=/tmp/patches \
+    git -C /root/Megatron-LM apply --check -p1 /tmp/patches/rocm-megatron.patch && \
+    git -C /root/Megatron-LM apply -p1 /tmp/patches/rocm-megatron.patch && \
+    git -C /root/Megatron-LM apply --reverse --check -p1 /tmp/patches/rocm-megatron.patch
+# sglang's Inkling multimodal processor imports numba, which the base's no-deps sglang install does not bring.
+RUN --mount=type=secret,id=pip-ca \
+    if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
+    pip install --no-cache-dir "numba==0.65.1"
 RUN --mount=type=bind,from=src-torch_memory_saver,target=/tmp/src/torch_memory_saver,rw --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir --force-reinstall /tmp/src/torch_memory_saver
@@ -52,20 +78,34 @@ RUN --mount=type=bind,from=src-megatron_bridge,target=/tmp/src/megatron_bridge,r
     pip install --no-cache-dir --no-deps --no-build-isolation /tmp/src/megatron_bridge
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir "megatron-energon==7.2.2" "multi-storage-client==0.51.0"
+    pip install --no-cache-dir --no-deps "megatron-energon==7.2.2" "multi-storage-client==0.51.0"
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir "nvidia-modelopt==0.40.0"
-# modelopt lifts setuptools past the version that still ships pkg_resources; pin it back, and the CLI stack.
+# modelopt lifts setuptools past the version that still ships pkg_resources; pin it back.
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir "setuptools==79.0.1" "typer==0.25.1" "click==8.2.1"
+    pip install --no-cache-dir "setuptools==79.0.1"
 
-# ---- miles (its pinned commit, or a local `--source`), as an editable install of its own source tree.
+# ---- miles' requirements.txt, read from its source (the pinned commit, or a local `--source`; only that file, so a
+# ---- change elsewhere in miles keeps this layer), less the spec's `exclude` names (image_tools/requirements.py).
+# ---- The apt copy of PyJWT has no pip record, so pip could not replace it: it goes first, as upstream does.
+RUN --mount=type=bind,from=src-miles,source=requirements.txt,target=/tmp/miles-requirements.txt \
+    --mount=type=bind,source=tools,target=/tmp/tools --mount=type=secret,id=pip-ca \
+    if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
+    rm -rf /usr/lib/python3/dist-packages/jwt /usr/lib/python3/dist-packages/PyJWT* && \
+    python3 /tmp/tools/requirements.py /tmp/miles-requirements.txt --exclude "nvidia-resiliency-ext" >/tmp/requirements.txt && \
+    pip install --no-cache-dir -r /tmp/requirements.txt && \
+    rm /tmp/requirements.txt
+# ---- miles itself, as an editable install of its own source tree (no overlay, no patch).
 COPY --from=src-miles / /root/miles
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir -e /root/miles --no-deps
+# ---- After miles' requirements: the CLI stack for huggingface_hub/Ray, and numpy 1.x for Megatron.
+RUN --mount=type=secret,id=pip-ca \
+    if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
+    pip install --no-cache-dir "typer==0.25.1" "click==8.2.1" "numpy==1.26.4"
 
 # ---- The attention bridge: its own distribution, installed like any other package (no overlay into miles).
 # ---- Late and bind-mounted, so a bridge-only edit rebuilds this step and the gates, nothing before it.
@@ -79,17 +119,22 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
     cd /tmp/gates && python3 -m verify --config gates.json
 
 ENV HIP_FORCE_DEV_KERNARG=1 \
+    HSA_ENABLE_IPC_MODE_LEGACY=1 \
     HSA_NO_SCRATCH_RECLAIM=1 \
+    MILES_HARDWARE_PLATFORM=rocm \
     NCCL_MIN_NCHANNELS=112 \
     RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO=0 \
     SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 \
     SGLANG_MOE_PADDING=1 \
     SGLANG_ROCM_FUSED_DECODE_MLA=1 \
     SGLANG_SET_CPU_AFFINITY=1 \
-    SGLANG_USE_AITER=1
+    SGLANG_USE_AITER=1 \
+    SGLANG_USE_ROCM700A=0 \
+    TORCHINDUCTOR_MAX_AUTOTUNE=1 \
+    TORCHINDUCTOR_MAX_AUTOTUNE_POINTWISE=1
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="rocm/sgl-dev:v0.5.16-rocm720-mi35x-20260730" \
       io.miles.variant="rocm720-mi35x" \
-      io.miles.spec-digest="9b46adf8f6dfd62b8709e6728240ce5aaf1025fa3ba5a827227e010e578a32c5"
+      io.miles.spec-digest="74f3c149eb5a0317cc91fb0036000558fcc9aef03e27c83eed2f1935d53f407a"
 WORKDIR /root/
 CMD ["/bin/bash"]

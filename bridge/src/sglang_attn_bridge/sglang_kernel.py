@@ -1,9 +1,11 @@
 """Find sglang's deterministic extend-attention forward across its API generations, and call it safely.
 
-Generations: <= 0.5.5 (srt path, no k_scale/v_scale); 0.5.10-0.5.14 (srt path, k_scale/v_scale are
-required positionals after v_buffer, so an old positional call shifts every argument and fails); 0.5.23 (moved to
-sglang.kernels, adds page_size/score_mod/aux_tensors). We read the signature instead of trusting a version string,
-call only by keyword, always pass sm_scale, and pass k_scale=1.0, v_scale=1.0 wherever the kernel takes them.
+Generations: <= 0.5.5 (srt path, no k_scale/v_scale); 0.5.10-0.5.14 (srt path, k_scale/v_scale are required
+positionals after v_buffer, so an old positional call shifts every argument and fails); 0.5.16 and later (moved to
+sglang.kernels, with page_size/score_mod/aux_tensors: every wheel from 0.5.16 to 0.5.23). The module paths and
+keywords live in `sglang_api` (the image gate reads the same table). We read the signature instead of trusting a
+version string, call only by keyword, always pass sm_scale, and pass k_scale=1.0, v_scale=1.0 wherever the kernel
+takes them.
 A signature with a required parameter we do not know is refused: guessing is how the upstream call broke.
 """
 
@@ -14,17 +16,13 @@ import importlib.util
 import inspect
 from dataclasses import dataclass, field
 
-MODULES = (
-    "sglang.kernels.ops.attention.extend_attention",  # 0.5.23+
-    "sglang.srt.layers.attention.triton_ops.extend_attention",  # <= 0.5.14
-)
-FUNCTION = "extend_attention_fwd_unified"
-_KNOWN_REQUIRED = {
-    "q", "o", "k_buffer", "v_buffer", "k_scale", "v_scale",
-    "qo_indptr", "kv_indptr", "kv_indices", "prefix_lens", "max_len_extend",
-}
-_NEEDED = {"q", "o", "k_buffer", "v_buffer", "qo_indptr", "kv_indptr", "kv_indices", "prefix_lens", "max_len_extend",
-           "sm_scale"}
+from .sglang_api import EXTEND_ATTENTION as _TABLE
+
+MODULES = tuple(_TABLE["modules"])
+FUNCTION = _TABLE["function"]
+_SCALES = tuple(_TABLE["groups"][0])  # ("k_scale", "v_scale")
+_KNOWN_REQUIRED = set(_TABLE["keywords"]) | {k for group in _TABLE["groups"] for k in group}
+_NEEDED = set(_TABLE["keywords"]) - set(_TABLE["optional"])
 
 
 @dataclass(frozen=True)
@@ -39,8 +37,8 @@ class SglangKernel:
         kwargs = dict(q=q, o=o, k_buffer=k_buffer, v_buffer=v_buffer, qo_indptr=qo_indptr, kv_indptr=kv_indptr,
                       kv_indices=kv_indices, prefix_lens=prefix_lens, max_len_extend=max_len_extend,
                       sm_scale=float(sm_scale))
-        if "k_scale" in self.params:
-            kwargs.update(k_scale=1.0, v_scale=1.0)
+        if _SCALES[0] in self.params:
+            kwargs.update(dict.fromkeys(_SCALES, 1.0))
         optional = {"is_causal": bool(causal), "sliding_window_size": int(sliding_window_size),
                     "logit_cap": float(logit_cap)}
         defaults = {"is_causal": True, "sliding_window_size": -1, "logit_cap": 0.0}
@@ -67,8 +65,8 @@ def classify(fn, module: str) -> tuple[str, frozenset]:
                         f"missing {sorted(missing)}): {inspect.signature(fn)}")
     if ("k_scale" in names) != ("v_scale" in names):
         raise TypeError(f"{module}.{FUNCTION}: k_scale without v_scale (or the reverse) is not a known generation")
-    if module.startswith("sglang.kernels."):
-        gen = "0.5.23+ (sglang.kernels, page_size)" if "page_size" in names else "sglang.kernels (no page_size)"
+    if module == MODULES[0]:
+        gen = "0.5.16+ (sglang.kernels, page_size)" if "page_size" in names else "sglang.kernels (no page_size)"
     elif "k_scale" in names:
         gen = "0.5.10-0.5.14 (srt, k_scale/v_scale)"
     else:

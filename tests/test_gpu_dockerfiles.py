@@ -1,0 +1,109 @@
+"""Every rendered GPU Dockerfile, parsed by real Dockerfile parsers: GPU images cannot be built here (no registry, no
+GPU), so their structure and their use of the spec are checked statically with dockerfile-parse, and their syntax
+with BuildKit's own parser (buildx 0.13 has no `--check`; see _buildkit_parse)."""
+
+from __future__ import annotations
+
+import io
+import re
+
+import pytest
+from dockerfile_parse import DockerfileParser
+
+from toolkit.context import context_files
+from toolkit.plan import make_plan
+from toolkit.render import render
+from toolkit.spec import load_catalog
+
+CATALOG = load_catalog()
+GPU = sorted(n for n, v in CATALOG.variants.items() if v.family in ("rocm", "cuda"))
+INSTRUCTIONS = {"FROM", "SHELL", "ARG", "WORKDIR", "ENV", "RUN", "COPY", "LABEL", "CMD", "COMMENT"}
+_BIND = re.compile(r"--mount=type=bind,source=([^,\s]+)")
+
+
+def parsed(name, sets=()):
+    plan = make_plan(CATALOG.variants[name], sets=list(sets), revision="parse")
+    parser = DockerfileParser(fileobj=io.BytesIO(render(plan).encode()))
+    return plan, parser
+
+
+@pytest.mark.parametrize("name", GPU)
+def test_structure(name):
+    plan, df = parsed(name)
+    v = plan.variant
+    kinds = [i["instruction"] for i in df.structure]
+    assert set(kinds) <= INSTRUCTIONS, set(kinds) - INSTRUCTIONS
+    assert kinds.count("FROM") == 1 and df.baseimage == v.base
+    for copy in (i["value"] for i in df.structure if i["instruction"] == "COPY"):
+        assert copy.startswith("--from=src-"), copy  # only source trees; files of the context are bind-mounted
+    assert df.args == v.args  # every build arg comes from the spec, nothing else
+    for key, value in v.env.items():
+        assert df.envs.get(key) == value, key
+    runs = [i["value"] for i in df.structure if i["instruction"] == "RUN"]
+    assert "python3 -m verify --config gates.json" in runs[-1]  # the gates are the last build step
+    assert "sglang_attn_bridge" not in " ".join(runs[:-2]) and "/tmp/sglang-attn-bridge" in runs[-2]
+    assert df.labels["io.miles.variant"] == name
+    context = {path.split("/")[0] for path in context_files(plan)} | {"patches"}
+    for run in runs:
+        for source in _BIND.findall(run):
+            assert source in context, "RUN binds %r, which the staged context does not hold" % source
+
+
+@pytest.mark.parametrize("name", GPU)
+def test_every_pin_of_the_spec_is_installed(name):
+    """A pin the Dockerfile never uses is a pin that does not hold: each pip version and commit appears in a RUN."""
+    plan, df = parsed(name)
+    runs = " ".join(i["value"] for i in df.structure if i["instruction"] == "RUN")
+    for package, version in plan.variant.pip.items():
+        assert "==" + version in runs and package.split("[")[0] in runs, package
+    text = " ".join(i["value"] for i in df.structure)
+    for comp in plan.variant.components:  # each git component is a named build context some step reads
+        assert "from=src-%s" % comp in text or "--from=src-%s " % comp in text, comp
+    for patch in plan.variant.patches:
+        assert "/tmp/patches/" + patch["file"].rsplit("/", 1)[-1] in runs
+
+
+def test_requirements_exclusions_are_spec_data():
+    _, rocm = parsed("rocm720-mi35x")
+    _, cuda = parsed("cu13-x86")
+    step = [i["value"] for i in rocm.structure if "/tmp/tools/requirements.py" in i["value"]]
+    assert len(step) == 1 and '/tmp/miles-requirements.txt --exclude "nvidia-resiliency-ext" >' in step[0]
+    step = [i["value"] for i in cuda.structure if "/tmp/tools/requirements.py" in i["value"]]
+    assert len(step) == 1 and "/tmp/miles-requirements.txt >" in step[0]
+
+
+@pytest.mark.parametrize("name", ["rocm720-mi35x", "cu12-x86"])
+def test_sglang_miles_step_renders_only_with_a_pinned_commit(name):
+    _, off = parsed(name)
+    assert "/sgl-workspace/sglang" not in " ".join(i["value"] for i in off.structure)
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    _, on = parsed(name, ["components.sglang_miles.git=https://github.com/sgl-project/sglang.git",
+                          f"components.sglang_miles.ref={commit}", "components.sglang_miles.extras=all"])
+    step = [i["value"] for i in on.structure if "/sgl-workspace/sglang" in i["value"]]
+    assert len(step) == 1 and "from=src-sglang_miles" in step[0] and '--no-deps -e "/sgl-workspace/sglang/python[all]"' in step[0]
+
+
+def _buildkit_parse(tmp_path, text):
+    """BuildKit's own Dockerfile parser, without building: a target stage that does not exist is looked up only after
+    every instruction and flag parsed, and before any image is resolved (nothing is pulled, no registry needed)."""
+    import subprocess
+
+    (tmp_path / "Dockerfile").write_text(text)
+    run = subprocess.run(["docker", "buildx", "build", "--progress=plain", "--target", "gpu-gates-parse-only",
+                          str(tmp_path)], capture_output=True, text=True, timeout=300)
+    return run.stdout + run.stderr
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("name", GPU)
+def test_buildkit_parses_every_instruction(tmp_path, name):
+    plan, _ = parsed(name)
+    out = _buildkit_parse(tmp_path, render(plan))
+    assert 'target stage "gpu-gates-parse-only" could not be found' in out and "parse error" not in out, out
+
+
+@pytest.mark.docker
+def test_buildkit_parse_check_can_fail(tmp_path):
+    plan, _ = parsed("cu13-x86")
+    out = _buildkit_parse(tmp_path, render(plan).replace("COPY --from=src-miles", "COPY --fromm=src-miles"))
+    assert "dockerfile parse error" in out and "unknown flag: fromm" in out, out
