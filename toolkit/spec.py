@@ -34,7 +34,8 @@ STR_LIST = ("list", str)
 # `requirements`: a requirements file in a git component's tree that the image installs, less `exclude` (names).
 COMPONENT = {"git": str, "ref": str, "version": str, "subdir": str, "extras": str, "requirements": str,
              "exclude": STR_LIST}
-PATCH = {"file": str, "tree": str, "ref": str, "strip": int}
+# `component`: the patch belongs to that git component's tree and is applied right after the tree is copied in.
+PATCH = {"file": str, "tree": str, "ref": str, "strip": int, "component": str}
 GATES = {
     "imports": STR_LIST,
     "compile": STR_LIST,

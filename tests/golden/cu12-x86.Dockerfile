@@ -68,7 +68,8 @@ RUN --mount=type=bind,from=src-miles,source=requirements.txt,target=/tmp/miles-r
     python3 /tmp/tools/requirements.py /tmp/miles-requirements.txt >/tmp/requirements.txt && \
     pip install --no-cache-dir -r /tmp/requirements.txt && \
     rm /tmp/requirements.txt
-# ---- miles itself, as an editable install of its own source tree (no overlay, no patch).
+# ---- miles itself, as an editable install of its own source tree, wired to the bridge by the spec's
+# ---- full-context patches for the miles component.
 COPY --from=src-miles / /root/miles
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
@@ -107,5 +108,5 @@ ENV FLASHINFER_VERSION=0.6.15.post1
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16-cu129" \
       io.miles.variant="cu12-x86" \
-      io.miles.spec-digest="7b7238b3efff18616db98703edb9611781ce12f5f9cc3448bc5a04259de88ba6"
+      io.miles.spec-digest="4b71a7e5cf6d8bd7b9a91c79aa4c75b1d3decdc9502541db6029373e4874473a"
 WORKDIR /root/

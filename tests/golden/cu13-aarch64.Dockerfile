@@ -76,8 +76,13 @@ RUN --mount=type=bind,from=src-miles,source=requirements.txt,target=/tmp/miles-r
     python3 /tmp/tools/requirements.py /tmp/miles-requirements.txt >/tmp/requirements.txt && \
     pip install --no-cache-dir -r /tmp/requirements.txt && \
     rm /tmp/requirements.txt
-# ---- miles itself, as an editable install of its own source tree (no overlay, no patch).
+# ---- miles itself, as an editable install of its own source tree, wired to the bridge by the spec's
+# ---- full-context patches for the miles component.
 COPY --from=src-miles / /root/miles
+RUN --mount=type=bind,source=patches,target=/tmp/patches \
+    git -C /root/miles apply --check -p1 /tmp/patches/miles-attn-bridge.patch && \
+    git -C /root/miles apply -p1 /tmp/patches/miles-attn-bridge.patch && \
+    git -C /root/miles apply --reverse --check -p1 /tmp/patches/miles-attn-bridge.patch
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir -e /root/miles --no-deps
@@ -115,5 +120,5 @@ ENV FLASHINFER_VERSION=0.6.15.post1
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16" \
       io.miles.variant="cu13-aarch64" \
-      io.miles.spec-digest="cf944c16fbcc8140f591e222500e2df49ae543c850226970f070b6544fe78e67"
+      io.miles.spec-digest="4ff83d07c7bf9baa621e92b6c0ceb1e864150070c04a16941fef19b495bd9cb6"
 WORKDIR /root/

@@ -76,8 +76,13 @@ RUN --mount=type=bind,from=src-miles,source=requirements.txt,target=/tmp/miles-r
     python3 /tmp/tools/requirements.py /tmp/miles-requirements.txt >/tmp/requirements.txt && \
     pip install --no-cache-dir -r /tmp/requirements.txt && \
     rm /tmp/requirements.txt
-# ---- miles itself, as an editable install of its own source tree (no overlay, no patch).
+# ---- miles itself, as an editable install of its own source tree, wired to the bridge by the spec's
+# ---- full-context patches for the miles component.
 COPY --from=src-miles / /root/miles
+RUN --mount=type=bind,source=patches,target=/tmp/patches \
+    git -C /root/miles apply --check -p1 /tmp/patches/miles-attn-bridge.patch && \
+    git -C /root/miles apply -p1 /tmp/patches/miles-attn-bridge.patch && \
+    git -C /root/miles apply --reverse --check -p1 /tmp/patches/miles-attn-bridge.patch
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir -e /root/miles --no-deps
@@ -115,5 +120,5 @@ ENV FLASHINFER_VERSION=0.6.15.post1
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16" \
       io.miles.variant="cu13-x86" \
-      io.miles.spec-digest="6a204a0078c2b446e32d25357976824b4b3150065b6f683e4fdfa1013b237470"
+      io.miles.spec-digest="b9fec58fae071d839094d584208249dfc3addd2436ceae09c095ad89eb6f0e13"
 WORKDIR /root/

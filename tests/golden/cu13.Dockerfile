@@ -76,8 +76,13 @@ RUN --mount=type=bind,from=src-miles,source=requirements.txt,target=/tmp/miles-r
     python3 /tmp/tools/requirements.py /tmp/miles-requirements.txt >/tmp/requirements.txt && \
     pip install --no-cache-dir -r /tmp/requirements.txt && \
     rm /tmp/requirements.txt
-# ---- miles itself, as an editable install of its own source tree (no overlay, no patch).
+# ---- miles itself, as an editable install of its own source tree, wired to the bridge by the spec's
+# ---- full-context patches for the miles component.
 COPY --from=src-miles / /root/miles
+RUN --mount=type=bind,source=patches,target=/tmp/patches \
+    git -C /root/miles apply --check -p1 /tmp/patches/miles-attn-bridge.patch && \
+    git -C /root/miles apply -p1 /tmp/patches/miles-attn-bridge.patch && \
+    git -C /root/miles apply --reverse --check -p1 /tmp/patches/miles-attn-bridge.patch
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir -e /root/miles --no-deps
@@ -115,5 +120,5 @@ ENV FLASHINFER_VERSION=0.6.15.post1
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16" \
       io.miles.variant="cu13" \
-      io.miles.spec-digest="c718cfd3bbbbb3d19212dd18264894ed8fa7afa1bacc3c13db6b5df808014a0a"
+      io.miles.spec-digest="b1e7d66cda6232bb8b308350f17797ec2a6bc3a07104fb89796caa63c08bf775"
 WORKDIR /root/

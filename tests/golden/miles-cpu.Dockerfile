@@ -59,5 +59,5 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="miles-base:bookworm-minbase-py311-git" \
       io.miles.variant="miles-cpu" \
-      io.miles.spec-digest="49c8c42d7ba21b91e31f5b30be465ee4d0c2d907fafd280ff5049ec89061d806"
+      io.miles.spec-digest="7b7b5a102a4cf00b1ae339cf43dadf35fd09e513c0c63db4a6967ac1ddcb3138"
 WORKDIR /root/miles

@@ -97,8 +97,13 @@ RUN --mount=type=bind,from=src-miles,source=requirements.txt,target=/tmp/miles-r
     python3 /tmp/tools/requirements.py /tmp/miles-requirements.txt --exclude "nvidia-resiliency-ext" >/tmp/requirements.txt && \
     pip install --no-cache-dir -r /tmp/requirements.txt && \
     rm /tmp/requirements.txt
-# ---- miles itself, as an editable install of its own source tree (no overlay, no patch).
+# ---- miles itself, as an editable install of its own source tree, wired to the bridge by the spec's
+# ---- full-context patches for the miles component.
 COPY --from=src-miles / /root/miles
+RUN --mount=type=bind,source=patches,target=/tmp/patches \
+    git -C /root/miles apply --check -p1 /tmp/patches/miles-attn-bridge.patch && \
+    git -C /root/miles apply -p1 /tmp/patches/miles-attn-bridge.patch && \
+    git -C /root/miles apply --reverse --check -p1 /tmp/patches/miles-attn-bridge.patch
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir -e /root/miles --no-deps
@@ -135,6 +140,6 @@ ENV HIP_FORCE_DEV_KERNARG=1 \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.10-rocm700-mi30x" \
       io.miles.variant="rocm700-mi30x" \
-      io.miles.spec-digest="fb9d4d3cc2d9f51490c1f5608d6df9a1bcc6fa77ec431fe46bd55ba10da1541f"
+      io.miles.spec-digest="b04c0a729325afdb928740dfee03028eae97215f772858a7370db6dabbf64b17"
 WORKDIR /root/
 CMD ["/bin/bash"]

@@ -97,8 +97,13 @@ RUN --mount=type=bind,from=src-miles,source=requirements.txt,target=/tmp/miles-r
     python3 /tmp/tools/requirements.py /tmp/miles-requirements.txt --exclude "nvidia-resiliency-ext" >/tmp/requirements.txt && \
     pip install --no-cache-dir -r /tmp/requirements.txt && \
     rm /tmp/requirements.txt
-# ---- miles itself, as an editable install of its own source tree (no overlay, no patch).
+# ---- miles itself, as an editable install of its own source tree, wired to the bridge by the spec's
+# ---- full-context patches for the miles component.
 COPY --from=src-miles / /root/miles
+RUN --mount=type=bind,source=patches,target=/tmp/patches \
+    git -C /root/miles apply --check -p1 /tmp/patches/miles-attn-bridge.patch && \
+    git -C /root/miles apply -p1 /tmp/patches/miles-attn-bridge.patch && \
+    git -C /root/miles apply --reverse --check -p1 /tmp/patches/miles-attn-bridge.patch
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir -e /root/miles --no-deps
@@ -135,6 +140,6 @@ ENV HIP_FORCE_DEV_KERNARG=1 \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="rocm/sgl-dev:v0.5.14-rocm700-mi35x-20260627" \
       io.miles.variant="rocm700-mi35x" \
-      io.miles.spec-digest="f816a51c09dfd575e89c65f5dd3f47c6e0b5e74aac4bc08953bb101d46141925"
+      io.miles.spec-digest="0698986a6a22d20c5876610682b578936d50e3d348d21bedb617d9ea0eae258a"
 WORKDIR /root/
 CMD ["/bin/bash"]
