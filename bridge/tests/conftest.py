@@ -20,5 +20,9 @@ def no_sglang(monkeypatch):
     """Resolution sees no sglang, whatever the machine has installed (tests that need one install a fake)."""
     from sglang_attn_bridge import sglang_kernel
 
+    from sglang_attn_bridge import probe
+
     monkeypatch.setattr(sglang_kernel, "_cached", sglang_kernel.Resolution(None, False, "disabled for the test"))
+    monkeypatch.delenv(probe.CACHE_ENV, raising=False)
+    probe.clear()  # probe decisions belong to one test's (fake) sglang
     yield

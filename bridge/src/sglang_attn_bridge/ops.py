@@ -154,10 +154,17 @@ def _side_by_side(first, second, device: torch.device) -> None:
     main.wait_stream(side)
 
 
-def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softcap=0.0, compute_o=True):
+def forward_kernel(q, k, v, window=None, softcap=0.0) -> str:
+    """Which in-tree forward a call that wants the output runs: "gluon" (Hopper) or "triton"."""
+    q, k, v = (_last_dim_contiguous(t) for t in (q, k, v))
+    return "gluon" if _use_gluon_fwd(config.fwd_config(q.shape[-1]), q, k, v, window, softcap, True) else "triton"
+
+
+def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softcap=0.0, compute_o=True, gluon=True):
     """q [B, Sq, Hq, D], k/v [B, Sk, Hkv, D] views -> (o [B, Sq, Hq, D] contiguous or None, lse [Hq, B*Sq] fp32).
 
-    `window` is in sglang's convention (query i sees key j iff i - j <= window), None for none.
+    `window` is in sglang's convention (query i sees key j iff i - j <= window), None for none. gluon=False keeps
+    the Triton forward where the Gluon one would run (the probe checks each).
     """
     q, k, v = (_last_dim_contiguous(t) for t in (q, k, v))
     B, Sq, Hq, D = q.shape
@@ -170,7 +177,7 @@ def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softc
     o_arg = o if o is not None else q
     strides = (q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
                v.stride(0), v.stride(1), v.stride(2), o_arg.stride(0), o_arg.stride(1), o_arg.stride(2))
-    if _use_gluon_fwd(cfg, q, k, v, window, softcap, compute_o):
+    if gluon and _use_gluon_fwd(cfg, q, k, v, window, softcap, compute_o):
         nblk = triton.cdiv(lay.max_q, WS_ROWS.value)
         pairs = Hq * lay.n
         items = pairs * nblk
@@ -209,6 +216,12 @@ def backward(do, q, k, v, o, lse, lay: Varlen, scale: float, causal: bool, windo
     B, Sq, Hq, D = q.shape
     Sk, Hkv = k.shape[1], k.shape[2]
     cfg = config.bwd_config(D)
+    if q.stride(2) != D and cfg.gluon_dkdv and "dkdv" in parts and _gluon_case(q, window, softcap):
+        # transformers hands over q as a [B, H, S, D] tensor: one copy with a token's heads side by side lets the
+        # Gluon dK/dV kernel run (its TMA view spans a GQA group's heads), which saves far more than the copy costs
+        qc = q.contiguous()
+        if _use_gluon_dkdv(cfg, qc, k, v, do, window, softcap):
+            q = qc
     block_d = max(16, triton.next_power_of_2(D))
     alloc = torch.empty if lay.covers_all else torch.zeros
     dq = alloc((B, Sq, Hq, D), device=q.device, dtype=q.dtype)
