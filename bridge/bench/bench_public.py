@@ -144,6 +144,7 @@ def attn_rows(results):
                 out.backward(do)
             return run
 
+        mod.num_key_value_groups = hq // hkv  # what sdpa_attention_forward reads to expand K/V
         cols = {"bridge_triton": with_forward("triton", call(triton_attention_forward)),
                 "bridge_auto": with_forward("auto", call(triton_attention_forward)),
                 "bridge_sglang": with_forward("sglang", call(triton_attention_forward))}

@@ -51,7 +51,7 @@ def _use_tma(wanted: bool, *tensors: torch.Tensor) -> bool:
         return False
     if not config.interpreting():
         dev = tensors[0].device
-        if dev.type != "cuda" or torch.version.hip or torch.cuda.get_device_capability(dev)[0] < 9:
+        if dev.type != "cuda" or torch.version.hip or _capability(dev)[0] < 9:
             return False
         if not _ensure_allocator(dev):
             return False
@@ -59,13 +59,20 @@ def _use_tma(wanted: bool, *tensors: torch.Tensor) -> bool:
                for t in tensors)
 
 
+@functools.cache
+def _capability(device: torch.device) -> tuple:
+    return torch.cuda.get_device_capability(device)
+
+
+@functools.cache
 def gluon_unavailable(device: torch.device) -> str:
-    """Why the Gluon kernels (forward, dK/dV) cannot run on `device`, or '' when they can (the doctor prints this)."""
+    """Why the Gluon kernels (forward, dK/dV) cannot run on `device`, or '' when they can (the doctor prints this).
+    Cached: every call asks."""
     if dkdv_sm90_kernel is None:
         return "this Triton has no usable Gluon"
     if tuple(int(x) for x in triton.__version__.split(".")[:2]) != GLUON_TRITON:
         return f"it is written for Triton 3.6's Gluon, this is Triton {triton.__version__}"
-    if device.type != "cuda" or torch.version.hip or torch.cuda.get_device_capability(device)[0] != 9:
+    if device.type != "cuda" or torch.version.hip or _capability(device)[0] != 9:
         return "it needs a Hopper (sm_90) GPU: wgmma"
     return ""
 

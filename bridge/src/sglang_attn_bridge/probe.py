@@ -45,16 +45,31 @@ class Decision:
 _lock = threading.Lock()
 _decisions: dict[str, Decision] = {}
 _disk_loaded: set[str] = set()
+_recent: dict = {}  # (kernel, class, device) -> decision: the per-call lookup, without building the full key
+
+
+_environments: dict = {}
 
 
 def environment(device: torch.device) -> dict:
-    """What besides the class decides the bits: releases and the device."""
+    """What besides the class decides the bits: releases and the device (read once per device and kernel: looking
+    up versions costs more than a short attention call)."""
+    from .sglang_kernel import resolve
+
+    res = resolve()
+    key = (device, res.kernel)
+    env = _environments.get(key)
+    if env is None:
+        env = _environments[key] = _read_environment(device, res)
+    return env
+
+
+def _read_environment(device: torch.device, res) -> dict:
     import triton
 
     from . import config
-    from .sglang_kernel import resolve, sglang_version
+    from .sglang_kernel import sglang_version
 
-    res = resolve()
     if config.interpreting():
         arch = "triton-interpreter"
     elif device.type == "cuda":
@@ -157,10 +172,14 @@ def run_probe(kernel, cls: ProbeClass, device, seed: int = 0) -> Decision:
 
 def decide(kernel, cls: ProbeClass, device: torch.device) -> Decision:
     """The cached decision for a class, probing on first use."""
+    hit = _recent.get((kernel, cls, device))
+    if hit is not None:
+        return hit
     env = environment(device)
     key = _key(env, cls)
     hit = _decisions.get(key)
     if hit is not None:
+        _recent[(kernel, cls, device)] = hit
         return hit
     with _lock:
         path = _cache_file()
@@ -195,6 +214,8 @@ def clear() -> None:
     with _lock:
         _decisions.clear()
         _disk_loaded.clear()
+        _environments.clear()
+        _recent.clear()
 
 
 def standard_classes(device: torch.device) -> list[ProbeClass]:
