@@ -65,7 +65,7 @@ def attention_backward_op(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor
 @attention_backward_op.register_fake
 def _(do, q, k, v, o, lse, attention_mask, position_ids, cu_seq_lens_q, cu_seq_lens_k, max_length_q, max_length_k,
       scale, causal, window, softcap):
-    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+    return tuple(torch.empty_like(t if t.stride(-1) == 1 else t.contiguous()) for t in (q, k, v))
 
 
 def _setup_context(ctx, inputs, output):

@@ -64,10 +64,8 @@ def _capability(device: torch.device) -> tuple:
     return torch.cuda.get_device_capability(device)
 
 
-@functools.cache
 def gluon_unavailable(device: torch.device) -> str:
-    """Why the Gluon kernels (forward, dK/dV) cannot run on `device`, or '' when they can (the doctor prints this).
-    Cached: every call asks."""
+    """Why the Gluon kernels (forward, dK/dV) cannot run on `device`, or '' when they can (the doctor prints this)."""
     if dkdv_sm90_kernel is None:
         return "this Triton has no usable Gluon"
     if tuple(int(x) for x in triton.__version__.split(".")[:2]) != GLUON_TRITON:
@@ -77,9 +75,21 @@ def gluon_unavailable(device: torch.device) -> str:
     return ""
 
 
+_gluon_runs: dict = {}
+
+
+def _gluon_ok(device: torch.device) -> bool:
+    """gluon_unavailable(device) == '', remembered per device and Triton (every call asks)."""
+    key = (device, gluon_unavailable, dkdv_sm90_kernel is None, triton.__version__)
+    ok = _gluon_runs.get(key)
+    if ok is None:
+        ok = _gluon_runs[key] = not gluon_unavailable(device)
+    return ok
+
+
 def _gluon_case(q, window, softcap) -> bool:
     """What both Gluon kernels cover: 16-bit types, head dim 64/128, no window or softcap, on a device Gluon runs on."""
-    return (not config.interpreting() and not gluon_unavailable(q.device) and window is None and not softcap
+    return (not config.interpreting() and _gluon_ok(q.device) and window is None and not softcap
             and q.shape[-1] in (64, 128) and q.dtype in (torch.float16, torch.bfloat16))
 
 
@@ -217,9 +227,11 @@ def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softc
 
 def backward(do, q, k, v, o, lse, lay: Varlen, scale: float, causal: bool, window=None, softcap=0.0,
              parts=("dkdv", "dq")):
-    """Gradients in [B, S, H, D] layout (contiguous), each written by exactly one program. `parts` lets the bench
-    time the dK/dV and dQ kernels apart."""
+    """Gradients shaped [B, S, H, D] with the strides of q/k/v (so autograd hands them on without a layout copy),
+    each written by exactly one program. `parts` lets the bench time the dK/dV and dQ kernels apart."""
     do, q, k, v, o = (_last_dim_contiguous(t) for t in (do, q, k, v, o))
+    alloc = torch.empty_like if lay.covers_all else torch.zeros_like
+    dq, dk, dv = alloc(q), alloc(k), alloc(v)
     B, Sq, Hq, D = q.shape
     Sk, Hkv = k.shape[1], k.shape[2]
     cfg = config.bwd_config(D)
@@ -230,10 +242,6 @@ def backward(do, q, k, v, o, lse, lay: Varlen, scale: float, causal: bool, windo
         if _use_gluon_dkdv(cfg, qc, k, v, do, window, softcap):
             q = qc
     block_d = max(16, triton.next_power_of_2(D))
-    alloc = torch.empty if lay.covers_all else torch.zeros
-    dq = alloc((B, Sq, Hq, D), device=q.device, dtype=q.dtype)
-    dk = alloc((B, Sk, Hkv, D), device=q.device, dtype=k.dtype)
-    dv = alloc((B, Sk, Hkv, D), device=q.device, dtype=v.dtype)
     delta = torch.empty_like(lse)
     common = dict(IS_CAUSAL=bool(causal), WINDOW=_window(window), SOFTCAP=float(softcap or 0.0),
                   DOT_PREC=_prec(q.dtype))
