@@ -9,7 +9,7 @@ step of a Qwen3-style model (8 layers, hidden 2048, 16/8 heads, D128, random wei
 and one packed row of 26 sequences (18,432 tokens, position_ids restarting), eager and under torch.compile; tokens/s
 and peak memory. Part `check`: the probe's decision per class, and compiled vs eager logits of the bridge.
 Medians of triton's do_bench. Prints one table per part and writes bench_public.json and .md under $OUT.
-BENCH_PARTS=check,profile,attn,train,compile selects parts (train = eager steps, compile = compiled steps).
+BENCH_PARTS=exact,check,profile,attn,train,compile selects parts (train = eager steps, compile = compiled steps).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import load_sglang, packed_lengths  # noqa: E402
 
 OUT = os.environ.get("OUT", "out")
-PARTS = set(os.environ.get("BENCH_PARTS", "check,profile,attn,train,compile").split(","))
+PARTS = set(os.environ.get("BENCH_PARTS", "exact,check,profile,attn,train,compile").split(","))
 FWD_ENV = "SGLANG_ATTN_BRIDGE_FORWARD"
 ATTN_SHAPES = [  # (name, batch, seq, hq, hkv, d)
     ("1x8192 32/8 D128", 1, 8192, 32, 8, 128),
@@ -254,6 +254,52 @@ def train_rows(results, compiled):
             torch._dynamo.reset()
 
 
+def exact(results):
+    """The direct relaunch (launch.py) gives the bits of Triton's own launch path: public fwd+bwd with it off and on,
+    torch.equal on o, dq, dk, dv, over layouts and classes (dense, padded, packed, D64, window, softcap, and q/k/v
+    views that start off 16-byte alignment, which Triton specializes on)."""
+    from sglang_attn_bridge import launch
+    from sglang_attn_bridge.attention import triton_attention_forward
+
+    mod = Module()
+    cases = []
+    for b, s, hq, hkv, d, extra in ((2, 1024, 16, 4, 128, {}), (2, 1000, 8, 8, 64, {}),
+                                    (1, 2048, 16, 4, 128, {"packed": True}), (2, 512, 8, 2, 128, {"pad": True}),
+                                    (1, 1024, 8, 2, 128, {"sliding_window": 100}),
+                                    (1, 1024, 8, 2, 64, {"softcap": 20.0}), (2, 512, 8, 2, 128, {"offset": True})):
+        cases.append((b, s, hq, hkv, d, extra))
+    out = []
+    for b, s, hq, hkv, d, extra in cases:
+        torch.manual_seed(0)
+        extra = dict(extra)
+        off = 8 if extra.pop("offset", False) else 0
+        base = torch.randn(b * hq * s * d + off, device="cuda", dtype=torch.bfloat16)
+        q0 = base[off:].view(b, hq, s, d)
+        k0 = torch.randn(b, hkv, s, d, device="cuda", dtype=torch.bfloat16)
+        v0 = torch.randn(b, s, hkv, d, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
+        do = torch.randn(b, s, hq, d, device="cuda", dtype=torch.bfloat16)
+        mask, kw = None, {}
+        if extra.pop("packed", False):
+            kw["position_ids"] = torch.cat([torch.arange(n) for n in (700, 1, 900, 447)])[None].cuda()
+        if extra.pop("pad", False):
+            mask = torch.ones(b, s, dtype=torch.long, device="cuda")
+            mask[1, :100] = 0
+        kw.update(extra)
+        got = []
+        for enabled in (False, True, True):  # Triton's path, then the direct path's first (miss) and second call
+            launch.ENABLED = enabled
+            q, k, v = (t.detach().requires_grad_() for t in (q0, k0, v0))
+            o, _ = triton_attention_forward(mod, q, k, v, mask, scaling=d ** -0.5, **kw)
+            o.backward(do)
+            got.append([o.detach().clone(), q.grad, k.grad, v.grad])
+        launch.ENABLED = True
+        same = all(torch.equal(a, c) for other in got[1:] for a, c in zip(got[0], other))
+        name = f"{b}x{s} {hq}/{hkv} D{d} {kw and sorted(kw) or ''}{' off-16B' if off else ''}"
+        out.append({"case": name, "bitwise_equal": same})
+        print(f"direct launch vs Triton's: {name}: {'equal' if same else 'DIFFERENT'}", flush=True)
+    results["direct_launch_equal"] = out
+
+
 def profile(results):
     """Where the CPU time of one public fwd+bwd call goes on a short shape (2x2048 32/8 D128): cProfile of 30 calls."""
     import cProfile
@@ -356,6 +402,11 @@ def markdown(results) -> str:
         out += ["Probe decisions (auto forward) per class", "", "| class | forward | reason |", "|---|---|---|"]
         out += [f"| {p['class']} | {p['forward']} | {p['reason']} |" for p in results["probe"]]
         out.append("")
+    if results.get("direct_launch_equal"):
+        eq = results["direct_launch_equal"]
+        out.append(f"Direct relaunch vs Triton's launch path, public fwd+bwd: {sum(e['bitwise_equal'] for e in eq)} of "
+                   f"{len(eq)} cases bitwise equal (o, dq, dk, dv)")
+        out.append("")
     if results.get("compile_check"):
         c = results["compile_check"]
         out.append(f"torch.compile(fullgraph=True) vs eager, bf16 Llama 2 layers, packed position_ids: logits rel. "
@@ -378,7 +429,7 @@ def main():
                             transformers=transformers.__version__,
                             sglang=getattr(sys.modules.get("sglang"), "__version__", None) if mod else None)}
     path = os.path.join(OUT, os.environ.get("BENCH_NAME", "bench_public"))
-    steps = [("check", check), ("profile", profile), ("attn", attn_rows), ("train", lambda r: train_rows(r, False)),
+    steps = [("exact", exact), ("check", check), ("profile", profile), ("attn", attn_rows), ("train", lambda r: train_rows(r, False)),
              ("compile", lambda r: train_rows(r, True))]
     for part, fn in steps:
         if part in PARTS:

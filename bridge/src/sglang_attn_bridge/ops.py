@@ -15,6 +15,7 @@ import triton.language as tl
 from . import config
 from .kernels.backward import delta_kernel, dkdv_kernel, dq_kernel
 from .kernels.forward import attn_fwd_kernel
+from .launch import launch
 from .layout import Varlen
 
 # The Gluon kernel is written against Triton 3.6's Gluon API (it changes between releases)
@@ -202,26 +203,24 @@ def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softc
         counter = torch.zeros(1, dtype=torch.int32, device=q.device)  # the next item to take
         # persistent: one program per multiprocessor; 4 warpgroups at maxnreg=128 fill the register file, which the
         # kernel splits between them (setmaxnreg)
-        attn_fwd_ws_sm90_kernel[(min(items, _sm_count(q.device)),)](
-            q, k, v, o, lse, *_lay_args(lay), float(scale), 1.0, *strides, lse.stride(0), Sq, Hq // Hkv,
-            Hq, lay.n, nblk, group_pairs, items, counter,
-            HEAD_DIM=D, STAGES=cfg.gluon_ws, IS_CAUSAL=bool(causal), INTERIOR=cfg.interior, EXP_FTZ=cfg.exp_ftz,
-            num_warps=4, maxnreg=128,
-        )
+        launch(attn_fwd_ws_sm90_kernel, (min(items, _sm_count(q.device)),), (
+            q, k, v, o, lse, *_lay_args(lay), float(scale), 1.0, *strides, lse.stride(0), Sq, Hq // Hkv, Hq,
+            lay.n, nblk, group_pairs, items, counter,
+        ), dict(
+            HEAD_DIM=D, STAGES=cfg.gluon_ws, IS_CAUSAL=bool(causal), INTERIOR=cfg.interior,
+            EXP_FTZ=cfg.exp_ftz, num_warps=4, maxnreg=128,
+        ))
         return o, lse
     grid = (Hq, lay.n, triton.cdiv(lay.max_q, cfg.block_m))
-    attn_fwd_kernel[grid](
-        q, k, v, o_arg, lse, *_lay_args(lay),
-        float(scale), 1.0, *strides,
-        lse.stride(0), Sq,
-        Hq // Hkv,
-        HEAD_DIM=D, BLOCK_D=max(16, triton.next_power_of_2(D)),
-        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
+    launch(attn_fwd_kernel, grid, (
+        q, k, v, o_arg, lse, *_lay_args(lay), float(scale), 1.0, *strides, lse.stride(0), Sq, Hq // Hkv,
+    ), dict(
+        HEAD_DIM=D, BLOCK_D=max(16, triton.next_power_of_2(D)), BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
         IS_CAUSAL=bool(causal), WINDOW=_window(window), SOFTCAP=float(softcap or 0.0),
         COMPUTE_O=bool(compute_o), INTERIOR=_interior(cfg.interior, q), DOT_PREC=_prec(q.dtype),
         TMA=_use_tma(cfg.tma, q, k, v), FAST=not cfg.exact and not softcap, EXP_FTZ=cfg.exp_ftz and _ptx(q),
         num_warps=cfg.num_warps, num_stages=cfg.num_stages, **_max_regs(cfg.max_regs),
-    )
+    ))
     return o, lse
 
 
@@ -246,49 +245,49 @@ def backward(do, q, k, v, o, lse, lay: Varlen, scale: float, causal: bool, windo
     common = dict(IS_CAUSAL=bool(causal), WINDOW=_window(window), SOFTCAP=float(softcap or 0.0),
                   DOT_PREC=_prec(q.dtype))
 
-    delta_kernel[(triton.cdiv(lay.max_q, 64), Hq, lay.n)](
-        o, do, delta, lay.row, lay.q_start, lay.len_q,
-        o.stride(0), o.stride(1), o.stride(2), do.stride(0), do.stride(1), do.stride(2), lse.stride(0), Sq,
+    launch(delta_kernel, (triton.cdiv(lay.max_q, 64), Hq, lay.n), (
+        o, do, delta, lay.row, lay.q_start, lay.len_q, o.stride(0), o.stride(1), o.stride(2), do.stride(0),
+        do.stride(1), do.stride(2), lse.stride(0), Sq,
+    ), dict(
         HEAD_DIM=D, BLOCK_D=block_d, BLOCK_M=64,
-    )
+    ))
 
     def dkdv():
         if _use_gluon_dkdv(cfg, q, k, v, do, window, softcap):
             rows, keys, warps = cfg.gluon_dkdv
             blocks = triton.cdiv(lay.max_k, keys)
-            dkdv_sm90_kernel[(triton.cdiv(blocks, 2), Hkv, lay.n) if cfg.gluon_pairs else (Hkv, lay.n, blocks)](
-                q, k, v, do, dk, dv, lse, delta, *_lay_args(lay), float(scale),
-                q.stride(0), q.stride(1), k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1),
-                v.stride(2), do.stride(0), do.stride(1),
-                dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0), dv.stride(1), dv.stride(2),
-                lse.stride(0), Sq, Hq // Hkv,
+            grid = (triton.cdiv(blocks, 2), Hkv, lay.n) if cfg.gluon_pairs else (Hkv, lay.n, blocks)
+            launch(dkdv_sm90_kernel, grid, (
+                q, k, v, do, dk, dv, lse, delta, *_lay_args(lay), float(scale), q.stride(0), q.stride(1),
+                k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2), do.stride(0),
+                do.stride(1), dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0), dv.stride(1),
+                dv.stride(2), lse.stride(0), Sq, Hq // Hkv,
+            ), dict(
                 HEAD_DIM=D, BLOCK_M=rows, BLOCK_N=keys, IS_CAUSAL=bool(causal), PAIRS=cfg.gluon_pairs,
                 num_warps=warps,
-            )
+            ))
             return
-        dkdv_kernel[(Hkv, lay.n, triton.cdiv(lay.max_k, cfg.block_n1))](
-            q, k, v, do, dk, dv, lse, delta, *_lay_args(lay), float(scale),
-            q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
-            v.stride(0), v.stride(1), v.stride(2), do.stride(0), do.stride(1), do.stride(2),
-            dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0), dv.stride(1), dv.stride(2),
-            lse.stride(0), Sq, Hq // Hkv,
+        launch(dkdv_kernel, (Hkv, lay.n, triton.cdiv(lay.max_k, cfg.block_n1)), (
+            q, k, v, do, dk, dv, lse, delta, *_lay_args(lay), float(scale), q.stride(0), q.stride(1),
+            q.stride(2), k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2),
+            do.stride(0), do.stride(1), do.stride(2), dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0),
+            dv.stride(1), dv.stride(2), lse.stride(0), Sq, Hq // Hkv,
+        ), dict(
             HEAD_DIM=D, BLOCK_D=block_d, BLOCK_M=cfg.block_m1, BLOCK_N=cfg.block_n1, **common,
-            TMA=_use_tma(cfg.tma, q, k, v, do),
-            num_warps=cfg.num_warps, num_stages=cfg.num_stages, **_max_regs(cfg.max_regs),
-        )
+            TMA=_use_tma(cfg.tma, q, k, v, do), num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+            **_max_regs(cfg.max_regs),
+        ))
 
     def dq_():
-        dq_kernel[(Hq, lay.n, triton.cdiv(lay.max_q, cfg.block_m2))](
-            q, k, v, do, dq, lse, delta, *_lay_args(lay), float(scale),
-            q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
-            v.stride(0), v.stride(1), v.stride(2), do.stride(0), do.stride(1), do.stride(2),
-            dq.stride(0), dq.stride(1), dq.stride(2),
-            lse.stride(0), Sq, Hq // Hkv,
+        launch(dq_kernel, (Hq, lay.n, triton.cdiv(lay.max_q, cfg.block_m2)), (
+            q, k, v, do, dq, lse, delta, *_lay_args(lay), float(scale), q.stride(0), q.stride(1), q.stride(2),
+            k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2), do.stride(0),
+            do.stride(1), do.stride(2), dq.stride(0), dq.stride(1), dq.stride(2), lse.stride(0), Sq, Hq // Hkv,
+        ), dict(
             HEAD_DIM=D, BLOCK_D=block_d, BLOCK_M=cfg.block_m2, BLOCK_N=cfg.block_n2, **common,
-            TMA=_use_tma(cfg.tma2, q, k, v, do),
-            num_warps=cfg.num_warps2 or cfg.num_warps, num_stages=cfg.num_stages2 or cfg.num_stages,
-            **_max_regs(cfg.max_regs2),
-        )
+            TMA=_use_tma(cfg.tma2, q, k, v, do), num_warps=cfg.num_warps2 or cfg.num_warps,
+            num_stages=cfg.num_stages2 or cfg.num_stages, **_max_regs(cfg.max_regs2),
+        ))
 
     if "dkdv" in parts and "dq" in parts and cfg.overlap and q.is_cuda:
         _side_by_side(dkdv, dq_, q.device)
