@@ -250,3 +250,16 @@ def report_lines(device: torch.device | None = None) -> list[tuple[str, str, str
         d = decide(res.kernel, cls, device)
         out.append((describe(cls), "in-tree" if d.in_tree else "sglang", d.reason))
     return out
+
+
+def print_report(line, device: torch.device) -> None:
+    """The doctor's lines: the forward chosen for each standard class on `device` (a GPU, or the CPU under the
+    interpreter), probing where needed; `line(status, what, detail)` prints one. Nothing without an sglang kernel."""
+    import os
+
+    from .function import FORWARD_ENV
+
+    mode = os.environ.get(FORWARD_ENV, "auto").strip().lower()
+    for cls, choice, reason in report_lines(device):
+        forced = "" if mode == "auto" else f"; {FORWARD_ENV}={mode} overrides it"
+        line("INFO", "auto forward", f"{cls}: {choice} ({reason}{forced})")
