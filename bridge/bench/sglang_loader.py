@@ -1,10 +1,10 @@
 """Load sglang's Triton extend-attention module from its wheel, with only what it needs.
 
-Importing `sglang.kernels.ops.attention.extend_attention` normally pulls sglang's package __init__s and
-`sglang.srt.utils` (heavy, GPU-stack dependencies we cannot install offline). Here the three real kernel files
-(extend_attention, decode_attention, score_mod) are extracted from the wheel unchanged and imported under their real
-module names; only the package __init__s and the two helper modules they import (`sglang.srt.environ`,
-`sglang.srt.utils`) are stubbed. So sglang's own kernel code is what runs, and the bridge's normal resolution finds it.
+Importing sglang's extend-attention module normally pulls sglang's package __init__s and `sglang.srt.utils` (heavy,
+GPU-stack dependencies we cannot install offline). Here the real kernel files (0.5.23+: extend_attention,
+decode_attention, score_mod under sglang.kernels; earlier: extend_attention, prefill_attention under sglang.srt) are
+extracted from the wheel unchanged and imported under their real module names; only the package __init__s and the
+helper modules they import (`sglang.srt.environ`, `sglang.srt.utils`) are stubbed. So sglang's own kernel code is what runs, and the bridge's normal resolution finds it.
 """
 
 from __future__ import annotations
@@ -17,8 +17,12 @@ import types
 import zipfile
 from pathlib import Path
 
-FILES = ("extend_attention.py", "decode_attention.py", "score_mod.py")
-PKG = "sglang/kernels/ops/attention"
+# (package inside the wheel, its kernel files): sglang 0.5.23+ keeps the kernel under sglang.kernels, earlier
+# releases under sglang.srt (extend_attention imports prefill_attention there)
+LAYOUTS = (
+    ("sglang/kernels/ops/attention", ("extend_attention.py", "decode_attention.py", "score_mod.py")),
+    ("sglang/srt/layers/attention/triton_ops", ("extend_attention.py", "prefill_attention.py")),
+)
 
 
 def _package(name: str, path: Path | None) -> types.ModuleType:
@@ -44,13 +48,18 @@ def load(wheel: str) -> types.ModuleType:
 
     root = Path(tempfile.mkdtemp(prefix="sglang_kernels_"))
     with zipfile.ZipFile(wheel) as zf:
-        version = next((n.split("/")[0][len("sglang-"):-len(".dist-info")] for n in zf.namelist()
+        names = set(zf.namelist())
+        version = next((n.split("/")[0][len("sglang-"):-len(".dist-info")] for n in names
                         if n.endswith(".dist-info/METADATA")), "?")
-        for f in FILES:
-            (root / f).write_bytes(zf.read(f"{PKG}/{f}"))
-    for name in ("sglang", "sglang.kernels", "sglang.kernels.ops", "sglang.srt"):
-        _package(name, None)
-    _package("sglang.kernels.ops.attention", root)
+        pkg, files = next((p, f) for p, f in LAYOUTS if f"{p}/{f[0]}" in names)
+        for f in files:
+            (root / f).write_bytes(zf.read(f"{pkg}/{f}"))
+    parts = pkg.split("/")
+    for i in range(1, len(parts)):
+        _package(".".join(parts[:i]), None)
+    if "sglang.srt" not in sys.modules:  # the stubbed helpers below live under it
+        _package("sglang.srt", None)
+    _package(".".join(parts), root)
     sys.modules["sglang"].__version__ = version
     environ = types.ModuleType("sglang.srt.environ")
     environ.envs = _Envs()
@@ -65,4 +74,4 @@ def load(wheel: str) -> types.ModuleType:
     version_mod = types.ModuleType("sglang.version")
     version_mod.__version__ = version
     sys.modules["sglang.version"] = version_mod
-    return importlib.import_module(f"{PKG.replace('/', '.')}.extend_attention")
+    return importlib.import_module(f"{pkg.replace('/', '.')}.extend_attention")

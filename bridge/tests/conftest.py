@@ -1,6 +1,9 @@
 """CPU test set-up: Triton kernels run in the interpreter, which must be chosen before triton is imported."""
 
+import importlib.machinery
 import os
+import sys
+import types
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 os.environ.setdefault("SGLANG_ATTN_BRIDGE_FORWARD", "auto")
@@ -20,5 +23,40 @@ def no_sglang(monkeypatch):
     """Resolution sees no sglang, whatever the machine has installed (tests that need one install a fake)."""
     from sglang_attn_bridge import sglang_kernel
 
+    from sglang_attn_bridge import probe
+
     monkeypatch.setattr(sglang_kernel, "_cached", sglang_kernel.Resolution(None, False, "disabled for the test"))
+    monkeypatch.delenv(probe.CACHE_ENV, raising=False)
+    probe.clear()  # probe decisions belong to one test's (fake) sglang
     yield
+
+
+SGLANG_MODULES = ("sglang.srt.layers.attention.triton_ops.extend_attention",  # <= 0.5.14
+                  "sglang.kernels.ops.attention.extend_attention")  # 0.5.23+
+
+
+@pytest.fixture
+def install_sglang(monkeypatch):
+    """install(module_name, fn): a throwaway sglang whose `module_name` holds fn as extend_attention_fwd_unified
+    (the other generation's path fails to import); resolution and probe decisions start afresh."""
+    from sglang_attn_bridge import probe, sglang_kernel
+
+    def install(module_name, fn):
+        parts = module_name.split(".")
+        for i in range(1, len(parts)):
+            name = ".".join(parts[:i])
+            pkg = types.ModuleType(name)
+            pkg.__path__ = []
+            pkg.__spec__ = importlib.machinery.ModuleSpec(name, None, is_package=True)
+            monkeypatch.setitem(sys.modules, name, pkg)
+        mod = types.ModuleType(module_name)
+        mod.__spec__ = importlib.machinery.ModuleSpec(module_name, None)
+        mod.extend_attention_fwd_unified = fn
+        monkeypatch.setitem(sys.modules, module_name, mod)
+        for other in SGLANG_MODULES:
+            if other != module_name:
+                monkeypatch.setitem(sys.modules, other, None)  # importing the other path raises ModuleNotFoundError
+        monkeypatch.setattr(sglang_kernel, "_cached", None)
+        probe.clear()
+
+    return install

@@ -4,9 +4,6 @@ Each fake kernel computes attention the way the real one does with its scale arg
 output * v_scale), so a call that passes the wrong scale, or shifts positionals, gives a wrong answer or a TypeError.
 """
 
-import sys
-import types
-
 import pytest
 import torch
 
@@ -14,7 +11,7 @@ from sglang_attn_bridge import layout, sglang_kernel
 from sglang_attn_bridge.function import attention, select_forward
 from sglang_attn_bridge.reference import reference_varlen
 
-OLD = "sglang.srt.layers.attention.triton_ops.extend_attention"
+OLD = "sglang.srt.layers.attention.triton_ops.extend_attention"  # where conftest.install_sglang puts fakes
 NEW = "sglang.kernels.ops.attention.extend_attention"
 calls = []
 
@@ -54,31 +51,13 @@ def v0523(q, o, k_buffer, v_buffer, k_scale, v_scale, qo_indptr, kv_indptr, kv_i
              sliding_window_size, logit_cap)
 
 
-def _install(monkeypatch, module_name, fn):
-    parts = module_name.split(".")
-    for i in range(1, len(parts)):
-        name = ".".join(parts[:i])
-        pkg = types.ModuleType(name)
-        pkg.__path__ = []
-        pkg.__spec__ = __import__("importlib.machinery").machinery.ModuleSpec(name, None, is_package=True)
-        monkeypatch.setitem(sys.modules, name, pkg)
-    mod = types.ModuleType(module_name)
-    mod.__spec__ = __import__("importlib.machinery").machinery.ModuleSpec(module_name, None)
-    mod.extend_attention_fwd_unified = fn
-    monkeypatch.setitem(sys.modules, module_name, mod)
-    for other in (OLD, NEW):
-        if other != module_name:
-            monkeypatch.setitem(sys.modules, other, None)  # import of the other path raises ModuleNotFoundError
-    monkeypatch.setattr(sglang_kernel, "_cached", None)
-    calls.clear()
-
-
 GENERATIONS = [(OLD, v055, "<=0.5.5"), (OLD, v0510, "0.5.10-0.5.14"), (NEW, v0523, "0.5.16+")]
 
 
 @pytest.mark.parametrize("module_name,fn,label", GENERATIONS)
-def test_resolves_each_generation(monkeypatch, module_name, fn, label):
-    _install(monkeypatch, module_name, fn)
+def test_resolves_each_generation(install_sglang, module_name, fn, label):
+    install_sglang(module_name, fn)
+    calls.clear()
     res = sglang_kernel.resolve()
     assert res.kernel is not None, res.reason
     assert res.kernel.module == module_name and res.kernel.generation.startswith(label)
@@ -86,8 +65,9 @@ def test_resolves_each_generation(monkeypatch, module_name, fn, label):
 
 
 @pytest.mark.parametrize("module_name,fn,label", GENERATIONS)
-def test_bridge_forward_through_each_generation(monkeypatch, module_name, fn, label):
-    _install(monkeypatch, module_name, fn)
+def test_bridge_forward_through_each_generation(install_sglang, module_name, fn, label):
+    install_sglang(module_name, fn)
+    calls.clear()
     lens = [30, 45]
     t = sum(lens)
     q, k, v = (torch.randn(1, t, h, 64) for h in (4, 2, 2))
@@ -96,14 +76,15 @@ def test_bridge_forward_through_each_generation(monkeypatch, module_name, fn, la
     out = attention(q, k, v, lay, 0.3, causal=True, window=9, softcap=4.0)
     ref = reference_varlen(q[0].double(), k[0].double(), v[0].double(), cu, cu, 0.3, window=10, softcap=4.0)
     assert torch.allclose(out[0].double(), ref, atol=1e-5)
-    assert calls[0][0] == {"<=0.5.5": "0.5.5", "0.5.10-0.5.14": "0.5.10", "0.5.16+": "0.5.23"}[label]
-    assert calls[0][1] == 0.3  # explicit sm_scale, never the kernel's 1/sqrt(D) default
-    if len(calls[0]) > 2:
-        assert calls[0][2:] == (1.0, 1.0)
+    # the last call is the forward's (the probe ran first: this fake's fp64 output differs, so sglang's kernel runs)
+    assert calls[-1][0] == {"<=0.5.5": "0.5.5", "0.5.10-0.5.14": "0.5.10", "0.5.16+": "0.5.23"}[label]
+    assert calls[-1][1] == 0.3  # explicit sm_scale, never the kernel's 1/sqrt(D) default
+    if len(calls[-1]) > 2:
+        assert calls[-1][2:] == (1.0, 1.0)
 
 
-def test_backward_runs_after_sglang_forward(monkeypatch):
-    _install(monkeypatch, NEW, v0523)
+def test_backward_runs_after_sglang_forward(install_sglang):
+    install_sglang(NEW, v0523)
     q, k, v = (torch.randn(1, 40, h, 64, requires_grad=True) for h in (4, 2, 2))
     lay = layout.dense(1, 40, 40, "cpu")
     attention(q, k, v, lay, 0.125).sum().backward()
@@ -126,12 +107,12 @@ def test_old_positional_call_fails_on_new_generations():
             fn(*positional)
 
 
-def test_unknown_signature_is_refused(monkeypatch):
+def test_unknown_signature_is_refused(install_sglang, monkeypatch):
     def future(q, o, k_buffer, v_buffer, k_scale, v_scale, qo_indptr, kv_indptr, kv_indices, prefix_lens,
                max_len_extend, new_required_thing, sm_scale=None):
         raise AssertionError("must not be called")
 
-    _install(monkeypatch, NEW, future)
+    install_sglang(NEW, future)
     res = sglang_kernel.resolve()
     assert res.kernel is None and res.installed and "new_required_thing" in res.reason
     with pytest.raises(RuntimeError, match="SGLANG_ATTN_BRIDGE_FORWARD=triton"):

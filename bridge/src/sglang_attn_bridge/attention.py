@@ -11,7 +11,7 @@ import logging
 
 import torch
 
-from . import layout
+from . import compiled, layout
 from .errors import BridgeUnsupported
 from .function import attention
 
@@ -73,14 +73,12 @@ def triton_attention_forward(module, query, key, value, attention_mask, scaling=
         softcap = None
     scale = head_dim ** -0.5 if scaling is None else float(scaling)
 
-    lay = layout.build(
-        batch, seq_q, seq_k, query.device, attention_mask=attention_mask,
-        position_ids=kwargs.get("position_ids"),
-        cu_seq_lens_q=kwargs.get("cu_seq_lens_q"), cu_seq_lens_k=kwargs.get("cu_seq_lens_k"),
-        max_length_q=kwargs.get("max_length_q"), max_length_k=kwargs.get("max_length_k"),
-    )
-    out = attention(
-        query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), lay, scale,
-        causal=bool(is_causal), window=None if window is None else window - 1, softcap=softcap,
-    )
-    return out, None
+    window = None if window is None else window - 1  # sglang's convention from here on
+    q, k, v = query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2)
+    seqs = dict(attention_mask=attention_mask, position_ids=kwargs.get("position_ids"),
+                cu_seq_lens_q=kwargs.get("cu_seq_lens_q"), cu_seq_lens_k=kwargs.get("cu_seq_lens_k"),
+                max_length_q=kwargs.get("max_length_q"), max_length_k=kwargs.get("max_length_k"))
+    if torch.compiler.is_compiling():  # one opaque op: the layout is built inside it, where lengths may be read
+        return compiled.attention(q, k, v, scale, bool(is_causal), window, softcap, **seqs), None
+    lay = layout.build(batch, seq_q, seq_k, query.device, **seqs)
+    return attention(q, k, v, lay, scale, causal=bool(is_causal), window=window, softcap=softcap), None

@@ -172,6 +172,9 @@ def main(argv=None) -> int:
             ok, detail = False, f"{type(e).__name__}: {e}"
         _line("PASS" if ok else "FAIL", "self-check", detail)
         problems += not ok
+        from .probe import print_report
+
+        print_report(_line, torch.device(device))
 
     print(f"doctor: {'OK' if not problems else f'{problems} problem(s)'}")
     return 1 if problems else 0

@@ -1,8 +1,10 @@
 """The autograd function: sglang's (or our) forward, our Triton backward.
 
-Works on [B, S, H, D] views. With sglang as the forward, the output comes from sglang's kernel (bitwise what
-inference computes) and, only when gradients are needed, our forward kernel in log-sum-exp-only mode supplies the
-LSE that sglang's kernel does not return. With the in-tree forward, output and LSE come from one launch.
+Works on [B, S, H, D] views. Under SGLANG_ATTN_BRIDGE_FORWARD=auto with sglang installed, the in-tree forward runs
+for every configuration class where the probe (probe.py) found it bitwise equal to sglang's kernel on this device,
+and sglang's kernel for the rest. With sglang's kernel, the output comes from it (bitwise what inference computes)
+and, only when gradients are needed, our forward kernel in log-sum-exp-only mode supplies the LSE that sglang's
+kernel does not return. With the in-tree forward, output and LSE come from one launch.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import os
 
 import torch
 
-from . import ops
+from . import ops, probe
 from .errors import BridgeUnsupported
 from .layout import Varlen
 from .sglang_kernel import SglangKernel, resolve
@@ -19,21 +21,27 @@ from .sglang_kernel import SglangKernel, resolve
 FORWARD_ENV = "SGLANG_ATTN_BRIDGE_FORWARD"  # auto (default) | sglang | triton
 
 
-def select_forward() -> SglangKernel | None:
-    """sglang's kernel when usable, None for the in-tree one; an installed-but-broken sglang is an error, not a
-    silent switch (training logprobs would stop matching inference)."""
+def select_forward(q=None, k=None, v=None, causal=True, window=None, softcap=0.0) -> SglangKernel | None:
+    """sglang's kernel, or None for the in-tree one. Forced by FORWARD_ENV; under auto the in-tree one where sglang
+    is absent, or where the probe proved it bitwise equal for this call's class (given the call's q/k/v; without
+    them, sglang's kernel). An installed-but-broken sglang is an error, not a silent switch (training logprobs
+    would stop matching inference)."""
     mode = os.environ.get(FORWARD_ENV, "auto").strip().lower()
     if mode == "triton":
         return None
     if mode not in ("auto", "sglang"):
         raise BridgeUnsupported(f"{FORWARD_ENV}={mode!r}: expected auto, sglang or triton")
     res = resolve()
-    if res.kernel is not None:
+    if res.kernel is None:
+        if mode == "sglang" or res.installed:
+            raise RuntimeError(f"sglang's {'' if res.installed else 'kernel is required but '}"
+                               f"extend_attention_fwd_unified cannot be used: {res.reason}. "
+                               f"Set {FORWARD_ENV}=triton to use the in-tree forward.")
+        return None
+    if mode == "sglang" or q is None:
         return res.kernel
-    if mode == "sglang" or res.installed:
-        raise RuntimeError(f"sglang's {'' if res.installed else 'kernel is required but '}extend_attention_fwd_unified "
-                           f"cannot be used: {res.reason}. Set {FORWARD_ENV}=triton to use the in-tree forward.")
-    return None
+    cls = probe.class_of(q, k, v, causal, window, softcap)
+    return None if probe.decide(res.kernel, cls, q.device).in_tree else res.kernel
 
 
 def sglang_forward(kernel: SglangKernel, q, k, v, lay: Varlen, scale, causal, window, softcap):
@@ -60,16 +68,21 @@ def sglang_forward(kernel: SglangKernel, q, k, v, lay: Varlen, scale, causal, wi
     return o
 
 
+def forward_impl(q, k, v, lay: Varlen, scale, causal, window, softcap, need_lse: bool):
+    """(o, lse or None): the forward the selection picks for this call's class."""
+    kernel = select_forward(q, k, v, causal, window, softcap)
+    if kernel is None:
+        return ops.forward(q, k, v, lay, scale, causal, window, softcap)
+    o = sglang_forward(kernel, q, k, v, lay, scale, causal, window, softcap)
+    lse = ops.forward(q, k, v, lay, scale, causal, window, softcap, compute_o=False)[1] if need_lse else None
+    return o, lse
+
+
 class BridgeAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, lay: Varlen, scale: float, causal: bool, window, softcap):
-        kernel = select_forward()
         need_grad = any(ctx.needs_input_grad[:3])
-        if kernel is None:
-            o, lse = ops.forward(q, k, v, lay, scale, causal, window, softcap)
-        else:
-            o = sglang_forward(kernel, q, k, v, lay, scale, causal, window, softcap)
-            lse = ops.forward(q, k, v, lay, scale, causal, window, softcap, compute_o=False)[1] if need_grad else None
+        o, lse = forward_impl(q, k, v, lay, scale, causal, window, softcap, need_grad)
         if need_grad:
             ctx.save_for_backward(q, k, v, o, lse)
             ctx.args = (lay, scale, causal, window, softcap)

@@ -9,6 +9,8 @@ launcher reads numbers and never decides, and every decision carries its reason.
 
 from __future__ import annotations
 
+import functools
+
 from dataclasses import dataclass
 
 import torch
@@ -64,7 +66,11 @@ class Target:
 
     @classmethod
     def of(cls, device: torch.device) -> "Target":
-        interp = config.interpreting()
+        """The device's Target, worked out once per device (every attention call asks)."""
+        return _target_of(device, config.interpreting())
+
+    @classmethod
+    def _probe(cls, device: torch.device, interp: bool) -> "Target":
         gpu = device.type == "cuda"
         nvidia = gpu and not torch.version.hip
         sm90 = nvidia and torch.cuda.get_device_capability(device)[0] >= 9
@@ -73,6 +79,11 @@ class Target:
                    tma=has_desc and (interp or (sm90 and _allocator_hook())),
                    gluon="the Triton interpreter runs no Gluon" if interp else gluon_unavailable(device),
                    streams=gpu)
+
+
+@functools.lru_cache(maxsize=None)
+def _target_of(device: torch.device, interp: bool) -> Target:
+    return Target._probe(device, interp)
 
 
 @dataclass(frozen=True)

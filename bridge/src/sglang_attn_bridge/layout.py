@@ -4,13 +4,14 @@ A batch [B, S] holds sequences; each is (row, first query position, first key po
 Three sources, in transformers' own order of precedence (as its flash-attention path):
   1. a 2D padding mask (from our mask function): one sequence per row, its contiguous unmasked run;
   2. cu_seq_lens_q/k kwargs (batch 1, packed) or position_ids that do not step by +1 (packed, any batch);
-  3. otherwise one full sequence per row, with no host sync at all.
+  3. otherwise one full sequence per row, with no host sync at all (kept per shape and device).
 Packed/padded layouts need the lengths on the host once (grid size); the result is cached for as long as the same
 mask/position tensor object is alive, so the layers of one forward pay for it once.
 """
 
 from __future__ import annotations
 
+import functools
 import weakref
 from dataclasses import dataclass
 
@@ -52,6 +53,12 @@ def _i32(x, device):
 
 
 def dense(batch: int, seq_q: int, seq_k: int, device) -> Varlen:
+    """One full sequence per row; kept per shape, so the layers of a forward (and later steps) make it once."""
+    return _dense(batch, seq_q, seq_k, torch.device(device))
+
+
+@functools.lru_cache(maxsize=64)
+def _dense(batch: int, seq_q: int, seq_k: int, device: torch.device) -> Varlen:
     z = torch.zeros(batch, dtype=torch.int32, device=device)
     return Varlen(
         torch.arange(batch, dtype=torch.int32, device=device), z, z,

@@ -6,6 +6,7 @@ packed batch needs no gather/scatter copies. Which kernels run, and their tiles,
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import torch
@@ -15,6 +16,7 @@ from . import kernel_plan
 from .kernel_plan import attn_fwd_ws_sm90_kernel, dkdv_sm90_kernel
 from .kernels.backward import delta_kernel, dkdv_kernel, dq_kernel
 from .kernels.forward import attn_fwd_kernel
+from .launch import launch
 from .layout import Varlen
 
 
@@ -86,15 +88,26 @@ def _side_by_side(first, second, device: torch.device) -> None:
     main.wait_stream(side)
 
 
-def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softcap=0.0, compute_o=True):
+def forward_kernel(q, k, v, window=None, softcap=0.0) -> str:
+    """Which in-tree forward a call that wants the output runs: "gluon" (Hopper) or "triton"."""
+    q, k, v = (_last_dim_contiguous(t) for t in (q, k, v))
+    return kernel_plan.plan(q, k, v, window, softcap).forward.kernel
+
+
+def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softcap=0.0, compute_o=True, gluon=True):
     """q [B, Sq, Hq, D], k/v [B, Sk, Hkv, D] views -> (o [B, Sq, Hq, D] contiguous or None, lse [Hq, B*Sq] fp32).
 
-    `window` is in sglang's convention (query i sees key j iff i - j <= window), None for none.
+    `window` is in sglang's convention (query i sees key j iff i - j <= window), None for none. gluon=False keeps
+    the Triton forward where the Gluon one would run (the probe checks each).
     """
     q, k, v = (_last_dim_contiguous(t) for t in (q, k, v))
     B, Sq, Hq, D = q.shape
     Hkv = k.shape[2]
-    plan = kernel_plan.plan(q, k, v, window, softcap, compute_o)
+    if gluon:
+        plan = kernel_plan.plan(q, k, v, window, softcap, compute_o)
+    else:
+        target = dataclasses.replace(kernel_plan.Target.of(q.device), gluon="the caller asked for the Triton forward")
+        plan = kernel_plan.plan(q, k, v, window, softcap, compute_o, target=target)
     fwd = plan.forward
     _ensure_allocator(q.device, fwd)
     lse = torch.empty((Hq, B * Sq), device=q.device, dtype=torch.float32)
@@ -112,91 +125,93 @@ def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softc
         counter = torch.zeros(1, dtype=torch.int32, device=q.device)  # the next item to take
         # persistent: one program per multiprocessor; 4 warpgroups at maxnreg=128 fill the register file, which the
         # kernel splits between them (setmaxnreg)
-        attn_fwd_ws_sm90_kernel[(min(items, _sm_count(q.device)),)](
-            q, k, v, o, lse, *_lay_args(lay), float(scale), 1.0, *strides, lse.stride(0), Sq, Hq // Hkv,
-            Hq, lay.n, nblk, group_pairs, items, counter,
+        launch(attn_fwd_ws_sm90_kernel, (min(items, _sm_count(q.device)),), (
+            q, k, v, o, lse, *_lay_args(lay), float(scale), 1.0, *strides, lse.stride(0), Sq, Hq // Hkv, Hq,
+            lay.n, nblk, group_pairs, items, counter,
+        ), dict(
             HEAD_DIM=D, STAGES=fwd.stages, IS_CAUSAL=bool(causal), INTERIOR=plan.interior, EXP_FTZ=plan.exp_ftz,
             num_warps=fwd.warps, maxnreg=fwd.max_regs,
-        )
+        ))
         return o, lse
     grid = (Hq, lay.n, triton.cdiv(lay.max_q, fwd.rows))
-    attn_fwd_kernel[grid](
-        q, k, v, o_arg, lse, *_lay_args(lay),
-        float(scale), 1.0, *strides,
-        lse.stride(0), Sq,
-        Hq // Hkv,
-        HEAD_DIM=D, BLOCK_D=max(16, triton.next_power_of_2(D)),
-        BLOCK_M=fwd.rows, BLOCK_N=fwd.keys,
+    launch(attn_fwd_kernel, grid, (
+        q, k, v, o_arg, lse, *_lay_args(lay), float(scale), 1.0, *strides, lse.stride(0), Sq, Hq // Hkv,
+    ), dict(
+        HEAD_DIM=D, BLOCK_D=max(16, triton.next_power_of_2(D)), BLOCK_M=fwd.rows, BLOCK_N=fwd.keys,
         IS_CAUSAL=bool(causal), WINDOW=_window(window), SOFTCAP=float(softcap or 0.0),
         COMPUTE_O=bool(compute_o), INTERIOR=plan.interior, DOT_PREC=_prec(q.dtype),
         TMA=fwd.tma, FAST=plan.fast, EXP_FTZ=plan.exp_ftz,
         num_warps=fwd.warps, num_stages=fwd.stages, **_max_regs(fwd.max_regs),
-    )
+    ))
     return o, lse
 
 
 def backward(do, q, k, v, o, lse, lay: Varlen, scale: float, causal: bool, window=None, softcap=0.0,
              parts=("dkdv", "dq")):
-    """Gradients in [B, S, H, D] layout (contiguous), each written by exactly one program. `parts` lets the bench
-    time the dK/dV and dQ kernels apart."""
+    """Gradients shaped [B, S, H, D] with the strides of q/k/v (so autograd hands them on without a layout copy),
+    each written by exactly one program. `parts` lets the bench time the dK/dV and dQ kernels apart."""
     do, q, k, v, o = (_last_dim_contiguous(t) for t in (do, q, k, v, o))
+    alloc = torch.empty_like if lay.covers_all else torch.zeros_like
+    dq, dk, dv = alloc(q), alloc(k), alloc(v)
     B, Sq, Hq, D = q.shape
     Sk, Hkv = k.shape[1], k.shape[2]
     plan = kernel_plan.plan(q, k, v, window, softcap, do=do)
+    if ("dkdv" in parts and plan.dkdv.kernel != "gluon" and q.stride(2) != D
+            and not kernel_plan.Target.of(q.device).gluon):
+        # transformers hands over q as a [B, H, S, D] tensor: one copy with a token's heads side by side lets the
+        # Gluon dK/dV kernel run (its TMA view spans a GQA group's heads), which saves far more than the copy costs
+        qc = q.contiguous()
+        with_copy = kernel_plan.plan(qc, k, v, window, softcap, do=do)
+        if with_copy.dkdv.kernel == "gluon":
+            q, plan = qc, with_copy
     _ensure_allocator(q.device, plan.dkdv, plan.dq)
     block_d = max(16, triton.next_power_of_2(D))
-    alloc = torch.empty if lay.covers_all else torch.zeros
-    dq = alloc((B, Sq, Hq, D), device=q.device, dtype=q.dtype)
-    dk = alloc((B, Sk, Hkv, D), device=q.device, dtype=k.dtype)
-    dv = alloc((B, Sk, Hkv, D), device=q.device, dtype=v.dtype)
     delta = torch.empty_like(lse)
     common = dict(IS_CAUSAL=bool(causal), WINDOW=_window(window), SOFTCAP=float(softcap or 0.0),
                   DOT_PREC=_prec(q.dtype))
 
-    delta_kernel[(triton.cdiv(lay.max_q, 64), Hq, lay.n)](
-        o, do, delta, lay.row, lay.q_start, lay.len_q,
-        o.stride(0), o.stride(1), o.stride(2), do.stride(0), do.stride(1), do.stride(2), lse.stride(0), Sq,
+    launch(delta_kernel, (triton.cdiv(lay.max_q, 64), Hq, lay.n), (
+        o, do, delta, lay.row, lay.q_start, lay.len_q, o.stride(0), o.stride(1), o.stride(2), do.stride(0),
+        do.stride(1), do.stride(2), lse.stride(0), Sq,
+    ), dict(
         HEAD_DIM=D, BLOCK_D=block_d, BLOCK_M=64,
-    )
+    ))
 
     def dkdv():
-        launch = plan.dkdv
-        if launch.kernel == "gluon":
-            blocks = triton.cdiv(lay.max_k, launch.keys)
-            dkdv_sm90_kernel[(triton.cdiv(blocks, 2), Hkv, lay.n) if plan.pairs else (Hkv, lay.n, blocks)](
-                q, k, v, do, dk, dv, lse, delta, *_lay_args(lay), float(scale),
-                q.stride(0), q.stride(1), k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1),
-                v.stride(2), do.stride(0), do.stride(1),
-                dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0), dv.stride(1), dv.stride(2),
-                lse.stride(0), Sq, Hq // Hkv,
-                HEAD_DIM=D, BLOCK_M=launch.rows, BLOCK_N=launch.keys, IS_CAUSAL=bool(causal), PAIRS=plan.pairs,
-                num_warps=launch.warps,
-            )
+        lp = plan.dkdv
+        if lp.kernel == "gluon":
+            blocks = triton.cdiv(lay.max_k, lp.keys)
+            grid = (triton.cdiv(blocks, 2), Hkv, lay.n) if plan.pairs else (Hkv, lay.n, blocks)
+            launch(dkdv_sm90_kernel, grid, (
+                q, k, v, do, dk, dv, lse, delta, *_lay_args(lay), float(scale), q.stride(0), q.stride(1),
+                k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2), do.stride(0),
+                do.stride(1), dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0), dv.stride(1),
+                dv.stride(2), lse.stride(0), Sq, Hq // Hkv,
+            ), dict(
+                HEAD_DIM=D, BLOCK_M=lp.rows, BLOCK_N=lp.keys, IS_CAUSAL=bool(causal), PAIRS=plan.pairs,
+                num_warps=lp.warps,
+            ))
             return
-        dkdv_kernel[(Hkv, lay.n, triton.cdiv(lay.max_k, launch.keys))](
-            q, k, v, do, dk, dv, lse, delta, *_lay_args(lay), float(scale),
-            q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
-            v.stride(0), v.stride(1), v.stride(2), do.stride(0), do.stride(1), do.stride(2),
-            dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0), dv.stride(1), dv.stride(2),
-            lse.stride(0), Sq, Hq // Hkv,
-            HEAD_DIM=D, BLOCK_D=block_d, BLOCK_M=launch.rows, BLOCK_N=launch.keys, **common,
-            TMA=launch.tma,
-            num_warps=launch.warps, num_stages=launch.stages, **_max_regs(launch.max_regs),
-        )
+        launch(dkdv_kernel, (Hkv, lay.n, triton.cdiv(lay.max_k, lp.keys)), (
+            q, k, v, do, dk, dv, lse, delta, *_lay_args(lay), float(scale), q.stride(0), q.stride(1),
+            q.stride(2), k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2),
+            do.stride(0), do.stride(1), do.stride(2), dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0),
+            dv.stride(1), dv.stride(2), lse.stride(0), Sq, Hq // Hkv,
+        ), dict(
+            HEAD_DIM=D, BLOCK_D=block_d, BLOCK_M=lp.rows, BLOCK_N=lp.keys, **common,
+            TMA=lp.tma, num_warps=lp.warps, num_stages=lp.stages, **_max_regs(lp.max_regs),
+        ))
 
     def dq_():
-        launch = plan.dq
-        dq_kernel[(Hq, lay.n, triton.cdiv(lay.max_q, launch.rows))](
-            q, k, v, do, dq, lse, delta, *_lay_args(lay), float(scale),
-            q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
-            v.stride(0), v.stride(1), v.stride(2), do.stride(0), do.stride(1), do.stride(2),
-            dq.stride(0), dq.stride(1), dq.stride(2),
-            lse.stride(0), Sq, Hq // Hkv,
-            HEAD_DIM=D, BLOCK_D=block_d, BLOCK_M=launch.rows, BLOCK_N=launch.keys, **common,
-            TMA=launch.tma,
-            num_warps=launch.warps, num_stages=launch.stages,
-            **_max_regs(launch.max_regs),
-        )
+        lp = plan.dq
+        launch(dq_kernel, (Hq, lay.n, triton.cdiv(lay.max_q, lp.rows)), (
+            q, k, v, do, dq, lse, delta, *_lay_args(lay), float(scale), q.stride(0), q.stride(1), q.stride(2),
+            k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2), do.stride(0),
+            do.stride(1), do.stride(2), dq.stride(0), dq.stride(1), dq.stride(2), lse.stride(0), Sq, Hq // Hkv,
+        ), dict(
+            HEAD_DIM=D, BLOCK_D=block_d, BLOCK_M=lp.rows, BLOCK_N=lp.keys, **common,
+            TMA=lp.tma, num_warps=lp.warps, num_stages=lp.stages, **_max_regs(lp.max_regs),
+        ))
 
     if "dkdv" in parts and "dq" in parts and plan.streams == 2:
         _side_by_side(dkdv, dq_, q.device)
