@@ -1,8 +1,8 @@
 # Rendered by build.py from images/rocm.yaml, variant rocm720-mi35x. Do not edit: change the spec or the template.
 FROM rocm/sgl-dev:v0.5.16-rocm720-mi35x-20260730
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
-ARG GPU_ARCH=gfx950
-ARG MAX_JOBS=64
+ARG GPU_ARCH="gfx950"
+ARG MAX_JOBS="64"
 
 WORKDIR /root/
 ENV MAX_JOBS=${MAX_JOBS} \
@@ -43,13 +43,13 @@ RUN --mount=type=secret,id=pip-ca \
     rm -rf /root/TransformerEngine
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir --no-deps "git+https://github.com/ISEEKYAN/mbridge.git@89eb10887887bc74853f89a4de258c0702932a1c"
+    pip install --no-cache-dir --no-deps git+https://github.com/ISEEKYAN/mbridge.git@89eb10887887bc74853f89a4de258c0702932a1c
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     GPU_ARCHS="${GPU_ARCH}" BUILD_TARGET=rocm pip install --no-cache-dir --no-build-isolation "flash-attn==2.8.3"
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir "flash-linear-attention==0.4.2" "numba==0.65.1" "mooncake-transfer-engine==0.3.12.post1"
+    pip install --no-cache-dir flash-linear-attention==0.4.2 numba==0.65.1 mooncake-transfer-engine==0.3.12.post1
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     git init -q /root/Megatron-LM && \
@@ -59,20 +59,20 @@ RUN --mount=type=secret,id=pip-ca \
     pip install --no-cache-dir -e /root/Megatron-LM
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir --force-reinstall "git+https://github.com/fzyzcjy/torch_memory_saver.git@f05a8754daf68238d54e4cf31cb3ba866684bbaf"
+    pip install --no-cache-dir --force-reinstall git+https://github.com/fzyzcjy/torch_memory_saver.git@f05a8754daf68238d54e4cf31cb3ba866684bbaf
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir --no-deps --no-build-isolation "git+https://github.com/radixark/Megatron-Bridge.git@7f0fb3456f8ffe47599b5fd167b454605d85f932"
+    pip install --no-cache-dir --no-deps --no-build-isolation git+https://github.com/radixark/Megatron-Bridge.git@7f0fb3456f8ffe47599b5fd167b454605d85f932
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir "megatron-energon==7.2.2" "multi-storage-client==0.51.0"
+    pip install --no-cache-dir megatron-energon==7.2.2 multi-storage-client==0.51.0
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir "nvidia-modelopt==0.40.0"
+    pip install --no-cache-dir nvidia-modelopt==0.40.0
 # modelopt lifts setuptools past the version that still ships pkg_resources; pin it back, and the CLI stack.
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir "setuptools==79.0.1" "typer==0.25.1" "click==8.2.1"
+    pip install --no-cache-dir setuptools==79.0.1 typer==0.25.1 click==8.2.1
 
 # ---- miles at a pinned commit, as an editable install of its own source (no overlay, no patch).
 RUN --mount=type=secret,id=pip-ca \
@@ -88,20 +88,22 @@ RUN --mount=type=bind,source=bridge,target=/tmp/sglang-attn-bridge,rw --mount=ty
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     python3 -m pip install --no-cache-dir --no-deps --no-build-isolation /tmp/sglang-attn-bridge
 
+# ---- The runtime environment, before the gates: the gates judge the image exactly as it will run.
+ENV HIP_FORCE_DEV_KERNARG="1" \
+    HSA_NO_SCRATCH_RECLAIM="1" \
+    NCCL_MIN_NCHANNELS="112" \
+    RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO="0" \
+    SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN="1" \
+    SGLANG_MOE_PADDING="1" \
+    SGLANG_ROCM_FUSED_DECODE_MLA="1" \
+    SGLANG_SET_CPU_AFFINITY="1" \
+    SGLANG_USE_AITER="1"
 # ---- Gates: verify/ runs with the image's own python against this target's gate list (gates/gates.json).
-# ---- Any failing check fails the build, so no tag ever points at an image that does not import.
+# ---- Any failing check fails the build, so no tag ever points at an image that does not import. Nothing after
+# ---- this step may change how the image behaves (labels only).
 RUN --mount=type=bind,source=gates,target=/tmp/gates \
     cd /tmp/gates && python3 -m verify --config gates.json
 
-ENV HIP_FORCE_DEV_KERNARG=1 \
-    HSA_NO_SCRATCH_RECLAIM=1 \
-    NCCL_MIN_NCHANNELS=112 \
-    RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO=0 \
-    SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 \
-    SGLANG_MOE_PADDING=1 \
-    SGLANG_ROCM_FUSED_DECODE_MLA=1 \
-    SGLANG_SET_CPU_AFFINITY=1 \
-    SGLANG_USE_AITER=1
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="rocm/sgl-dev:v0.5.16-rocm720-mi35x-20260730" \
       io.miles.variant="rocm720-mi35x" \
