@@ -10,7 +10,8 @@ import hashlib
 import json
 import os
 import shutil
-from dataclasses import dataclass
+import tempfile
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from toolkit.spec import ROOT
@@ -58,11 +59,11 @@ def context_files(plan) -> dict:
 
 def plan_hash(plan, dockerfile_text: str, files: dict | None = None) -> str:
     """The input hash of a rendered plan: what the build labels and tags, and what CI compares across revisions.
-    Covers the Dockerfile, the resolved spec, the secret ids, every context file and the gate config."""
+    Covers the Dockerfile, the resolved spec, every context file and the gate config: what goes into the image,
+    nothing about the host (which secrets a host hands the build, its CA bundle say, never changes the hash)."""
     h = hashlib.sha256()
     h.update(b"dockerfile\0" + dockerfile_text.encode() + b"\0")
     h.update(b"spec\0" + json.dumps(plan.variant.as_dict(), sort_keys=True).encode() + b"\0")
-    h.update(b"secrets\0" + json.dumps(sorted(sid for sid, _ in plan.secrets)).encode() + b"\0")
     for rel, src in (context_files(plan) if files is None else files).items():
         fh = hashlib.sha256()
         with open(src, "rb") as f:
@@ -74,13 +75,12 @@ def plan_hash(plan, dockerfile_text: str, files: dict | None = None) -> str:
 
 
 def stage(plan, dockerfile_text: str, build_dir: Path = BUILD_DIR) -> Context:
-    """Write build/<target>/context/ afresh: Dockerfile, bridge/, gates/ (verify/ + gates.json), patches/."""
+    """Write a new private folder under build/<target>/: Dockerfile, bridge/, gates/ (verify/ + gates.json),
+    patches/. Two builds at once never share one; the caller removes it (`discard`) or keeps it (`keep`)."""
     files = context_files(plan)
     digest = plan_hash(plan, dockerfile_text, files)
-    root = build_dir / plan.name / "context"
-    if root.exists():
-        shutil.rmtree(root)
-    root.mkdir(parents=True)
+    (build_dir / plan.name).mkdir(parents=True, exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix=".staging-", dir=build_dir / plan.name))
     for rel, src in files.items():
         _link_or_copy(src, root / rel)
     (root / "gates").mkdir(exist_ok=True)
@@ -89,3 +89,21 @@ def stage(plan, dockerfile_text: str, build_dir: Path = BUILD_DIR) -> Context:
     dockerfile = root / "Dockerfile"
     dockerfile.write_text(dockerfile_text)
     return Context(path=root, dockerfile=dockerfile, input_hash=digest)
+
+
+def discard(ctx: Context) -> None:
+    """Remove a staged context once its build is over (success, failure or interruption)."""
+    shutil.rmtree(ctx.path, ignore_errors=True)
+
+
+def keep(ctx: Context) -> Context:
+    """Move a staged context to build/<target>/<input-hash12>/ (atomic rename), for a bake file that names it
+    later. The same hash means the same content: when the folder is already there, it is reused."""
+    final = ctx.path.parent / ctx.short_hash
+    try:
+        os.rename(ctx.path, final)
+    except OSError:
+        if not final.is_dir():
+            raise
+        discard(ctx)
+    return replace(ctx, path=final, dockerfile=final / ctx.dockerfile.name)
