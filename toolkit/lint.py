@@ -76,7 +76,8 @@ def spec_findings(images_dir: Path = IMAGES_DIR) -> list[str]:
 def lint(paths) -> list[str]:
     refused = spec_findings()
     if refused:  # no catalog to render: report the specs and lint what needs none
-        return refused + overlay_findings([Path(p) for p in paths] or [ROOT / "templates", ROOT / "ci"])
+        defaults = [p for p in (ROOT / "templates", ROOT / "ci") if p.exists()]
+        return refused + overlay_findings([Path(p) for p in paths] or defaults)
     catalog = load_catalog()
     targets = [Path(p) for p in paths] or spec_patches(catalog) + [ROOT / "templates", ROOT / "ci"]
     return overlay_findings(targets) + hadolint_findings(catalog)
