@@ -198,10 +198,10 @@ def stop_child(proc, signum: int) -> None:
 
 def tag_all(client, iid: str, refs) -> None:
     """Point every ref at image `iid`, or none: when one tag fails, those already moved go back where they were."""
-    before = {ref: image_id(client, ref) for ref in refs}
-    moved = []
+    before, moved = {}, []
     for ref in refs:
         try:
+            before[ref] = image_id(client, ref)
             tag(client, iid, ref)
         except Exception as e:  # the SDK's APIError, or a reference it cannot parse
             for done in moved:
