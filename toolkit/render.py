@@ -15,7 +15,7 @@ import jinja2
 
 from toolkit.errors import UsageError, short
 from toolkit.plan import SECRET_PIP_CA, Plan
-from toolkit.spec import CONTROL_RE, IDENT_RE, ROOT
+from toolkit.spec import CONTROL_RE, IDENT_RE, ROOT, reference_problem
 from toolkit.wheelhouse import image_ref
 
 TEMPLATES = ROOT / "templates"
@@ -35,7 +35,8 @@ def shell_quote(value) -> str:
 
 def guard(variant) -> None:
     """Refuse what no template quoting can make safe: a line break or other control character in any value, an
-    ENV/ARG name that is not an identifier. Spec validation refuses these first; this is the second line."""
+    ENV/ARG name that is not an identifier, a FROM that is not an image reference. Spec validation refuses these
+    first; this is the second line."""
     def walk(value, key):
         if isinstance(value, dict):
             for k, v in value.items():
@@ -50,6 +51,9 @@ def guard(variant) -> None:
 
     for k, v in variant.as_dict().items():
         walk(v, k)
+    problem = reference_problem(variant.base)
+    if problem:
+        raise UsageError(f"{variant.spec_file}: base: {problem}; refusing to render")
     for kind in ("args", "env"):
         for name in getattr(variant, kind):
             if not IDENT_RE.fullmatch(name):
