@@ -24,8 +24,7 @@ from hypothesis import strategies as st
 from toolkit.errors import UsageError
 from toolkit.plan import make_plan
 from toolkit.render import render
-from toolkit.spec import (COMMIT_RE, CONTROL_RE, GIT_URL_RE, IDENT_RE, REFERENCE_RE, _pep440, load_catalog,
-                          reference_problem)
+from toolkit.spec import COMMIT_RE, CONTROL_RE, GIT_URL_RE, IDENT_RE, _pep440, load_catalog, reference_problem
 
 EXAMPLES = 10_000
 SHELLISH = list("\"'\\$`;&|<>(){}[]*?!~#=:,./ -_\n\t\r\x00aZ09") + ["&&", "||", "$(", "<<EOF", "\\\n", "${X}"]
@@ -35,8 +34,13 @@ CLEAN = st.one_of(
     st.text(st.characters(exclude_categories=("Cc", "Cs", "Zl", "Zp")), max_size=40),
     st.lists(st.sampled_from([c for c in SHELLISH if not CONTROL_RE.search(c)]), max_size=12).map("".join),
 )
-REFERENCES = st.one_of(st.from_regex(REFERENCE_RE, fullmatch=True), CLEAN)
-IDENTIFIERS = st.one_of(st.from_regex(IDENT_RE, fullmatch=True), CLEAN)
+LOWER, ALNUM = "abcdefghijklmnopqrstuvwxyz0123456789", "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+# In a clean example FROM and ENV/ARG names get valid values (`from_regex` would be a hundred times slower), so
+# the rest renders; invalid ones come with the dirty examples.
+REFERENCES = st.builds(
+    "{}:{}{}".format, st.lists(st.text(LOWER, min_size=1, max_size=8), min_size=1, max_size=3).map("/".join),
+    st.sampled_from(ALNUM + "_"), st.text(ALNUM + "_.-", max_size=20))
+IDENTIFIERS = st.builds(str.__add__, st.sampled_from(ALNUM[:52] + "_"), st.text(ALNUM + "_", max_size=12))
 OPERATORS = set("();<>|&")
 # Written inside double quotes by the family templates themselves: validation is their guard.
 VALIDATED_ONLY = {
@@ -197,4 +201,4 @@ def test_random_values_never_change_the_instruction_list(family):
 
     check()
     assert counts["rendered"] + counts["refused"] >= EXAMPLES
-    assert counts["rendered"] >= EXAMPLES // 20, counts  # the quoting itself was exercised, not only refusals
+    assert counts["rendered"] >= EXAMPLES // 4, counts  # the quoting itself was exercised, not only refusals
