@@ -16,8 +16,10 @@ import time
 
 import pytest
 import yaml
+from dockerfile_parse import DockerfileParser
 
 from support import ROOT, run_build_py
+from toolkit.spec import load_catalog
 
 def no_engine(tmp_path):
     return dict(os.environ, DOCKER_HOST=f"unix://{tmp_path}/no-engine.sock")
@@ -267,3 +269,20 @@ def test_bake_stages_content_addressed_contexts_in_the_registry(tmp_path):
     tags = json.loads(out.read_text())["target"]["rocm720-mi35x"]["tags"]
     assert tags[0] == "ghcr.io/org/miles:rocm720-mi35x" and tags[1].startswith("ghcr.io/org/miles:rocm720-mi35x-")
     assert (ROOT / "build" / "rocm720-mi35x" / tags[1].rsplit("-", 1)[1]).is_dir()  # content-addressed context
+
+
+# ---- The gates judge the image that gets the tag.
+
+@pytest.mark.parametrize("target", sorted(load_catalog().variants))
+def test_nothing_after_the_gate_step_changes_the_runtime(tmp_path, target):
+    """ENV (from the spec or `--set env.*`) lands before the gate step; after it only labels, the default command,
+    or a WORKDIR the image already had."""
+    out = tmp_path / "Dockerfile"
+    proc = run_build_py("render", "--target", target, "--set", "env.PYTHONHOME=/nonexistent", "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    steps = [(i["instruction"], i["value"]) for i in DockerfileParser(str(out)).structure if i["instruction"] != "COMMENT"]
+    gate = max(n for n, (kind, value) in enumerate(steps) if kind == "RUN" and "-m verify" in value)
+    assert any(kind == "ENV" and "PYTHONHOME" in value for kind, value in steps[:gate])
+    workdirs = [value for kind, value in steps[:gate] if kind == "WORKDIR"]
+    for kind, value in steps[gate + 1:]:
+        assert kind in ("LABEL", "CMD") or (kind == "WORKDIR" and workdirs and value == workdirs[-1]), (kind, value)
