@@ -21,7 +21,7 @@ from toolkit import engine, registry  # noqa: E402
 from toolkit.errors import Interrupted, ToolkitError, UsageError, short  # noqa: E402
 from toolkit.plan import host_pip_ca, make_plan, parse_secret  # noqa: E402
 from toolkit.render import render  # noqa: E402
-from toolkit.spec import load_catalog  # noqa: E402
+from toolkit.spec import load_catalog, reference_problem  # noqa: E402
 
 
 def out(line: str) -> None:
@@ -61,8 +61,6 @@ def refuse_zero_context(plan) -> None:
 def check_tags(plan, reg) -> None:
     """Both tags a build moves must be valid references before anything runs (the hash is not known yet: the
     longest hash tag has the same shape, so a stand-in of the same length decides)."""
-    from toolkit.spec import reference_problem
-
     if reg and reference_problem(registry.qualify("x:1", reg)):
         raise UsageError(f"--registry {short(reg)}: not a registry (host[:port][/namespace]), e.g. ghcr.io/org")
     for what, ref in (("tag", plan.image), ("input-hash tag", registry.hash_tag(plan, "0" * 12, reg))):
@@ -141,10 +139,13 @@ def cmd_bake(args) -> int:
     from toolkit.wheelhouse import ensure_wheelhouse_image
 
     log = out if args.output else (lambda line: print(line, file=sys.stderr, flush=True))
+    if args.cache and reference_problem(f"{args.cache}:x"):
+        raise UsageError(f"--cache {short(args.cache)}: not a registry repository, e.g. ghcr.io/org/miles-cache")
     catalog, pip_ca, staged = load_catalog(), host_pip_ca(), []
     for name in dict.fromkeys(catalog.resolve(t).name for t in args.target):
         plan = make_plan(catalog.variants[name], pip_ca=pip_ca)
         refuse_zero_context(plan)
+        check_tags(registry.with_registry(plan, args.registry), args.registry)
         if plan.variant.base_build:  # images made on this machine: only a local (docker driver) builder sees them
             client = engine.connect()
             ensure_base(client, plan.variant, log=log)

@@ -215,6 +215,14 @@ def test_invalid_tags_are_refused_before_anything_runs(project_copy, tmp_path, a
     build_refused(project_copy, tmp_path, ["--target", "smoke", *args], needle)
 
 
+@pytest.mark.parametrize("args,needle", [(["--cache", "x,mode=max"], "--cache"), (["--registry", "Bad Reg"], "--registry")],
+                         ids=["cache-attribute", "registry"])
+def test_bake_refuses_values_that_would_become_bake_attributes(tmp_path, args, needle):
+    out = tmp_path / "bake.json"
+    refused(run_build_py("bake", "--target", "rocm", *args, "-o", str(out)), needle)
+    assert not out.exists()
+
+
 def test_missing_secret_file_is_bad_usage_and_writes_nothing(project_copy, tmp_path):
     build_refused(project_copy, tmp_path, ["--target", "smoke", "--secret", f"id=tok,src={tmp_path}/missing"],
                   "--secret", "no such file")

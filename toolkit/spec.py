@@ -444,6 +444,8 @@ def _parse_family(path: Path) -> tuple[dict, dict[str, Variant]]:
     for req in REQUIRED_FAMILY:
         if req not in raw:
             raise SpecError(file, req, "missing required key")
+    if not NAME_RE.fullmatch(raw["family"]):
+        raise SpecError(file, "family", f"family names are lower-case letters, digits, '.', '_', '-': {short(raw['family'])}")
     if raw["family"] != path.stem:
         raise SpecError(file, "family", f"must match the file name {path.stem!r}, got {short(raw['family'])}")
     check_family_values(raw, file)
