@@ -114,10 +114,12 @@ def test_two_wheelhouse_preparations_at_once_never_show_a_half_folder(project_co
     finally:
         done.set()
         watcher.join()
-    made = [line.split()[2] for p in procs for line in p.stderr.splitlines() if line.startswith("wheelhouse image ")]
+    made = [line.split()[2] for p in procs for line in (p.stdout + p.stderr).splitlines()
+            if line.startswith("wheelhouse image ")]
     try:
         for proc in procs:
             assert proc.returncode == 0, proc.stderr
+        assert made  # the wheelhouse image was made from the folder
         assert seen_incomplete == []
         folders = sorted(p.name for p in (cache / "wheelhouse").iterdir())
         assert len(folders) == 1 and folders[0].startswith("smoke-"), folders  # no partial download left
