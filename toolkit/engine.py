@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -181,19 +182,26 @@ def build(plan, ctx, out=print) -> str:
 
 def stop_child(proc, signum: int) -> None:
     """Forward `signum` to the child's process group (buildx cancels its BuildKit session on SIGINT/SIGTERM) and
-    wait for it; SIGKILL after STOP_GRACE seconds. Never leaves the child running behind the caller."""
-    for sig, grace in ((signum, STOP_GRACE), (signal.SIGKILL, 10)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            break
-        try:
-            proc.wait(timeout=grace)
-            break
-        except subprocess.TimeoutExpired:
-            continue
-    if proc.stdout:
-        proc.stdout.close()
+    wait for it; SIGKILL after STOP_GRACE seconds. Never leaves the child running behind the caller: a second
+    signal while it waits is ignored."""
+    main = threading.current_thread() is threading.main_thread()
+    previous = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)} if main else {}
+    try:
+        for sig, grace in ((signum, STOP_GRACE), (signal.SIGKILL, 10)):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                proc.wait(timeout=grace)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        if proc.stdout:
+            proc.stdout.close()
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 def tag_all(client, iid: str, refs) -> None:
