@@ -225,7 +225,7 @@ def test_signal_stops_buildx_cleans_up_and_says_so(project_copy, docker_client, 
             buildx = [pid for pid, cmd in _children(proc.pid) if "buildx" in cmd and " build " in cmd]
             time.sleep(0.1)
         assert buildx, "no docker buildx build child appeared"
-        time.sleep(2)  # inside the build now
+        time.sleep(1)  # inside the build now
         os.kill(proc.pid, signum)  # build.py alone, as a supervisor or a CI runner would
         out, err = proc.communicate(timeout=90)
     finally:
