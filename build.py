@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Build, gate, verify and publish the miles/sglang images from the declarative specs in images/.
 
-Exit codes: 0 ok, 1 build or gate failed, 2 bad usage or bad spec, 3 no usable container engine.
+Exit codes: 0 ok, 1 build or gate failed, 2 bad usage or bad spec, 3 no usable container engine,
+130/143 stopped by SIGINT/SIGTERM (the build child stopped too, nothing tagged).
 The flow is one way: spec -> plan -> render -> engine -> gates -> report (see README.md).
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -16,10 +18,10 @@ ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
 from toolkit import engine, registry  # noqa: E402
-from toolkit.errors import ToolkitError, UsageError  # noqa: E402
+from toolkit.errors import Interrupted, ToolkitError, UsageError, short  # noqa: E402
 from toolkit.plan import host_pip_ca, make_plan, parse_secret  # noqa: E402
 from toolkit.render import render  # noqa: E402
-from toolkit.spec import load_catalog  # noqa: E402
+from toolkit.spec import load_catalog, reference_problem  # noqa: E402
 
 
 def out(line: str) -> None:
@@ -56,9 +58,20 @@ def refuse_zero_context(plan) -> None:
         raise UsageError(f"refusing to build {plan.name}: zero-context hunk(s) in its patches: " + "; ".join(refused))
 
 
+def check_tags(plan, reg) -> None:
+    """Both tags a build moves must be valid references before anything runs (the hash is not known yet: the
+    longest hash tag has the same shape, so a stand-in of the same length decides)."""
+    if reg and reference_problem(registry.qualify("x:1", reg)):
+        raise UsageError(f"--registry {short(reg)}: not a registry (host[:port][/namespace]), e.g. ghcr.io/org")
+    for what, ref in (("tag", plan.image), ("input-hash tag", registry.hash_tag(plan, "0" * 12, reg))):
+        problem = reference_problem(ref)
+        if problem:
+            raise UsageError(f"{what} of {plan.name}: {problem}")
+
+
 def cmd_build(args) -> int:
     from toolkit.base_image import ensure_base
-    from toolkit.context import stage
+    from toolkit.context import discard, stage
     from toolkit.wheelhouse import ensure_wheelhouse_image
 
     variant = load_catalog().resolve(args.target)
@@ -67,12 +80,21 @@ def cmd_build(args) -> int:
                      no_cache=args.no_cache, progress=args.progress, sources=args.source)
     refuse_zero_context(plan)
     text = render(plan)
+    plan = registry.with_registry(plan, args.registry)
+    check_tags(plan, args.registry)
     client = engine.connect()
     engine.buildx_cmd()
     ensure_base(client, plan.variant, log=out)
     ensure_wheelhouse_image(client, plan.variant, log=out)
     ctx = stage(plan, text)
-    plan = registry.with_registry(plan, args.registry)
+    try:
+        return build_staged(args, client, plan, ctx)
+    finally:
+        discard(ctx)
+
+
+def build_staged(args, client, plan, ctx) -> int:
+    """Skip, build, tag, push: everything that runs on a staged context (cmd_build removes it afterwards)."""
     hash_tag = registry.hash_tag(plan, ctx.short_hash, args.registry)
     out(f"target {plan.name}: base {plan.variant.base}, input hash {ctx.short_hash}, tag {plan.image}")
     if args.skip_existing:
@@ -83,9 +105,9 @@ def cmd_build(args) -> int:
             out(f"skip: {hash_tag} exists {where} (same input hash); nothing to build")
             return 0
     image_id = engine.build(plan, ctx, out=out)
-    # Only now, with every gate passed inside the build, do tags move.
+    # Only now, with every gate passed inside the build, do tags move: both, or neither.
+    engine.tag_all(client, image_id, (plan.image, hash_tag))
     for ref in (plan.image, hash_tag):
-        engine.tag(client, image_id, ref)
         out(f"tagged {ref}")
     if args.push:
         digests = {engine.push(client, ref, out=out) for ref in (plan.image, hash_tag)}
@@ -113,19 +135,22 @@ def cmd_verify(args) -> int:
 def cmd_bake(args) -> int:
     from toolkit.bake import bake_file
     from toolkit.base_image import ensure_base
-    from toolkit.context import stage
+    from toolkit.context import keep, stage
     from toolkit.wheelhouse import ensure_wheelhouse_image
 
     log = out if args.output else (lambda line: print(line, file=sys.stderr, flush=True))
+    if args.cache and reference_problem(f"{args.cache}:x"):
+        raise UsageError(f"--cache {short(args.cache)}: not a registry repository, e.g. ghcr.io/org/miles-cache")
     catalog, pip_ca, staged = load_catalog(), host_pip_ca(), []
     for name in dict.fromkeys(catalog.resolve(t).name for t in args.target):
         plan = make_plan(catalog.variants[name], pip_ca=pip_ca)
         refuse_zero_context(plan)
+        check_tags(registry.with_registry(plan, args.registry), args.registry)
         if plan.variant.base_build:  # images made on this machine: only a local (docker driver) builder sees them
             client = engine.connect()
             ensure_base(client, plan.variant, log=log)
             ensure_wheelhouse_image(client, plan.variant, log=log)
-        ctx = stage(plan, render(plan))
+        ctx = keep(stage(plan, render(plan)))
         log(f"target {plan.name}: input hash {ctx.short_hash}, context {ctx.path}")
         staged.append((plan, ctx))
     text = json.dumps(bake_file(staged, registry=args.registry, cache=args.cache), indent=2) + "\n"
@@ -140,7 +165,7 @@ def cmd_bake(args) -> int:
 def cmd_lint(args) -> int:
     from toolkit.lint import lint
 
-    findings = lint(load_catalog(), args.paths)
+    findings = lint(args.paths)
     for finding in findings:
         out(finding)
     out(f"lint: {len(findings)} finding(s)")
@@ -194,6 +219,11 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def on_signal(signum, frame):
+    """SIGINT/SIGTERM become an exception, so the build child is stopped and staging removed on the way out."""
+    raise Interrupted(signum)
+
+
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0].startswith("--target"):
@@ -212,9 +242,11 @@ def main(argv=None) -> int:
         print(f"build.py: {e}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
-        print("build.py: interrupted", file=sys.stderr)
-        return 1
+        print(f"build.py: {Interrupted(signal.SIGINT)}", file=sys.stderr)
+        return 128 + signal.SIGINT
 
 
 if __name__ == "__main__":
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, on_signal)
     sys.exit(main())

@@ -3,7 +3,7 @@
 
 Each revision is exported with `git archive` into a temporary folder and hashed by *that revision's own* toolkit:
 its specs are loaded, every target is rendered, its context files are listed, and the same input hash the build
-uses is computed (Dockerfile, every context file, resolved spec, secrets ids, gate config). A target whose hash
+uses is computed (Dockerfile, every context file, resolved spec, gate config). A target whose hash
 differs between the two revisions is changed; a file that no image reads (README, tests/, CI config) changes no hash.
 
 The hash printed here is the build's input hash (a host wheelhouse enters it through its recipe, which the rendered

@@ -58,7 +58,7 @@ def test_bridge_is_installed_late_after_everything_heavy():
 def test_set_overrides_are_validated_and_rendered():
     variant = load_catalog().resolve("rocm")
     text = render(make_plan(variant, sets=["args.GPU_ARCH=gfx942"], revision="x"))
-    assert "ARG GPU_ARCH=gfx942" in text
+    assert 'ARG GPU_ARCH="gfx942"' in text
     proc = run_build_py("render", "--target", "rocm", "--set", "base=rocm/sgl-dev:latest")
     assert proc.returncode == 2 and "unpinned base image 'rocm/sgl-dev:latest'" in proc.stderr
     proc = run_build_py("render", "--target", "rocm", "--set", "nonsense=1")

@@ -94,7 +94,9 @@ def test_the_input_hash_follows_the_source_that_was_used(tmp_path):
     (tree / "pkg" / "__init__.py").write_text("X = 3\n")
     assert stage(local, text, build_dir=tmp_path / "b3").input_hash != ctx1.input_hash
     # What the engine is given and what the image records.
-    assert ctx1.build_contexts == {"src-miles": str(tmp_path / "b1" / "miles-cpu" / "sources" / "miles")}
+    staged = Path(ctx1.build_contexts["src-miles"])  # a private folder of this build, beside its context
+    assert staged.name == "miles" and staged.parent == ctx1.sources_dir and staged.parent.parent == ctx1.path.parent
+    assert (staged / "pkg" / "__init__.py").read_text() == "X = 1\n"
     assert build_labels(local, ctx1)["io.miles.source.miles"].startswith("local t sha256:")
     pinned_ctx = stage(pinned, text, build_dir=tmp_path / "b4")
     remote = f"https://github.com/radixark/miles.git#{COMMIT}"

@@ -10,7 +10,8 @@ import hashlib
 import json
 import os
 import shutil
-from dataclasses import dataclass
+import tempfile
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from toolkit.sources import LABEL_PREFIX, git_components, remote, resolve
@@ -31,6 +32,7 @@ class Context:
     dockerfile: Path
     input_hash: str  # sha256 hex over the Dockerfile, every context file and the resolved spec
     sources: tuple = ()  # toolkit.sources.Source per git component: the named build contexts
+    sources_dir: Path | None = None  # the private folder holding the local `--source` trees, if any
 
     @property
     def short_hash(self) -> str:
@@ -82,8 +84,9 @@ def context_files(plan) -> dict:
 
 def plan_hash(plan, dockerfile_text: str, files: dict | None = None, sources=None) -> str:
     """The input hash of a rendered plan: what the build labels and tags, and what CI compares across revisions.
-    Covers the Dockerfile, the resolved spec, the secret ids, every context file, the gate config and the source
-    of every git component (the pinned commit, or the content of a local `--source`)."""
+    Covers the Dockerfile, the resolved spec, every context file, the gate config and the source of every git
+    component (the pinned commit, or the content of a local `--source`): what goes into the image, nothing about
+    the host (which secrets a host hands the build, its CA bundle say, never changes the hash)."""
     if sources is None:  # no staging: every git component at its pin
         sources = [remote(name, c) for name, c in git_components(plan.variant).items()]
     h = hashlib.sha256()
@@ -91,7 +94,6 @@ def plan_hash(plan, dockerfile_text: str, files: dict | None = None, sources=Non
         h.update(f"source\0{src.name}\0{src.digest}\0".encode())
     h.update(b"dockerfile\0" + dockerfile_text.encode() + b"\0")
     h.update(b"spec\0" + json.dumps(plan.variant.as_dict(), sort_keys=True).encode() + b"\0")
-    h.update(b"secrets\0" + json.dumps(sorted(sid for sid, _ in plan.secrets)).encode() + b"\0")
     for rel, src in (context_files(plan) if files is None else files).items():
         fh = hashlib.sha256()
         with open(src, "rb") as f:
@@ -103,15 +105,15 @@ def plan_hash(plan, dockerfile_text: str, files: dict | None = None, sources=Non
 
 
 def stage(plan, dockerfile_text: str, build_dir: Path = BUILD_DIR) -> Context:
-    """Write build/<target>/context/ afresh: Dockerfile, bridge/, gates/ (verify/ + gates.json), patches/; and
-    build/<target>/sources/<name>/ for each local `--source`."""
+    """Write a new private folder under build/<target>/: Dockerfile, bridge/, gates/ (verify/ + gates.json),
+    patches/; and a second one for the local `--source` trees. Two builds at once never share one; the caller
+    removes them (`discard`) or keeps the context (`keep`)."""
     files = context_files(plan)
-    sources = resolve(plan, build_dir / plan.name / "sources")
+    (build_dir / plan.name).mkdir(parents=True, exist_ok=True)
+    sources_dir = Path(tempfile.mkdtemp(prefix=".sources-", dir=build_dir / plan.name)) if plan.sources else None
+    sources = resolve(plan, sources_dir)
     digest = plan_hash(plan, dockerfile_text, files, sources)
-    root = build_dir / plan.name / "context"
-    if root.exists():
-        shutil.rmtree(root)
-    root.mkdir(parents=True)
+    root = Path(tempfile.mkdtemp(prefix=".staging-", dir=build_dir / plan.name))
     for rel, src in files.items():
         _link_or_copy(src, root / rel)
     (root / "gates").mkdir(exist_ok=True)
@@ -119,4 +121,24 @@ def stage(plan, dockerfile_text: str, build_dir: Path = BUILD_DIR) -> Context:
     (root / "patches").mkdir(exist_ok=True)
     dockerfile = root / "Dockerfile"
     dockerfile.write_text(dockerfile_text)
-    return Context(path=root, dockerfile=dockerfile, input_hash=digest, sources=sources)
+    return Context(path=root, dockerfile=dockerfile, input_hash=digest, sources=sources, sources_dir=sources_dir)
+
+
+def discard(ctx: Context) -> None:
+    """Remove a staged context (and its staged sources) once its build is over (success, failure or interruption)."""
+    shutil.rmtree(ctx.path, ignore_errors=True)
+    if ctx.sources_dir is not None:
+        shutil.rmtree(ctx.sources_dir, ignore_errors=True)
+
+
+def keep(ctx: Context) -> Context:
+    """Move a staged context to build/<target>/<input-hash12>/ (atomic rename), for a bake file that names it
+    later. The same hash means the same content: when the folder is already there, it is reused."""
+    final = ctx.path.parent / ctx.short_hash
+    try:
+        os.rename(ctx.path, final)
+    except OSError:
+        if not final.is_dir():
+            raise
+        discard(ctx)
+    return replace(ctx, path=final, dockerfile=final / ctx.dockerfile.name)

@@ -10,29 +10,38 @@ import functools
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 
 from toolkit.context import build_labels
-from toolkit.errors import BuildFailed, EngineUnavailable
+from toolkit.errors import BuildFailed, EngineUnavailable, Interrupted, short
 
 START_HINT = "start one with `sudo dockerd &` (or run ci/setup.sh), or point DOCKER_HOST at a running engine"
 STEP_RE = re.compile(r"^#(\d+) (.*)$")
 LOG_RE = re.compile(r"^\d+\.\d+ (.*)$")
+PING_TIMEOUT = 10  # seconds: an engine that accepts and never answers is as absent as one that refuses
+API_TIMEOUT = 600  # seconds per request once it answered (imports, pushes and saves are slow)
+STOP_GRACE = 30  # seconds the stopped build child gets to cancel its BuildKit session before SIGKILL
 
 
 def connect():
-    """A docker SDK client for an engine that answers, else EngineUnavailable (exit 3)."""
+    """A docker SDK client for an engine that answers within PING_TIMEOUT, else EngineUnavailable (exit 3)."""
     try:
         import docker
 
-        client = docker.from_env(timeout=600)
+        client = docker.from_env(timeout=PING_TIMEOUT)
         client.ping()
+        client.api.timeout = API_TIMEOUT
         return client
     except Exception as e:  # the SDK raises DockerException, requests errors or FileNotFoundError
-        reason = str(e).splitlines()[0][:160] if str(e) else type(e).__name__
+        if "timed out" in str(e).lower():
+            reason = f"no answer within {PING_TIMEOUT}s"
+        else:
+            reason = str(e).splitlines()[0][:160] if str(e) else type(e).__name__
         raise EngineUnavailable(f"no Docker engine answers ({reason}); {START_HINT}") from None
 
 
@@ -146,10 +155,16 @@ def build(plan, ctx, out=print) -> str:
         parser = ProgressParser(out, raw=plan.progress == "plain")
         env = dict(os.environ, BUILDKIT_PROGRESS="plain", DOCKER_BUILDKIT="1")
         started = time.monotonic()
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, bufsize=1)
-        for line in proc.stdout:
-            parser.feed(line)
-        rc = proc.wait()
+        # Its own process group: a signal to build.py reaches buildx only through stop_child, which then waits.
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, bufsize=1,
+                                start_new_session=True)
+        try:
+            for line in proc.stdout:
+                parser.feed(line)
+            rc = proc.wait()
+        except (KeyboardInterrupt, Interrupted) as e:
+            stop_child(proc, getattr(e, "signum", signal.SIGINT))
+            raise
         if rc != 0 or not os.path.exists(iidfile):
             step = parser.failed_step()
             if step is not None:
@@ -165,6 +180,47 @@ def build(plan, ctx, out=print) -> str:
         image_id = open(iidfile).read().strip()
     out(f"built {plan.name} in {time.monotonic() - started:.1f}s: {image_id[:19]}")
     return image_id
+
+
+def stop_child(proc, signum: int) -> None:
+    """Forward `signum` to the child's process group (buildx cancels its BuildKit session on SIGINT/SIGTERM) and
+    wait for it; SIGKILL after STOP_GRACE seconds. Never leaves the child running behind the caller: a second
+    signal while it waits is ignored."""
+    main = threading.current_thread() is threading.main_thread()
+    previous = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)} if main else {}
+    try:
+        for sig, grace in ((signum, STOP_GRACE), (signal.SIGKILL, 10)):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                proc.wait(timeout=grace)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        if proc.stdout:
+            proc.stdout.close()
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def tag_all(client, iid: str, refs) -> None:
+    """Point every ref at image `iid`, or none: when one tag fails, those already moved go back where they were."""
+    before, moved = {}, []
+    for ref in refs:
+        try:
+            before[ref] = image_id(client, ref)
+            tag(client, iid, ref)
+        except Exception as e:  # the SDK's APIError, or a reference it cannot parse
+            for done in moved:
+                if before[done]:
+                    tag(client, before[done], done)
+                else:
+                    client.images.remove(done, noprune=True)
+            raise BuildFailed(f"tagging {ref} failed ({short(str(e), 200, quote=False)}); no tag moved") from None
+        moved.append(ref)
 
 
 def tag(client, image_id: str, ref: str) -> None:

@@ -1,4 +1,5 @@
-"""`build.py lint`: the overlay guard on patches and build steps, plus hadolint on every rendered target.
+"""`build.py lint`: every spec's validation, the overlay guard on patches and build steps, plus hadolint on every
+rendered target.
 
 Findings are plain strings, one per line, so the CLI can print them and exit 1 when there is any.
 """
@@ -10,10 +11,10 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from toolkit.errors import UsageError
+from toolkit.errors import SpecError, UsageError
 from toolkit.plan import make_plan
 from toolkit.render import render
-from toolkit.spec import ROOT
+from toolkit.spec import IMAGES_DIR, ROOT, load_catalog, load_family
 
 HADOLINT_CONFIG = ROOT / ".hadolint.yaml"
 
@@ -60,6 +61,23 @@ def hadolint_findings(catalog) -> list[str]:
     return findings
 
 
-def lint(catalog, paths) -> list[str]:
+def spec_findings(images_dir: Path = IMAGES_DIR) -> list[str]:
+    """The first problem of each spec file (a patch or template outside the repository, weakened gates, a value
+    that is not data...), so one lint run names every broken family; `build` refuses each of them with exit 2."""
+    findings = []
+    for path in sorted(images_dir.glob("*.yaml")):
+        try:
+            load_family(path)
+        except SpecError as e:
+            findings.append(f"spec: {e}")
+    return findings
+
+
+def lint(paths) -> list[str]:
+    refused = spec_findings()
+    if refused:  # no catalog to render: report the specs and lint what needs none
+        defaults = [p for p in (ROOT / "templates", ROOT / "ci") if p.exists()]
+        return refused + overlay_findings([Path(p) for p in paths] or defaults)
+    catalog = load_catalog()
     targets = [Path(p) for p in paths] or spec_patches(catalog) + [ROOT / "templates", ROOT / "ci"]
     return overlay_findings(targets) + hadolint_findings(catalog)

@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass, field
 
-from toolkit.errors import UsageError
+from toolkit.errors import UsageError, short
 from toolkit.sources import parse_overrides
 from toolkit.spec import ROOT, VARIANT, Variant, check, check_pins
 
 SECRET_PIP_CA = "pip-ca"
+SECRET_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 SETTABLE = ("base", "args", "env", "pip", "components", "tag_suffix", "platforms")
 
 
@@ -50,12 +52,12 @@ def apply_sets(variant: Variant, sets: list[str]) -> Variant:
         key, eq, value = item.partition("=")
         parts = key.split(".")
         if not eq or not key or parts[0] not in SETTABLE:
-            raise UsageError(f"--set {item!r}: expected KEY=VALUE with KEY one of {', '.join(SETTABLE)} (dotted)")
+            raise UsageError(f"--set {short(item)}: expected KEY=VALUE with KEY one of {', '.join(SETTABLE)} (dotted)")
         node = data
         for p in parts[:-1]:
             node = node.setdefault(p, {})
             if not isinstance(node, dict):
-                raise UsageError(f"--set {item!r}: {p} is not a mapping")
+                raise UsageError(f"--set {short(item)}: {short(p, quote=False)} is not a mapping")
         node[parts[-1]] = value.split(",") if parts == ["platforms"] else value
     file = f"--set ({variant.spec_file} variants.{variant.name})"
     check(data, {k: VARIANT[k] for k in SETTABLE}, file, "")
@@ -113,9 +115,13 @@ def host_pip_ca():
 
 
 def parse_secret(text: str) -> tuple:
-    """`id=NAME,src=FILE` as docker build takes it."""
+    """`id=NAME,src=FILE` as docker build takes it; FILE must exist now (bad usage, before anything is written)."""
     fields = dict(part.partition("=")[::2] for part in text.split(","))
     sid, src = fields.get("id"), fields.get("src") or fields.get("source")
     if not sid or not src or set(fields) - {"id", "src", "source", "type"}:
-        raise UsageError(f"--secret {text!r}: expected id=NAME,src=FILE")
+        raise UsageError(f"--secret {short(text)}: expected id=NAME,src=FILE")
+    if not SECRET_ID_RE.fullmatch(sid):
+        raise UsageError(f"--secret {short(text)}: the id is letters, digits, '.', '_', '-'")
+    if not os.path.isfile(src):
+        raise UsageError(f"--secret {short(text)}: no such file {short(src)}")
     return sid, src

@@ -22,9 +22,16 @@ def qualify(ref: str, registry: str | None) -> str:
     return f"{registry.rstrip('/')}/{ref}" if registry else ref
 
 
+def names_registry(ref: str) -> bool:
+    """Whether `ref` already starts with a registry (Docker's rule: a first component with '.' or ':', or
+    'localhost')."""
+    first, sep, _ = ref.partition("/")
+    return bool(sep) and ("." in first or ":" in first or first == "localhost")
+
+
 def with_registry(plan, registry: str | None):
-    """The plan with its moving tag inside the registry (an explicit --tag is left as the user wrote it)."""
-    if not registry:
+    """The plan with its moving tag inside the registry; a tag that already names a registry stays as written."""
+    if not registry or names_registry(plan.image):
         return plan
     return dataclasses.replace(plan, image=qualify(plan.image, registry))
 
@@ -42,8 +49,7 @@ def repository_of(ref: str) -> str:
 
 def registry_host(ref: str) -> str:
     """The registry a reference points at (Docker's rule: a first component with '.' or ':' or 'localhost')."""
-    first, sep, _ = ref.partition("/")
-    return first if sep and ("." in first or ":" in first or first == "localhost") else "docker.io"
+    return ref.partition("/")[0] if names_registry(ref) else "docker.io"
 
 
 def remote_digest(ref: str, timeout: float = 120) -> str | None:

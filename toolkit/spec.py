@@ -2,6 +2,9 @@
 
 Validation happens once, on load, so every later stage can trust the data: an unknown key, a wrong type or an
 unpinned base/component is reported as `images/rocm.yaml: variants.x.base: problem` and nothing else happens.
+Every value that reaches a Dockerfile is checked by type and by pattern (names as identifiers, pip names and
+versions by PEP 508/440, image references by their grammar, paths as normalised absolute paths), so a value can
+never become an instruction or a shell command; the templates quote what remains as a second line of defence.
 """
 
 from __future__ import annotations
@@ -9,24 +12,48 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import posixpath
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.version import InvalidVersion, Version
 
-from toolkit.errors import SpecError, UsageError
+from toolkit.errors import SpecError, UsageError, short
 
 ROOT = Path(__file__).resolve().parent.parent
 IMAGES_DIR = ROOT / "images"
 
-COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
-DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
-VERSION_RE = re.compile(r"^[A-Za-z0-9_.+!-]+$")
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
-PLATFORM_RE = re.compile(r"^linux/(amd64|arm64)$")
-DIST_NAME_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")  # PEP 508 names
-REL_PATH_RE = re.compile(r"^(?!/)(?!.*(^|/)\.\.(/|$))[A-Za-z0-9._/-]+$")
+# Patterns are applied with fullmatch: `$` would also accept a trailing newline.
+COMMIT_RE = re.compile(r"[0-9a-f]{40}")
+DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
+VERSION_RE = re.compile(r"[A-Za-z0-9_.+!-]+")
+NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]*")
+PLATFORM_RE = re.compile(r"linux/(amd64|arm64)")
+IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+CONTROL_RE = re.compile(r"[\x00-\x1f\x7f\u2028\u2029\x85]")
+SAFE_PATH_RE = re.compile(r"[A-Za-z0-9._/+@-]+")
+COMMAND_RE = re.compile(r"[A-Za-z][A-Za-z0-9._+-]*")
+GIT_URL_RE = re.compile(r"(https|http|ssh|git)://[A-Za-z0-9.-]+(:[0-9]+)?(/[A-Za-z0-9._~+-]+)+/?")
+EXTRAS_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(,[A-Za-z0-9][A-Za-z0-9._-]*)*")
+DEBIAN_NAME_RE = re.compile(r"[a-z0-9][a-z0-9+.-]*")
+PY_VERSION_RE = re.compile(r"[0-9]+\.[0-9]+")
+WHEEL_PLATFORM_RE = re.compile(r"[a-z0-9_]+")
+# The image reference grammar (the registry's own: domain/path:tag@digest), ASCII only.
+_DOMAIN_PART = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+DOMAIN = rf"{_DOMAIN_PART}(?:\.{_DOMAIN_PART})*(?::[0-9]+)?"
+_PATH_PART = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+IMAGE_NAME = rf"(?:{DOMAIN}/)?{_PATH_PART}(?:/{_PATH_PART})*"
+TAG = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
+REFERENCE_RE = re.compile(rf"(?P<name>{IMAGE_NAME})(?::(?P<tag>{TAG}))?(?:@(?P<digest>[A-Za-z][A-Za-z0-9]*"
+                          rf"(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{{32,}}))?", re.ASCII)
+IMAGE_NAME_RE = re.compile(IMAGE_NAME, re.ASCII)
+TAG_RE = re.compile(TAG, re.ASCII)
+HASH_TAG_ROOM = 13  # `-<hash12>` is appended to a tag suffix, and a tag holds at most 128 characters
+MAX_SPEC_BYTES = 1 << 20
+MAX_YAML_NODES = 100_000  # values after alias expansion: far above any real spec, far below a "billion laughs"
 
 # Schema: key -> type. A type is a python type, ("list", T), ("map", T) for str-keyed mappings, or a nested schema dict.
 STR_MAP = ("map", str)
@@ -36,15 +63,7 @@ COMPONENT = {"git": str, "ref": str, "version": str, "subdir": str, "extras": st
              "exclude": STR_LIST}
 # `component`: the patch belongs to that git component's tree and is applied right after the tree is copied in.
 PATCH = {"file": str, "tree": str, "ref": str, "strip": int, "component": str}
-GATES = {
-    "imports": STR_LIST,
-    "compile": STR_LIST,
-    "signatures": ("list", {"target": str, "resolve": str, "keywords": STR_LIST, "import": bool}),
-    "platform": str,
-    "pip_check": {"allow": ("list", {"match": str, "reason": str})},
-    "provenance": STR_MAP,
-    "commands": ("list", {"name": str, "argv": STR_LIST}),
-}
+GATES = "gates"  # a mapping whose schema verify/config.py owns (check_gates applies it)
 VARIANT = {
     "description": str,
     "base": str,
@@ -119,13 +138,17 @@ def _type_name(t) -> str:
 
 def check(value, schema, file: str, key: str) -> None:
     """Raise SpecError for the first value that does not fit the schema."""
+    if schema is GATES:
+        if not isinstance(value, dict):
+            raise SpecError(file, key, f"expected a mapping, got {type(value).__name__}")
+        return
     if isinstance(schema, dict):
         if not isinstance(value, dict):
             raise SpecError(file, key, f"expected a mapping, got {type(value).__name__}")
         for k, v in value.items():
             sub = f"{key}.{k}" if key else str(k)
             if k not in schema:
-                raise SpecError(file, sub, "unknown key")
+                raise SpecError(file, short(sub, 80, quote=False), "unknown key")
             check(v, schema[k], file, sub)
     elif isinstance(schema, tuple):
         kind, inner = schema
@@ -144,22 +167,35 @@ def check(value, schema, file: str, key: str) -> None:
         if schema is str and isinstance(value, (int, float)) and not isinstance(value, bool):
             ok = False
         if not ok:
-            raise SpecError(file, key, f"expected a {_type_name(schema)}, got {type(value).__name__} {value!r}")
+            raise SpecError(file, key, f"expected a {_type_name(schema)}, got {type(value).__name__} {short(value)}")
+
+
+def reference_problem(ref: str) -> str | None:
+    """Why `ref` is not an image reference (name[:tag][@digest], the registry's grammar), or None."""
+    m = REFERENCE_RE.fullmatch(ref) if isinstance(ref, str) else None
+    if m is None:
+        return f"not an image reference (lower-case name[:tag][@digest]): {short(ref)}"
+    if len(m["name"]) > 255:
+        return f"image name longer than 255 characters: {short(ref)}"
+    return None
 
 
 def check_image_ref(ref: str, file: str, key: str) -> None:
-    """A base image is pinned when it names a tag other than `latest`, or a digest."""
+    """A base image is a valid reference, pinned when it names a tag other than `latest`, or a digest."""
+    problem = reference_problem(ref)
+    if problem:
+        raise SpecError(file, key, problem)
     name, _, digest = ref.partition("@")
     if digest:
-        if not DIGEST_RE.match(digest):
-            raise SpecError(file, key, f"malformed digest in {ref!r}")
+        if not DIGEST_RE.fullmatch(digest):
+            raise SpecError(file, key, f"malformed digest in {short(ref)}")
         return
     last = name.rsplit("/", 1)[-1]
     if ":" not in last:
-        raise SpecError(file, key, f"unpinned base image {ref!r}: name a tag or a digest")
+        raise SpecError(file, key, f"unpinned base image {short(ref)}: name a tag or a digest")
     tag = last.split(":", 1)[1]
     if not tag or tag == "latest":
-        raise SpecError(file, key, f"unpinned base image {ref!r}: 'latest' moves; name a fixed tag or a digest")
+        raise SpecError(file, key, f"unpinned base image {short(ref)}: 'latest' moves; name a fixed tag or a digest")
 
 
 def check_pins(v: dict, file: str, prefix: str) -> None:
@@ -167,37 +203,221 @@ def check_pins(v: dict, file: str, prefix: str) -> None:
         check_image_ref(v["base"], file, f"{prefix}base")
     for name, comp in (v.get("components") or {}).items():
         key = f"{prefix}components.{name}"
+        if not IDENT_RE.fullmatch(name):
+            raise SpecError(file, short(key, 80, quote=False), "component names are identifiers")
         if "git" in comp:
-            if not COMMIT_RE.match(comp.get("ref", "")):
-                raise SpecError(file, f"{key}.ref", f"git component must be pinned to a 40-hex commit, got {comp.get('ref')!r}")
+            if not GIT_URL_RE.fullmatch(comp["git"]):
+                raise SpecError(file, f"{key}.git", f"not a git URL (scheme://host/path): {short(comp['git'])}")
+            if not COMMIT_RE.fullmatch(comp.get("ref", "")):
+                raise SpecError(file, f"{key}.ref", f"git component must be pinned to a 40-hex commit, got {short(comp.get('ref'))}")
         elif "version" in comp:
-            if not VERSION_RE.match(comp["version"]):
-                raise SpecError(file, f"{key}.version", f"bad version {comp['version']!r}")
+            if not _pep440(comp["version"]):
+                raise SpecError(file, f"{key}.version", f"bad version {short(comp['version'])}")
         else:
             raise SpecError(file, key, "a component needs `git` + `ref` or `version`")
-        req = comp.get("requirements")
-        if req is not None and not REL_PATH_RE.match(req):
-            raise SpecError(file, f"{key}.requirements", f"must be a relative path inside the tree, got {req!r}")
+        if "subdir" in comp:
+            check_rel_path(comp["subdir"], file, f"{key}.subdir")
+        if "extras" in comp and not EXTRAS_RE.fullmatch(comp["extras"]):
+            raise SpecError(file, f"{key}.extras", f"extras are comma-separated names, got {short(comp['extras'])}")
+        if "requirements" in comp:
+            check_rel_path(comp["requirements"], file, f"{key}.requirements")
         for i, name in enumerate(comp.get("exclude") or []):
-            if not DIST_NAME_RE.match(name):
-                raise SpecError(file, f"{key}.exclude[{i}]", f"not a distribution name: {name!r}")
+            problem = pip_name_problem(name)
+            if problem:
+                raise SpecError(file, f"{key}.exclude[{i}]", problem)
     for section in ("pip", "pip_no_deps"):
         for name, version in (v.get(section) or {}).items():
-            if not VERSION_RE.match(version) or version in ("latest", "*"):
+            problem = pip_name_problem(name)
+            if problem:
+                raise SpecError(file, short(f"{prefix}{section}.{name}", 80, quote=False), problem)
+            if not _pep440(version) or version in ("latest", "*"):
                 raise SpecError(file, f"{prefix}{section}.{name}",
-                                f"pip package must be pinned to an exact version, got {version!r}")
+                                f"pip package must be pinned to an exact version, got {short(version)}")
     for i, p in enumerate(v.get("platforms") or []):
-        if not PLATFORM_RE.match(p):
-            raise SpecError(file, f"{prefix}platforms[{i}]", f"unknown platform {p!r}")
+        if not PLATFORM_RE.fullmatch(p):
+            raise SpecError(file, f"{prefix}platforms[{i}]", f"unknown platform {short(p)}")
     plat = (v.get("gates") or {}).get("platform")
     if plat is not None and plat not in PLATFORMS:
-        raise SpecError(file, f"{prefix}gates.platform", f"must be one of {', '.join(PLATFORMS)}, got {plat!r}")
+        raise SpecError(file, f"{prefix}gates.platform", f"must be one of {', '.join(PLATFORMS)}, got {short(plat)}")
     for i, p in enumerate(v.get("patches") or []):
         for req in ("file", "tree"):
             if req not in p:
                 raise SpecError(file, f"{prefix}patches[{i}]", f"missing required key {req!r}")
-        if "ref" in p and not COMMIT_RE.match(p["ref"]):
-            raise SpecError(file, f"{prefix}patches[{i}].ref", f"must be a 40-hex commit, got {p['ref']!r}")
+        if "ref" in p and not COMMIT_RE.fullmatch(p["ref"]):
+            raise SpecError(file, f"{prefix}patches[{i}].ref", f"must be a 40-hex commit, got {short(p['ref'])}")
+        check_repo_file(p["file"], file, f"{prefix}patches[{i}].file")
+        check_abs_path(p["tree"], file, f"{prefix}patches[{i}].tree")
+        if not 0 <= p.get("strip", 1) <= 9:
+            raise SpecError(file, f"{prefix}patches[{i}].strip", f"must be 0..9, got {p['strip']}")
+    for kind in ("args", "env"):
+        for name, value in (v.get(kind) or {}).items():
+            if not IDENT_RE.fullmatch(name):
+                raise SpecError(file, short(f"{prefix}{kind}.{name}", 80, quote=False),
+                                "names are identifiers (letters, digits, '_'; not starting with a digit)")
+            if CONTROL_RE.search(value):
+                raise SpecError(file, f"{prefix}{kind}.{name}", f"control character (newline, tab, ...) in {short(value)}")
+    if "tag_suffix" in v:
+        check_tag(v["tag_suffix"], file, f"{prefix}tag_suffix")
+
+
+def _pep440(version: str) -> bool:
+    """A PEP 440 version, written without spaces (packaging alone would accept surrounding whitespace)."""
+    try:
+        Version(version)
+    except InvalidVersion:
+        return False
+    return bool(VERSION_RE.fullmatch(version))
+
+
+def pip_name_problem(name: str) -> str | None:
+    """Why `name` is not a PEP 508 distribution name with optional extras (`pkg`, `pkg[extra]`), or None."""
+    try:
+        req = Requirement(name)
+    except InvalidRequirement:
+        req = None
+    if req is None or req.specifier or req.url or req.marker or not re.fullmatch(r"[A-Za-z0-9._\[\],-]+", name):
+        return f"not a PEP 508 package name (with optional [extras]): {short(name)}"
+    return None
+
+
+def check_tag(tag: str, file: str, key: str) -> None:
+    """A tag suffix is a registry tag with room for the `-<hash12>` the content-addressed tag appends."""
+    if not TAG_RE.fullmatch(tag) or len(tag) > 128 - HASH_TAG_ROOM:
+        raise SpecError(file, key, f"not an image tag ([A-Za-z0-9_][A-Za-z0-9_.-]*, at most "
+                                   f"{128 - HASH_TAG_ROOM} characters): {short(tag)}")
+
+
+def check_abs_path(path: str, file: str, key: str) -> None:
+    """A path inside the image: absolute, normalised, plain characters (it is pasted into RUN lines)."""
+    if not (path.startswith("/") and SAFE_PATH_RE.fullmatch(path) and posixpath.normpath(path) == path):
+        raise SpecError(file, key, f"not an absolute normalised path: {short(path)}")
+
+
+def check_rel_path(path: str, file: str, key: str) -> None:
+    """A relative path that stays where it starts: normalised, no '..', plain characters."""
+    if (not SAFE_PATH_RE.fullmatch(path) or path.startswith("/") or posixpath.normpath(path) != path
+            or path.split("/")[0] == ".."):
+        raise SpecError(file, key, f"not a relative normalised path inside the repository: {short(path)}")
+
+
+def check_repo_file(path: str, file: str, key: str, under: Path = ROOT) -> None:
+    """A file the build reads from the repository (a patch, a template): inside `under`, never a host file."""
+    check_rel_path(path, file, key)
+    resolved = (under / path).resolve()
+    if not resolved.is_relative_to(under.resolve()):
+        raise SpecError(file, key, f"leaves the repository (through a link): {short(path)}")
+    if not resolved.is_file():
+        raise SpecError(file, key, f"no such file in the repository: {short(path)}")
+
+
+def check_python(python: str, file: str, key: str) -> None:
+    """The image's python: a command name on PATH or an absolute path, never a shell fragment."""
+    if not COMMAND_RE.fullmatch(python):
+        check_abs_path(python, file, key)
+
+
+def check_family_values(raw: dict, file: str) -> None:
+    """The family-level values that are not variant values (check_pins covers those)."""
+    check_repo_file(raw["template"], file, "template", ROOT / "templates")
+    check_python(raw["python"], file, "python")
+    m = IMAGE_NAME_RE.fullmatch(raw["repository"])
+    if m is None or len(raw["repository"]) > 255:
+        raise SpecError(file, "repository", f"not an image name (lower-case, no tag): {short(raw['repository'])}")
+    for key in ("default", "alias"):
+        if key in raw and not NAME_RE.fullmatch(raw[key]):
+            raise SpecError(file, key, f"not a target name: {short(raw[key])}")
+    boot = (raw.get("base_build") or {}).get("debootstrap") or {}
+    for key in ("suite", "variant"):
+        if key in boot and not DEBIAN_NAME_RE.fullmatch(boot[key]):
+            raise SpecError(file, f"base_build.debootstrap.{key}", f"not a Debian name: {short(boot[key])}")
+    for i, pkg in enumerate(boot.get("include") or []):
+        if not DEBIAN_NAME_RE.fullmatch(pkg):
+            raise SpecError(file, f"base_build.debootstrap.include[{i}]", f"not a Debian package name: {short(pkg)}")
+    wheels = raw.get("wheelhouse") or {}
+    if wheels:
+        for req in ("python_version", "platform"):
+            if req not in wheels:
+                raise SpecError(file, f"wheelhouse.{req}", "missing required key")
+        if not PY_VERSION_RE.fullmatch(wheels["python_version"]):
+            raise SpecError(file, "wheelhouse.python_version", f"expected MAJOR.MINOR, got {short(wheels['python_version'])}")
+        if not WHEEL_PLATFORM_RE.fullmatch(wheels["platform"]):
+            raise SpecError(file, "wheelhouse.platform", f"not a wheel platform tag: {short(wheels['platform'])}")
+        if "constraints" in wheels:
+            check_repo_file(wheels["constraints"], file, "wheelhouse.constraints", IMAGES_DIR)
+
+
+def check_gates(gates: dict, pip: dict, components: dict, file: str, key: str) -> None:
+    """The gate config by verify/'s own schema (the one the runner applies in the image), plus coverage: every
+    image installs the bridge, so its gates import it; packages declared means `pip check` runs over them."""
+    from verify.config import ConfigError, from_dict
+
+    try:
+        cfg = from_dict(gates, file)
+    except ConfigError as e:
+        raise SpecError(file, f"{key}.{e.key}" if e.key else key, e.problem or str(e)) from None
+    if "sglang_attn_bridge" not in cfg.imports:
+        raise SpecError(file, f"{key}.imports", "must import sglang_attn_bridge (every image installs the bridge)")
+    if (pip or components) and cfg.pip_check is None:
+        raise SpecError(file, f"{key}.pip_check", "the variant declares packages: `pip check` must run over them "
+                                                  "(pip_check: {allow: []})")
+
+
+class SpecLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing what a spec never needs: duplicate keys (last-wins hides a change)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                duplicate = key in seen
+                seen.add(key)
+            except TypeError:
+                continue  # an unhashable key: the base class reports it
+            if duplicate:
+                raise yaml.constructor.ConstructorError("while constructing a mapping", node.start_mark,
+                                                        f"duplicate key {short(key)}", key_node.start_mark)
+        return super().construct_mapping(node, deep)
+
+
+class AliasBomb(Exception):
+    """Aliases expand to more values than any spec holds (a "billion laughs" document)."""
+
+
+def _expanded_size(node, memo: dict, active: set) -> int:
+    """How many values `node` stands for once every alias is expanded (shared nodes counted each time)."""
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    if key in active:
+        raise AliasBomb("a recursive alias")
+    active.add(key)
+    if isinstance(node, yaml.ScalarNode):
+        size = 1
+    elif isinstance(node, yaml.SequenceNode):
+        size = 1 + sum(_expanded_size(n, memo, active) for n in node.value)
+    else:
+        size = 1 + sum(_expanded_size(k, memo, active) + _expanded_size(v, memo, active) for k, v in node.value)
+    active.discard(key)
+    if size > MAX_YAML_NODES:
+        raise AliasBomb(f"aliases expand to more than {MAX_YAML_NODES} values")
+    memo[key] = size
+    return size
+
+
+def load_yaml(text: str):
+    """Parse one spec document with SpecLoader, refusing it before construction if aliases blow it up."""
+    loader = SpecLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _expanded_size(node, {}, set())
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
 
 
 def merge(base: dict, over: dict) -> dict:
@@ -220,32 +440,51 @@ def _parse_family(path: Path) -> tuple[dict, dict[str, Variant]]:
     """(the raw mapping, its validated variants by name)."""
     file = path_label(path)
     try:
-        raw = yaml.safe_load(path.read_text())
+        if path.stat().st_size > MAX_SPEC_BYTES:
+            raise SpecError(file, "", f"larger than {MAX_SPEC_BYTES} bytes; refusing to parse it")
+        raw = load_yaml(path.read_text())
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}: " if mark else ""
         raise SpecError(file, "", f"{where}invalid YAML: {getattr(e, 'problem', e)}") from None
+    except (AliasBomb, RecursionError) as e:
+        raise SpecError(file, "", f"refusing the YAML: {e or 'nested too deeply'}") from None
     except OSError as e:
         raise SpecError(file, "", f"cannot read: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise SpecError(file, "", "not UTF-8 text") from None
     check(raw, FAMILY, file, "")
     for req in REQUIRED_FAMILY:
         if req not in raw:
             raise SpecError(file, req, "missing required key")
+    if not NAME_RE.fullmatch(raw["family"]):
+        raise SpecError(file, "family", f"family names are lower-case letters, digits, '.', '_', '-': {short(raw['family'])}")
     if raw["family"] != path.stem:
-        raise SpecError(file, "family", f"must match the file name {path.stem!r}, got {raw['family']!r}")
-    if not (ROOT / "templates" / raw["template"]).is_file():
-        raise SpecError(file, "template", f"no such template templates/{raw['template']}")
+        raise SpecError(file, "family", f"must match the file name {path.stem!r}, got {short(raw['family'])}")
+    check_family_values(raw, file)
     if raw["default"] not in raw["variants"]:
-        raise SpecError(file, "default", f"names no variant: {raw['default']!r}")
+        raise SpecError(file, "default", f"names no variant: {short(raw['default'])}")
     check_pins(raw, file, "")
+    if "gates" in raw:
+        check_gates(raw["gates"], raw.get("pip"), raw.get("components"), file, "gates")
     family_defaults = {k: v for k, v in raw.items() if k in VARIANT}
     variants = {}
     for name, over in raw["variants"].items():
-        if not NAME_RE.match(name):
-            raise SpecError(file, f"variants.{name}", "variant names are lower-case letters, digits, '.', '_', '-'")
+        if not NAME_RE.fullmatch(name):
+            raise SpecError(file, short(f"variants.{name}", 80, quote=False),
+                            "variant names are lower-case letters, digits, '.', '_', '-'")
         over = over or {}
         check_pins(over, file, f"variants.{name}.")
         v = merge(family_defaults, over)
+        if "tag_suffix" not in over:
+            check_tag(name, file, f"variants.{name}")
+        gates_key = f"variants.{name}.gates" if "gates" in over else "gates"
+        check_gates(v.get("gates") or {}, v.get("pip"), v.get("components"), file, gates_key)
+        git_names = {n for n, c in (v.get("components") or {}).items() if "git" in c}
+        for i, p in enumerate(v.get("patches") or ()):
+            if "component" in p and p["component"] not in git_names:
+                key = f"variants.{name}.patches[{i}]" if "patches" in over else f"patches[{i}]"
+                raise SpecError(file, f"{key}.component", f"names no git component: {short(p['component'])}")
         variants[name] = Variant(
             name=name,
             family=raw["family"],

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from toolkit import engine
@@ -55,20 +57,42 @@ def image_ref(variant) -> str | None:
 
 
 def ensure_wheelhouse(variant, log=print) -> Path | None:
-    """Download once per recipe; a stamp records what the folder holds."""
+    """Download once per recipe; a stamp records what the folder holds. The download goes into a private folder
+    that is renamed into place only when complete, so two builds at once never see a half-filled wheelhouse, and
+    a failed download leaves nothing behind."""
     if not variant.wheelhouse:
         return None
     reqs = requirements(variant)
     py, plat = variant.wheelhouse["python_version"], variant.wheelhouse["platform"]
     constraints = ROOT / "images" / variant.wheelhouse["constraints"]
     dest = CACHE / f"{variant.family}-{recipe_key(variant)}"
-    stamp = dest / ".complete"
-    if stamp.exists():
+    if (dest / ".complete").exists():
         return dest
-    dest.mkdir(parents=True, exist_ok=True)
+    CACHE.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".partial-{dest.name}-", dir=CACHE))
+    try:
+        tmp.chmod(0o755)  # it becomes the wheelhouse image's root folder
+        _download(reqs, py, plat, constraints, tmp, log, dest)
+        if dest.is_dir() and not (dest / ".complete").exists():
+            shutil.rmtree(dest)  # a half-filled folder left by an older toolkit
+        try:
+            os.rename(tmp, dest)
+        except OSError as e:
+            if not (dest / ".complete").exists():
+                raise BuildFailed(f"wheelhouse: cannot move the download into {dest}: {e}") from None
+            log(f"wheelhouse: {dest.relative_to(ROOT)} was completed meanwhile by another build; using it")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return dest
+
+
+def _download(reqs, py, plat, constraints: Path, tmp: Path, log, dest: Path) -> None:
+    """`pip download` of the pin set into `tmp` (every line, --no-deps), with the set itself as constraints.txt,
+    stamped `.complete` at the end."""
     log(f"wheelhouse: downloading the pin set {constraints.name} for cp{py.replace('.', '')} {plat} "
         f"into {dest.relative_to(ROOT)}")
-    cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "--no-deps", "--dest", str(dest),
+    stamp = tmp / ".complete"
+    cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "--no-deps", "--dest", str(tmp),
            "--python-version", py, "--implementation", "cp", "--requirement", str(constraints)]
     for tag in platform_tags(plat):
         cmd += ["--platform", tag]
@@ -76,9 +100,8 @@ def ensure_wheelhouse(variant, log=print) -> Path | None:
     if run.returncode != 0:
         tail = "\n".join((run.stdout + run.stderr).splitlines()[-15:])
         raise BuildFailed(f"wheelhouse download failed:\n{tail}")
-    shutil.copyfile(constraints, dest / "constraints.txt")
+    shutil.copyfile(constraints, tmp / "constraints.txt")
     stamp.write_text("\n".join(reqs) + "\n")
-    return dest
 
 
 def ensure_wheelhouse_image(client, variant, log=print) -> str | None:

@@ -1,7 +1,10 @@
 """The gate config: one JSON shape, rendered by the build plan from the image spec, validated here.
 
 Every problem is a ConfigError whose message is one line naming the file and the key, because the file is
-machine-written and a person reads the error in a build log.
+machine-written and a person reads the error in a build log. This is the one schema of the gate config: the
+toolkit applies ``from_dict`` when a spec loads, so a config the runner would refuse never starts a build.
+A config may not weaken itself: an explicitly empty check list, a command that swallows its own failure
+(``|| true``) and a ``pip check`` allowance too short to name a conflict are refused.
 """
 from __future__ import annotations
 
@@ -15,10 +18,17 @@ PLATFORMS = ("rocm", "cuda", "cpu")
 TOP_KEYS = ("imports", "compile", "signatures", "platform", "pip_check", "provenance", "commands")
 _MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# A shell fragment that turns any failure into success: `cmd || true`, `cmd || :`, `cmd; exit 0`.
+_SWALLOW_RE = re.compile(r"\|\|\s*(true|:|exit\s+0)\b|;\s*(true|:|exit\s+0)\s*$")
+MIN_ALLOW_MATCH = 8  # an allowance must name the conflict (a package and more), not one letter of it
 
 
 class ConfigError(ValueError):
-    """A bad config file or a bad command-line value; the message is one line."""
+    """A bad config file or a bad command-line value; the message is one line. ``key`` and ``problem`` are set
+    when one key is at fault, so a caller can report it in its own words (the toolkit names the spec file)."""
+
+    key = ""
+    problem = ""
 
 
 @dataclass
@@ -71,12 +81,16 @@ class GateConfig:
 
 
 def _fail(where: str, key: str, msg: str) -> ConfigError:
-    return ConfigError("%s: key '%s' %s" % (where, key, msg))
+    err = ConfigError("%s: key '%s' %s" % (where, key, msg))
+    err.key, err.problem = key, msg
+    return err
 
 
 def _str_list(value: Any, where: str, key: str, pattern: Optional["re.Pattern[str]"] = None) -> List[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
         raise _fail(where, key, "must be a list of non-empty strings")
+    if not value:
+        raise _fail(where, key, "must not be empty (an empty list checks nothing: leave the key out)")
     if pattern is not None:
         for i, v in enumerate(value):
             if not pattern.match(v):
@@ -120,8 +134,8 @@ def parse_provenance_arg(text: str) -> Dict[str, str]:
 
 
 def _signatures(value: Any, where: str) -> List[SignatureSpec]:
-    if not isinstance(value, list):
-        raise _fail(where, "signatures", "must be a list of objects")
+    if not isinstance(value, list) or not value:
+        raise _fail(where, "signatures", "must be a non-empty list of objects")
     out = []
     for i, entry in enumerate(value):
         key = "signatures[%d]" % i
@@ -173,13 +187,16 @@ def _pip_check(value: Any, where: str) -> Optional[List[AllowRule]]:
         for part in ("match", "reason"):
             if not isinstance(entry.get(part), str) or not entry[part].strip():
                 raise _fail(where, "%s.%s" % (key, part), "is required and must be a non-empty string")
+        if len(entry["match"].strip()) < MIN_ALLOW_MATCH:
+            raise _fail(where, key + ".match", "must name the conflict (at least %d characters), got %r"
+                        % (MIN_ALLOW_MATCH, entry["match"][:40]))
         rules.append(AllowRule(entry["match"], entry["reason"]))
     return rules
 
 
 def _commands(value: Any, where: str) -> List[CommandSpec]:
-    if not isinstance(value, list):
-        raise _fail(where, "commands", "must be a list of {\"name\", \"argv\"} objects")
+    if not isinstance(value, list) or not value:
+        raise _fail(where, "commands", "must be a non-empty list of {\"name\", \"argv\"} objects")
     out = []
     for i, entry in enumerate(value):
         key = "commands[%d]" % i
@@ -190,6 +207,10 @@ def _commands(value: Any, where: str) -> List[CommandSpec]:
         argv = entry.get("argv")
         if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
             raise _fail(where, key + ".argv", "must be a non-empty list of strings")
+        for j, arg in enumerate(argv):
+            if _SWALLOW_RE.search(arg):
+                raise _fail(where, "%s.argv[%d]" % (key, j), "swallows the command's failure (%r): a gate must "
+                            "be able to fail" % arg[:60])
         timeout = entry.get("timeout", 600.0)
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
             raise _fail(where, key + ".timeout", "must be a positive number of seconds")

@@ -8,19 +8,19 @@ ENV VIRTUAL_ENV=/opt/venv PATH=/opt/venv/bin:$PATH PIP_DISABLE_PIP_VERSION_CHECK
 RUN python3 -m venv /opt/venv
 RUN --mount=type=bind,from=miles-wheelhouse:miles-cpu-e200b75cf8a99fa8,target=/tmp/wheelhouse \
     pip install --no-cache-dir --no-index --find-links /tmp/wheelhouse --constraint /tmp/wheelhouse/constraints.txt \
-        "apache-tvm-ffi==0.1.11" \
-        "blobfile==3.0.0" \
-        "ipython==9.18.1" \
-        "msgspec==0.23.0" \
-        "openai==2.6.1" \
-        "partial-json-parser==0.2.1.1.post7" \
-        "pytest==9.2.0" \
-        "pyzmq==27.3.0" \
-        "setuptools==80.9.0" \
-        "torch==2.13.0+cpu" \
-        "triton==3.9.0" \
-        "wheel==0.48.0" \
-        "xgrammar==0.2.7"
+        apache-tvm-ffi==0.1.11 \
+        blobfile==3.0.0 \
+        ipython==9.18.1 \
+        msgspec==0.23.0 \
+        openai==2.6.1 \
+        partial-json-parser==0.2.1.1.post7 \
+        pytest==9.2.0 \
+        pyzmq==27.3.0 \
+        setuptools==80.9.0 \
+        torch==2.13.0+cpu \
+        triton==3.9.0 \
+        wheel==0.48.0 \
+        xgrammar==0.2.7
 
 # ---- miles' requirements.txt, read from its source (only that file: a change elsewhere in miles keeps this layer),
 # ---- less the spec's exclusions, resolved offline against the pin set.
@@ -33,7 +33,7 @@ RUN --mount=type=bind,from=miles-wheelhouse:miles-cpu-e200b75cf8a99fa8,target=/t
 
 # ---- Packages whose metadata pins another platform's stack, without their dependencies.
 RUN --mount=type=bind,from=miles-wheelhouse:miles-cpu-e200b75cf8a99fa8,target=/tmp/wheelhouse \
-    pip install --no-cache-dir --no-index --find-links /tmp/wheelhouse --constraint /tmp/wheelhouse/constraints.txt --no-deps "sglang==0.5.22"
+    pip install --no-cache-dir --no-index --find-links /tmp/wheelhouse --constraint /tmp/wheelhouse/constraints.txt --no-deps sglang==0.5.22
 
 # ---- miles: its source tree kept in the image (editable, as upstream installs it, so its own tests run there),
 # ---- wired to the bridge by the spec's full-context patch.
@@ -51,8 +51,10 @@ RUN --mount=type=bind,source=bridge,target=/tmp/sglang-attn-bridge,rw --mount=ty
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     /opt/venv/bin/python -m pip install --no-cache-dir --no-deps --no-build-isolation --no-index --find-links /tmp/wheelhouse /tmp/sglang-attn-bridge
 
+WORKDIR /root/miles
 # ---- Gates: verify/ runs with the image's own python against this target's gate list (gates/gates.json).
-# ---- Any failing check fails the build, so no tag ever points at an image that does not import.
+# ---- Any failing check fails the build, so no tag ever points at an image that does not import. Nothing after
+# ---- this step may change how the image behaves (labels only).
 RUN --mount=type=bind,source=gates,target=/tmp/gates \
     cd /tmp/gates && /opt/venv/bin/python -m verify --config gates.json
 
@@ -60,4 +62,3 @@ LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="miles-base:bookworm-minbase-py311-git" \
       io.miles.variant="miles-cpu" \
       io.miles.spec-digest="7b7b5a102a4cf00b1ae339cf43dadf35fd09e513c0c63db4a6967ac1ddcb3138"
-WORKDIR /root/miles

@@ -1,8 +1,8 @@
 # Rendered by build.py from images/rocm.yaml, variant rocm700-mi30x. Do not edit: change the spec or the template.
 FROM lmsysorg/sglang:v0.5.10-rocm700-mi30x
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
-ARG GPU_ARCH=gfx942
-ARG MAX_JOBS=64
+ARG GPU_ARCH="gfx942"
+ARG MAX_JOBS="64"
 
 WORKDIR /root/
 ENV MAX_JOBS=${MAX_JOBS} \
@@ -23,8 +23,8 @@ RUN apt-get update && \
 
 # ---- RCCL tests (diagnostic binaries), from the rocm-systems tree at a pinned commit.
 RUN --mount=type=bind,from=src-rccl_tests,target=/tmp/rocm-systems,rw \
-    make -C "/tmp/rocm-systems/projects/rccl-tests" -j"$(nproc)" HIP_HOME=/opt/rocm NCCL_HOME=/opt/rocm GPU_TARGETS="${GPU_ARCH}" && \
-    cp "/tmp/rocm-systems/projects/rccl-tests"/build/*_perf /usr/local/bin/
+    make -C /tmp/rocm-systems/projects/rccl-tests -j"$(nproc)" HIP_HOME=/opt/rocm NCCL_HOME=/opt/rocm GPU_TARGETS="${GPU_ARCH}" && \
+    cp /tmp/rocm-systems/projects/rccl-tests/build/*_perf /usr/local/bin/
 
 # ---- Python dependencies, in upstream's order.
 RUN pip uninstall -y transformer-engine transformer_engine transformer_engine_torch
@@ -36,19 +36,19 @@ RUN --mount=type=bind,from=src-mbridge,target=/tmp/src/mbridge,rw --mount=type=s
     pip install --no-cache-dir --no-deps /tmp/src/mbridge
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    GPU_ARCHS="${GPU_ARCH}" BUILD_TARGET=rocm pip install --no-cache-dir --no-build-isolation "flash-attn==2.8.3"
+    GPU_ARCHS="${GPU_ARCH}" BUILD_TARGET=rocm pip install --no-cache-dir --no-build-isolation flash-attn==2.8.3
 # ---- mooncake: the base image's ROCm build lacks the pure-Python files; take only those from the non-CUDA wheel.
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir --no-deps --target=/tmp/mc "mooncake-transfer-engine-non-cuda==0.3.12.post1" && \
+    pip install --no-cache-dir --no-deps --target=/tmp/mc mooncake-transfer-engine-non-cuda==0.3.12.post1 && \
     cp -n /tmp/mc/mooncake/*.py "$(python3 -c 'import mooncake, os; print(os.path.dirname(mooncake.__file__))')" && \
     rm -rf /tmp/mc
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir "flash-linear-attention==0.4.2"
+    pip install --no-cache-dir flash-linear-attention==0.4.2
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir --no-deps "tile_kernels==1.0.0"
+    pip install --no-cache-dir --no-deps tile_kernels==1.0.0
 COPY --from=src-megatron_lm / /root/Megatron-LM
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
@@ -69,7 +69,7 @@ RUN --mount=type=bind,source=patches,target=/tmp/patches \
 # sglang's Inkling multimodal processor imports numba, which the base's no-deps sglang install does not bring.
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir "numba==0.65.1"
+    pip install --no-cache-dir numba==0.65.1
 RUN --mount=type=bind,from=src-torch_memory_saver,target=/tmp/src/torch_memory_saver,rw --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir --force-reinstall /tmp/src/torch_memory_saver
@@ -78,14 +78,14 @@ RUN --mount=type=bind,from=src-megatron_bridge,target=/tmp/src/megatron_bridge,r
     pip install --no-cache-dir --no-deps --no-build-isolation /tmp/src/megatron_bridge
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir --no-deps "megatron-energon==7.2.2" "multi-storage-client==0.51.0"
+    pip install --no-cache-dir --no-deps megatron-energon==7.2.2 multi-storage-client==0.51.0
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir "nvidia-modelopt==0.40.0"
+    pip install --no-cache-dir nvidia-modelopt==0.40.0
 # modelopt lifts setuptools past the version that still ships pkg_resources; pin it back.
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir "setuptools==79.0.1"
+    pip install --no-cache-dir setuptools==79.0.1
 
 # ---- miles' requirements.txt, read from its source (the pinned commit, or a local `--source`; only that file, so a
 # ---- change elsewhere in miles keeps this layer), less the spec's `exclude` names (image_tools/requirements.py).
@@ -94,7 +94,7 @@ RUN --mount=type=bind,from=src-miles,source=requirements.txt,target=/tmp/miles-r
     --mount=type=bind,source=tools,target=/tmp/tools --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     rm -rf /usr/lib/python3/dist-packages/jwt /usr/lib/python3/dist-packages/PyJWT* && \
-    python3 /tmp/tools/requirements.py /tmp/miles-requirements.txt --exclude "nvidia-resiliency-ext" >/tmp/requirements.txt && \
+    python3 /tmp/tools/requirements.py /tmp/miles-requirements.txt --exclude nvidia-resiliency-ext >/tmp/requirements.txt && \
     pip install --no-cache-dir -r /tmp/requirements.txt && \
     rm /tmp/requirements.txt
 # ---- miles itself, as an editable install of its own source tree, wired to the bridge by the spec's
@@ -110,7 +110,7 @@ RUN --mount=type=secret,id=pip-ca \
 # ---- After miles' requirements: the CLI stack for huggingface_hub/Ray, and numpy 1.x for Megatron.
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir "typer==0.25.1" "click==8.2.1" "numpy==1.26.4"
+    pip install --no-cache-dir typer==0.25.1 click==8.2.1 numpy==1.26.4
 
 # ---- The attention bridge: its own distribution, installed like any other package (no overlay into miles).
 # ---- Late and bind-mounted, so a bridge-only edit rebuilds this step and the gates, nothing before it.
@@ -118,25 +118,27 @@ RUN --mount=type=bind,source=bridge,target=/tmp/sglang-attn-bridge,rw --mount=ty
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     python3 -m pip install --no-cache-dir --no-deps --no-build-isolation /tmp/sglang-attn-bridge
 
+# ---- The runtime environment, before the gates: the gates judge the image exactly as it will run.
+ENV HIP_FORCE_DEV_KERNARG="1" \
+    HSA_ENABLE_IPC_MODE_LEGACY="1" \
+    HSA_NO_SCRATCH_RECLAIM="1" \
+    MILES_HARDWARE_PLATFORM="rocm" \
+    NCCL_MIN_NCHANNELS="112" \
+    RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO="0" \
+    SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN="1" \
+    SGLANG_MOE_PADDING="1" \
+    SGLANG_ROCM_FUSED_DECODE_MLA="1" \
+    SGLANG_SET_CPU_AFFINITY="1" \
+    SGLANG_USE_AITER="1" \
+    SGLANG_USE_ROCM700A="1" \
+    TORCHINDUCTOR_MAX_AUTOTUNE="1" \
+    TORCHINDUCTOR_MAX_AUTOTUNE_POINTWISE="1"
 # ---- Gates: verify/ runs with the image's own python against this target's gate list (gates/gates.json).
-# ---- Any failing check fails the build, so no tag ever points at an image that does not import.
+# ---- Any failing check fails the build, so no tag ever points at an image that does not import. Nothing after
+# ---- this step may change how the image behaves (labels only).
 RUN --mount=type=bind,source=gates,target=/tmp/gates \
     cd /tmp/gates && python3 -m verify --config gates.json
 
-ENV HIP_FORCE_DEV_KERNARG=1 \
-    HSA_ENABLE_IPC_MODE_LEGACY=1 \
-    HSA_NO_SCRATCH_RECLAIM=1 \
-    MILES_HARDWARE_PLATFORM=rocm \
-    NCCL_MIN_NCHANNELS=112 \
-    RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO=0 \
-    SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 \
-    SGLANG_MOE_PADDING=1 \
-    SGLANG_ROCM_FUSED_DECODE_MLA=1 \
-    SGLANG_SET_CPU_AFFINITY=1 \
-    SGLANG_USE_AITER=1 \
-    SGLANG_USE_ROCM700A=1 \
-    TORCHINDUCTOR_MAX_AUTOTUNE=1 \
-    TORCHINDUCTOR_MAX_AUTOTUNE_POINTWISE=1
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.10-rocm700-mi30x" \
       io.miles.variant="rocm700-mi30x" \

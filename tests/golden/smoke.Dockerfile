@@ -8,10 +8,10 @@ ENV VIRTUAL_ENV=/opt/venv PATH=/opt/venv/bin:$PATH PIP_DISABLE_PIP_VERSION_CHECK
 RUN python3 -m venv /opt/venv
 RUN --mount=type=bind,from=miles-wheelhouse:smoke-f63abcf47ff653e7,target=/tmp/wheelhouse \
     pip install --no-cache-dir --no-index --find-links /tmp/wheelhouse \
-        "setuptools==80.9.0" \
-        "torch==2.13.0" \
-        "transformers==5.24.0" \
-        "triton==3.9.0"
+        setuptools==80.9.0 \
+        torch==2.13.0 \
+        transformers==5.24.0 \
+        triton==3.9.0
 
 # ---- The attention bridge: its own distribution, installed like any other package (no overlay into miles).
 # ---- Late and bind-mounted, so a bridge-only edit rebuilds this step and the gates, nothing before it.
@@ -20,7 +20,8 @@ RUN --mount=type=bind,source=bridge,target=/tmp/sglang-attn-bridge,rw --mount=ty
     /opt/venv/bin/python -m pip install --no-cache-dir --no-deps --no-build-isolation --no-index --find-links /tmp/wheelhouse /tmp/sglang-attn-bridge
 
 # ---- Gates: verify/ runs with the image's own python against this target's gate list (gates/gates.json).
-# ---- Any failing check fails the build, so no tag ever points at an image that does not import.
+# ---- Any failing check fails the build, so no tag ever points at an image that does not import. Nothing after
+# ---- this step may change how the image behaves (labels only).
 RUN --mount=type=bind,source=gates,target=/tmp/gates \
     cd /tmp/gates && /opt/venv/bin/python -m verify --config gates.json
 

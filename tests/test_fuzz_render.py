@@ -1,0 +1,199 @@
+"""Values are data, by property: random strings through every field a template renders never change the rendered
+Dockerfile's structure.
+
+The structure is what `dockerfile-parse` reads: the list of instructions (comments included), the keys of every
+ENV/LABEL/ARG, the words of FROM, and the shell shape of every RUN (its operators, and how many words lie between
+them). Each example gives every field a fresh random value, 10,000 examples per family. A value that no quoting
+can hold (a control character, a FROM that is not an image reference, an ENV/ARG name that is not an identifier)
+must be refused by `render` itself, even with spec validation bypassed as here. The few values that family
+templates write inside their own double quotes are guarded by spec validation alone: for those, a random value
+counts only when the spec validator would accept it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import shlex
+
+import pytest
+from dockerfile_parse import DockerfileParser
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from toolkit.errors import UsageError
+from toolkit.plan import make_plan
+from toolkit.render import render
+from toolkit.spec import COMMIT_RE, CONTROL_RE, GIT_URL_RE, IDENT_RE, _pep440, load_catalog, reference_problem
+
+EXAMPLES = 10_000
+SHELLISH = list("\"'\\$`;&|<>(){}[]*?!~#=:,./ -_\n\t\r\x00aZ09") + ["&&", "||", "$(", "<<EOF", "\\\n", "${X}"]
+# "dirty": anything, control characters included (render must refuse); "clean": anything else (it must render).
+VALUES = st.one_of(st.text(max_size=40), st.lists(st.sampled_from(SHELLISH), max_size=12).map("".join))
+CLEAN = st.one_of(
+    st.text(st.characters(exclude_categories=("Cc", "Cs", "Zl", "Zp")), max_size=40),
+    st.lists(st.sampled_from([c for c in SHELLISH if not CONTROL_RE.search(c)]), max_size=12).map("".join),
+)
+LOWER, ALNUM = "abcdefghijklmnopqrstuvwxyz0123456789", "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+# In a clean example FROM and ENV/ARG names get valid values (`from_regex` would be a hundred times slower), so
+# the rest renders; invalid ones come with the dirty examples.
+REFERENCES = st.builds(
+    "{}:{}{}".format, st.lists(st.text(LOWER, min_size=1, max_size=8), min_size=1, max_size=3).map("/".join),
+    st.sampled_from(ALNUM + "_"), st.text(ALNUM + "_.-", max_size=20))
+IDENTIFIERS = st.builds(str.__add__, st.sampled_from(ALNUM[:52] + "_"), st.text(ALNUM + "_", max_size=12))
+OPERATORS = set("();<>|&")
+VALIDATED_ONLY: dict = {}  # family -> {field: validator}: fields a template may still use unquoted (none now)
+
+
+def seeded(family: str):
+    """The family's default variant with one ENV, one ARG and one patch, so every partial renders something."""
+    v = load_catalog().resolve(family)
+    return dataclasses.replace(
+        v, env={**v.env, "FUZZ_ENV": "x"}, args={**v.args, "FUZZ_ARG": "x"},
+        patches=({"file": "images/smoke.constraints.txt", "tree": "/opt/tree", "ref": "0" * 40},))
+
+
+def field_setters(v) -> dict:
+    """field id -> function(variant, value) -> variant with that field set to value."""
+    def put(attr, key):
+        return lambda var, x: dataclasses.replace(var, **{attr: {**getattr(var, attr), key: x}})
+
+    def rename(attr, old):  # the entry keeps its place and value; a name already taken is left alone
+        def set_name(var, x):
+            items = getattr(var, attr)
+            if x in items:
+                return var
+            return dataclasses.replace(var, **{attr: {(x if k == old else k): val for k, val in items.items()}})
+        return set_name
+
+    def comp(name, part):
+        return lambda var, x: dataclasses.replace(
+            var, components={**var.components, name: {**var.components[name], part: x}})
+
+    def patch(part):
+        return lambda var, x: dataclasses.replace(var, patches=({**var.patches[0], part: x},))
+
+    setters = {f: (lambda f: lambda var, x: dataclasses.replace(var, **{f: x}))(f)
+               for f in ("base", "python", "name", "repository")}
+    setters.update({f"args.{k}": put("args", k) for k in v.args})
+    setters.update({f"env.{k}": put("env", k) for k in v.env})
+    setters.update({f"pip.{k}": put("pip", k) for k in v.pip})
+    for name, c in v.components.items():
+        for part in ("git", "ref", "version"):
+            if part in c:
+                setters[f"components.{name}.{part}"] = comp(name, part)
+    setters.update({f"patch.{part}": patch(part) for part in ("file", "tree", "ref")})
+    setters["args name"], setters["env name"] = rename("args", "FUZZ_ARG"), rename("env", "FUZZ_ENV")
+    if v.family == "smoke":  # the only template that renders pip names from a loop
+        setters["pip name"] = rename("pip", sorted(v.pip)[0])
+    return setters
+
+
+def shell_shape(cmd: str) -> tuple:
+    """A RUN line as bash reads it: unquoted operators, "w" for each word, "$(" ... ")" around a command
+    substitution (parsed afresh inside, as bash does, even within double quotes), "`" for a backquote;
+    ("unbalanced",) when a quote or a substitution never closes."""
+    shape, word, state, outer, i = [], False, None, [], 0
+    while i < len(cmd):
+        c = cmd[i]
+        if state == "'":
+            state = None if c == "'" else state
+        elif c == "\\":
+            i, word = i + 1, True
+        elif cmd.startswith("$(", i):
+            shape.append("$(")
+            outer.append((state, word))
+            state, word, i = None, False, i + 2
+            continue
+        elif c == ")" and state is None and outer:
+            if word:
+                shape.append("w")
+            shape.append(")")
+            state, word = outer.pop()
+        elif c == "`":
+            shape.append(c)
+            word = True
+        elif state == '"':
+            state = None if c == '"' else state
+        elif c in "'\"":
+            state, word = c, True
+        elif c in OPERATORS or c.isspace():
+            if word:
+                shape.append("w")
+            word, op = False, ""
+            while i < len(cmd) and cmd[i] in OPERATORS:
+                op, i = op + cmd[i], i + 1
+            if op:
+                shape.append(op)
+                continue
+        else:
+            word = True
+        i += 1
+    if word:
+        shape.append("w")
+    return ("unbalanced",) if state or outer else tuple(shape)
+
+
+def structure(text: str) -> list:
+    parser = DockerfileParser(fileobj=io.BytesIO(text.encode()))
+    shape = []
+    for ins in parser.structure:
+        kind, value = ins["instruction"], ins["value"]
+        if kind == "RUN":
+            detail = shell_shape(value)
+        elif kind in ("ENV", "LABEL", "ARG"):  # how many KEY=VALUE pairs
+            try:
+                detail = len(shlex.split(value))
+            except ValueError as e:  # an unbalanced quote: a value broke out of its word
+                detail = ("unparsable", str(e))
+        elif kind == "FROM":
+            detail = len(value.split())
+        elif kind == "COMMENT":
+            detail = None  # a comment may hold a value (the variant name); it stays one comment line
+        else:
+            detail = value
+        shape.append((kind, detail))
+    return shape
+
+
+def must_refuse(v) -> bool:
+    """What `render` has to refuse whatever the spec said: nothing quoting can keep on one line or in one word."""
+    strings = [v.base, v.python, v.name, v.repository, *v.args, *v.args.values(), *v.env, *v.env.values(),
+               *v.pip, *v.pip.values(), *v.pip_no_deps, *v.pip_no_deps.values(),
+               *(y for c in v.components.values() for x in c.values() for y in (x if isinstance(x, list) else [x])),
+               *(str(x) for p in v.patches for x in p.values())]
+    return (any(CONTROL_RE.search(s) for s in strings) or reference_problem(v.base) is not None
+            or not all(IDENT_RE.fullmatch(k) for k in (*v.args, *v.env)))
+
+
+@pytest.mark.parametrize("family", ["smoke", "miles-cpu", "rocm", "cuda"])
+def test_random_values_never_change_the_instruction_list(family):
+    base = seeded(family)
+    expected = structure(render(make_plan(base, revision="fuzz")))
+    setters = field_setters(base)
+    validated_only = VALIDATED_ONLY.get(family, {})
+    counts = {"rendered": 0, "refused": 0}
+    clean = {f: REFERENCES if f == "base" else IDENTIFIERS if f in ("args name", "env name") else CLEAN
+             for f in setters}
+
+    @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))
+    @given(st.one_of(st.fixed_dictionaries(clean), st.fixed_dictionaries({f: VALUES for f in setters})))
+    def check(values):
+        v = base
+        for field in setters:  # names last: a value setter never re-adds a renamed entry
+            value = values[field]
+            valid = validated_only.get(field)
+            if valid is None or valid(value):
+                v = setters[field](v, value)
+        if must_refuse(v):
+            with pytest.raises(UsageError):
+                render(make_plan(v, revision="fuzz"))
+            counts["refused"] += 1
+            return
+        assert structure(render(make_plan(v, revision="fuzz"))) == expected, values
+        counts["rendered"] += 1
+
+    check()
+    assert counts["rendered"] + counts["refused"] >= EXAMPLES
+    assert counts["rendered"] >= EXAMPLES // 4, counts  # the quoting itself was exercised, not only refusals
