@@ -13,6 +13,7 @@ from pathlib import Path
 from toolkit.errors import BuildFailed, UsageError
 
 WORKDIR = "/tmp/miles-gates"
+RUN_LABEL = "io.miles.gate-run"  # marks the throwaway container a verify run makes (it is always removed)
 
 
 def _gates_tar(gates: dict) -> bytes:
@@ -46,7 +47,7 @@ def verify_image(client, variant, image: str, json_path=None, junit_path=None, o
         raise UsageError(f"image {image} is not present on this engine (pull or load it first)") from None
     cmd = ["-m", "verify", "--config", "gates.json", "--json", "report.json", "--junit", "report.xml"]
     container = client.containers.create(image, command=cmd, entrypoint=[variant.python], working_dir=WORKDIR,
-                                         network_disabled=True, user="0")
+                                         network_disabled=True, user="0", labels={RUN_LABEL: variant.name})
     try:
         container.put_archive("/tmp", _gates_tar(variant.gates))
         container.start()
