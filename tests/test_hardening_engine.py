@@ -70,10 +70,13 @@ def test_concurrent_builds_never_cross(project_copy, docker_client):
 
 
 def _small_wheelhouse_spec(project: Path, pip: dict) -> None:
+    """Smoke with a tiny pin set: the wheelhouse downloads exactly the constraints file's lines."""
     spec = project / "images" / "smoke.yaml"
     data = yaml.safe_load(spec.read_text())
     data["pip"] = pip
     spec.write_text(yaml.safe_dump(data, sort_keys=False))
+    (project / "images" / data["wheelhouse"]["constraints"]).write_text(
+        "".join(f"{name}=={version}\n" for name, version in pip.items()))
 
 
 def _own_cache(project: Path) -> Path:

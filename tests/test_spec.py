@@ -42,7 +42,7 @@ CASES = [
     ("default names no variant", "rocm", lambda d: d.update(default="rocm999"),
      "images/rocm.yaml: default: names no variant: 'rocm999'"),
     ("gate platform", "rocm", lambda d: d["gates"].update(platform="metal"),
-     "images/rocm.yaml: gates.platform: must be one of rocm, cuda, cpu, got 'metal'"),
+     "images/rocm.yaml: gates.platform: must be one of rocm|cuda|cpu, got 'metal'"),
 ]
 
 

@@ -91,7 +91,6 @@ FAMILY = {
     **{k: v for k, v in VARIANT.items() if k not in ("tag_suffix",)},
 }
 REQUIRED_FAMILY = ("family", "template", "repository", "default", "python", "base", "variants")
-PLATFORMS = ("rocm", "cuda", "cpu")
 
 
 @dataclass(frozen=True)
@@ -236,9 +235,6 @@ def check_pins(v: dict, file: str, prefix: str) -> None:
     for i, p in enumerate(v.get("platforms") or []):
         if not PLATFORM_RE.fullmatch(p):
             raise SpecError(file, f"{prefix}platforms[{i}]", f"unknown platform {short(p)}")
-    plat = (v.get("gates") or {}).get("platform")
-    if plat is not None and plat not in PLATFORMS:
-        raise SpecError(file, f"{prefix}gates.platform", f"must be one of {', '.join(PLATFORMS)}, got {short(plat)}")
     for i, p in enumerate(v.get("patches") or []):
         for req in ("file", "tree"):
             if req not in p:
