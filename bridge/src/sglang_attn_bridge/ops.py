@@ -154,7 +154,7 @@ def backward(do, q, k, v, o, lse, lay: Varlen, scale: float, causal: bool, windo
     alloc = torch.empty_like if lay.covers_all else torch.zeros_like
     dq, dk, dv = alloc(q), alloc(k), alloc(v)
     B, Sq, Hq, D = q.shape
-    Sk, Hkv = k.shape[1], k.shape[2]
+    Hkv = k.shape[2]
     plan = kernel_plan.plan(q, k, v, window, softcap, do=do)
     if ("dkdv" in parts and plan.dkdv.kernel != "gluon" and q.stride(2) != D
             and not kernel_plan.Target.of(q.device).gluon):
