@@ -22,28 +22,30 @@ RUN --mount=type=bind,from=miles-wheelhouse:miles-cpu-e200b75cf8a99fa8,target=/t
         wheel==0.48.0 \
         xgrammar==0.2.7
 
-# ---- miles' requirements.txt, read from its source (only that file: a change elsewhere in miles keeps this layer),
-# ---- less the spec's exclusions, resolved offline against the pin set.
-RUN --mount=type=bind,from=miles-wheelhouse:miles-cpu-e200b75cf8a99fa8,target=/tmp/wheelhouse \
-    --mount=type=bind,from=src-miles,source=requirements.txt,target=/tmp/miles-requirements.txt \
-    --mount=type=bind,source=tools,target=/tmp/tools \
-    python /tmp/tools/requirements.py /tmp/miles-requirements.txt --exclude nvidia-resiliency-ext >/tmp/requirements.txt && \
-    pip install --no-cache-dir --no-index --find-links /tmp/wheelhouse --constraint /tmp/wheelhouse/constraints.txt -r /tmp/requirements.txt && \
-    rm /tmp/requirements.txt
-
 # ---- Packages whose metadata pins another platform's stack, without their dependencies.
 RUN --mount=type=bind,from=miles-wheelhouse:miles-cpu-e200b75cf8a99fa8,target=/tmp/wheelhouse \
     pip install --no-cache-dir --no-index --find-links /tmp/wheelhouse --constraint /tmp/wheelhouse/constraints.txt --no-deps sglang==0.5.22
 
-# ---- miles: its source tree kept in the image (editable, as upstream installs it, so its own tests run there),
-# ---- wired to the bridge by the spec's full-context patch.
+# ---- miles' requirements.txt, read from its source (the pinned commit, or a local `--source`; only that file, so a
+# ---- change elsewhere in miles keeps this layer), less the spec's `exclude` names (image_tools/requirements.py).
+# ---- The apt copy of PyJWT has no pip record, so pip could not replace it: it goes first, as upstream does.
+RUN --mount=type=bind,from=miles-wheelhouse:miles-cpu-e200b75cf8a99fa8,target=/tmp/wheelhouse --mount=type=bind,from=src-miles,source=requirements.txt,target=/tmp/miles-requirements.txt \
+    --mount=type=bind,source=tools,target=/tmp/tools --mount=type=secret,id=pip-ca \
+    if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
+    rm -rf /usr/lib/python3/dist-packages/jwt /usr/lib/python3/dist-packages/PyJWT* && \
+    /opt/venv/bin/python /tmp/tools/requirements.py /tmp/miles-requirements.txt --exclude nvidia-resiliency-ext >/tmp/requirements.txt && \
+    pip install --no-cache-dir --no-index --find-links /tmp/wheelhouse --constraint /tmp/wheelhouse/constraints.txt --no-build-isolation -r /tmp/requirements.txt && \
+    rm /tmp/requirements.txt
+# ---- miles itself, as an editable install of its own source tree, wired to the bridge by the spec's
+# ---- full-context patches for the miles component.
 COPY --from=src-miles / /root/miles
 RUN --mount=type=bind,source=patches,target=/tmp/patches \
     git -C /root/miles apply --check -p1 /tmp/patches/miles-attn-bridge.patch && \
     git -C /root/miles apply -p1 /tmp/patches/miles-attn-bridge.patch && \
     git -C /root/miles apply --reverse --check -p1 /tmp/patches/miles-attn-bridge.patch
-RUN --mount=type=bind,from=miles-wheelhouse:miles-cpu-e200b75cf8a99fa8,target=/tmp/wheelhouse \
-    pip install --no-cache-dir --no-index --find-links /tmp/wheelhouse --constraint /tmp/wheelhouse/constraints.txt --no-deps --no-build-isolation -e /root/miles
+RUN --mount=type=bind,from=miles-wheelhouse:miles-cpu-e200b75cf8a99fa8,target=/tmp/wheelhouse --mount=type=secret,id=pip-ca \
+    if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
+    pip install --no-cache-dir --no-index --find-links /tmp/wheelhouse --constraint /tmp/wheelhouse/constraints.txt --no-build-isolation -e /root/miles --no-deps
 
 # ---- The attention bridge: its own distribution, installed like any other package (no overlay into miles).
 # ---- Late and bind-mounted, so a bridge-only edit rebuilds this step and the gates, nothing before it.
