@@ -6,6 +6,8 @@ SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 # ---- bind-mounted per step: no network, no wheel in a layer or in the build context.
 ENV VIRTUAL_ENV=/opt/venv PATH=/opt/venv/bin:$PATH PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python3 -m venv /opt/venv
+# ---- The family's `pip` pins, then its `pip_no_deps` pins without their dependencies (sglang's metadata pins its
+# ---- CUDA serving stack).
 RUN --mount=type=bind,from=miles-wheelhouse:miles-cpu-e200b75cf8a99fa8,target=/tmp/wheelhouse \
     pip install --no-cache-dir --no-index --find-links /tmp/wheelhouse --constraint /tmp/wheelhouse/constraints.txt \
         apache-tvm-ffi==0.1.11 \
@@ -20,12 +22,10 @@ RUN --mount=type=bind,from=miles-wheelhouse:miles-cpu-e200b75cf8a99fa8,target=/t
         torch==2.13.0+cpu \
         triton==3.9.0 \
         wheel==0.48.0 \
-        xgrammar==0.2.7
+        xgrammar==0.2.7 \
+    && pip install --no-cache-dir --no-index --find-links /tmp/wheelhouse --constraint /tmp/wheelhouse/constraints.txt --no-deps sglang==0.5.22
 
-# ---- Packages whose metadata pins another platform's stack, without their dependencies.
-RUN --mount=type=bind,from=miles-wheelhouse:miles-cpu-e200b75cf8a99fa8,target=/tmp/wheelhouse \
-    pip install --no-cache-dir --no-index --find-links /tmp/wheelhouse --constraint /tmp/wheelhouse/constraints.txt --no-deps sglang==0.5.22
-
+# ---- miles as the GPU images install it, offline from the pin set (setuptools and wheel are in the venv).
 # ---- miles' requirements.txt, read from its source (the pinned commit, or a local `--source`; only that file, so a
 # ---- change elsewhere in miles keeps this layer), less the spec's `exclude` names (image_tools/requirements.py).
 # ---- The apt copy of PyJWT has no pip record, so pip could not replace it: it goes first, as upstream does.
