@@ -14,14 +14,11 @@ import signal
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent
-sys.path.insert(0, str(ROOT))
-
-from toolkit import engine, registry  # noqa: E402
-from toolkit.errors import Interrupted, ToolkitError, UsageError, short  # noqa: E402
-from toolkit.plan import host_pip_ca, make_plan, parse_secret  # noqa: E402
-from toolkit.render import render  # noqa: E402
-from toolkit.spec import load_catalog, reference_problem  # noqa: E402
+from toolkit import engine, registry
+from toolkit.errors import Interrupted, ToolkitError, UsageError, short
+from toolkit.plan import host_pip_ca, make_plan, parse_secret
+from toolkit.render import render
+from toolkit.spec import load_catalog, reference_problem
 
 
 def out(line: str) -> None:
@@ -119,9 +116,9 @@ def build_staged(args, client, plan, ctx) -> int:
 def cmd_verify(args) -> int:
     variant = load_catalog().resolve(args.target)
     if args.export_cst:
-        from verify.cst import to_cst
+        from toolkit.cst_export import write_cst
 
-        Path(args.export_cst).write_text(json.dumps(to_cst(variant.gates, variant.python), indent=2) + "\n")
+        write_cst(variant.gates, variant.python, args.export_cst)
         out(f"wrote {args.export_cst}: container-structure-test config for {variant.name}")
         return 0
     from toolkit.verify_image import verify_image

@@ -7,7 +7,7 @@ by a small python wrapper: wall seconds (what a build waits for) and CPU seconds
 so drift hits all alike, after one warm-up round. Prints markdown tables: min and median of each, ratios against
 the bare import, and the full gate's per-check seconds.
 
-    python ci/bench_gates.py [--image miles:smoke] [--target smoke | --config gates.json] [--python PY] [-n 7]
+    python -m ci.bench_gates [--image miles:smoke] [--target smoke | --config gates.json] [--python PY] [-n 7]
 """
 from __future__ import annotations
 
@@ -18,10 +18,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
-from verify import bundle  # noqa: E402
-from verify.config import load_config  # noqa: E402
+from toolkit import gate_bundle as bundle
+from verify.config import load_config
 
 RUNNER_DIR = "/opt/gate"
 
@@ -83,7 +82,7 @@ def main(argv=None) -> int:
     try:
         container.start()
         container.exec_run(["mkdir", "-p", RUNNER_DIR])
-        _put(container, {**bundle.runner_files(), **bundle.probe_files()})
+        _put(container, bundle.payload_bytes())
         _put(container, {"gates.json": json.dumps(gates).encode(),
                          "gates-no-commands.json": json.dumps(no_commands).encode()})
         walls = {name: [] for name in cases}

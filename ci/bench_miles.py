@@ -7,7 +7,7 @@ are kept, so their one-time preparation is not counted). The one-line change edi
 actor in an unpacked copy of the source, so only the layers after the miles source should rerun. The engine's
 build cache is left alone; the bench's tag is `miles-bench:miles-cpu`.
 
-    python ci/bench_miles.py [--source ../shared/upstream/miles-31f1ca961.tar.gz]
+    python -m ci.bench_miles [--source ../shared/upstream/miles-31f1ca961.tar.gz]
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ differs between the two revisions is changed; a file that no image reads (README
 The hash printed here is the build's input hash (a host wheelhouse enters it through its recipe, which the rendered
 Dockerfile names), so the decision needs no network and no download.
 
-    python ci/changed_images.py --base origin/main [--head HEAD] [--repo DIR] [--json FILE]
+    python -m ci.changed_images --base origin/main [--head HEAD] [--repo DIR] [--json FILE]
 
 Prints one line per target (`changed`, `same`, `added`, `removed`) and, under GitHub Actions, writes
 `changed` (space-separated), `changed_json` and `any` to $GITHUB_OUTPUT. Exit 0 whatever changed; 1 when the head
@@ -26,11 +26,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-# Runs inside an exported revision, with that revision's toolkit first on sys.path. Uses only the toolkit
+# Runs inside an exported revision (`python -c` puts the working directory, that revision, first on sys.path). Uses only the toolkit
 # functions the build itself uses, so the hash follows whatever that revision's build would hash.
 DRIVER = r"""
 import json, sys
-sys.path.insert(0, ".")
 from toolkit.context import plan_hash
 from toolkit.plan import host_pip_ca, make_plan
 from toolkit.render import render
@@ -59,6 +58,7 @@ def git(repo: Path, *args: str) -> str:
 def hash_tree(tree: Path) -> dict:
     """Input hash of every target, computed by the toolkit found in `tree`."""
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    env.pop("PYTHONSAFEPATH", None)  # the driver imports the toolkit from its working directory
     run = subprocess.run([sys.executable, "-c", DRIVER], cwd=tree, capture_output=True, text=True, env=env,
                          timeout=600)
     if run.returncode != 0:

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """The CI image pipeline, one entry point for the workflows in .github/workflows/ (and for a person at a shell).
 
-    python ci/pipeline.py matrix                       # GitHub matrix: one job per image family, runner by GPU vendor
-    python ci/pipeline.py render-all --out DIR         # render every target (a broken spec/template fails the PR)
-    python ci/pipeline.py images (--family F | --target T...) --registry R [--cache REF] [--skip-existing]
+    python -m ci.pipeline matrix                       # GitHub matrix: one job per image family, runner by GPU vendor
+    python -m ci.pipeline render-all --out DIR         # render every target (a broken spec/template fails the PR)
+    python -m ci.pipeline images (--family F | --target T...) --registry R [--cache REF] [--skip-existing]
                                  [--no-cache] [--reports DIR] [--summary FILE] [--builder NAME] [--jobs N]
 
 `images` is the main-branch flow for a set of targets: `build.py bake` writes the bake file (tags, labels with the
@@ -29,15 +29,14 @@ from pathlib import Path
 from xml.sax.saxutils import escape
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
-from toolkit import registry  # noqa: E402
-from toolkit.bake import target_name  # noqa: E402
-from toolkit.context import INPUT_HASH_LABEL  # noqa: E402
-from toolkit.errors import ToolkitError  # noqa: E402
-from toolkit.plan import make_plan  # noqa: E402
-from toolkit.render import render  # noqa: E402
-from toolkit.spec import load_catalog  # noqa: E402
+from toolkit import registry
+from toolkit.bake import target_name
+from toolkit.context import INPUT_HASH_LABEL
+from toolkit.errors import ToolkitError
+from toolkit.plan import make_plan
+from toolkit.render import render
+from toolkit.spec import load_catalog
 
 # Runner labels per GPU vendor (the spec's gates.platform says which vendor a family needs). Self-hosted runners
 # carry these labels; the BuildKit builder they use is set up once per runner (docs/remote-buildkit.md).

@@ -27,7 +27,7 @@ def registry():
 
 
 def pipeline(*args, cwd=ROOT):
-    return subprocess.run([sys.executable, "ci/pipeline.py", *args], cwd=cwd, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "ci.pipeline", *args], cwd=cwd, capture_output=True, text=True,
                           timeout=1800)
 
 

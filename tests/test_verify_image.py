@@ -45,7 +45,7 @@ def test_missing_image_is_a_usage_error():
 @pytest.mark.parametrize("target", ["smoke", "rocm"])
 def test_export_cst_writes_the_targets_gates(tmp_path, target):
     from toolkit.spec import load_catalog
-    from verify.cst import to_cst
+    from toolkit.cst_export import to_cst
 
     dest = tmp_path / "cst.json"
     proc = run_build_py("verify", "--target", target, "--export-cst", str(dest))

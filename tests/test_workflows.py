@@ -19,7 +19,6 @@ from support import ROOT
 WORKFLOWS = ROOT / ".github" / "workflows"
 PR, IMAGES = WORKFLOWS / "pr.yml", WORKFLOWS / "images.yml"
 PINNED = re.compile(r"^[\w.-]+/[\w.-]+(/[\w./-]+)?@[0-9a-f]{40}$")
-sys.path.insert(0, str(ROOT / "ci"))
 
 
 def load(path):
@@ -61,7 +60,7 @@ def test_pull_request_runs_lint_unit_tests_render_and_smoke_only_when_an_image_c
     wf = load(PR)
     text = runs(wf)
     for needed in ("bash ci/setup.sh", "python3 build.py lint", 'python3 -m pytest -m "not docker"',
-                   "python3 ci/pipeline.py render-all", "python3 ci/changed_images.py --base",
+                   "python3 -m ci.pipeline render-all", "python3 -m ci.changed_images --base",
                    "python3 build.py build --target smoke", "python3 build.py verify --target smoke"):
         assert needed in text, needed
     checkout = next(s for _, s in steps(wf) if s.get("uses", "").startswith("actions/checkout@"))
@@ -78,7 +77,7 @@ def test_main_and_schedule_bake_the_matrix_on_vendor_runners_and_upload_reports(
     assert job["strategy"]["matrix"]["include"] == "${{ fromJSON(needs.plan.outputs.matrix) }}"
     assert job["strategy"]["fail-fast"] is False
     text = runs(wf)
-    assert "python3 ci/pipeline.py matrix" in text and "python3 ci/pipeline.py images" in text
+    assert "python3 -m ci.pipeline matrix" in text and "python3 -m ci.pipeline images" in text
     assert "--skip-existing" in text and "--no-cache" in text
     upload = next(s for _, s in steps(wf) if s.get("uses", "").startswith("actions/upload-artifact@"))
     assert upload["if"] == "always()" and "build/reports/" in upload["with"]["path"]
@@ -87,8 +86,7 @@ def test_main_and_schedule_bake_the_matrix_on_vendor_runners_and_upload_reports(
 
 
 def test_matrix_covers_every_target_once_with_runner_labels_actionlint_knows():
-    import pipeline
-
+    from ci import pipeline
     from toolkit.spec import load_catalog
 
     jobs = pipeline.matrix()
@@ -106,10 +104,13 @@ def test_every_script_and_command_the_workflows_call_exists():
     for wf in (load(PR), load(IMAGES)):
         for line in runs(wf).replace("\\\n", " ").splitlines():
             words = line.strip().split()
+            if len(words) >= 3 and words[:2] == ["python3", "-m"] and words[2].startswith("ci."):
+                words = ["python3", words[2].replace(".", "/") + ".py"] + words[3:]
             if len(words) >= 2 and words[0] in ("bash", "python3") and not words[1].startswith("-"):
                 assert (ROOT / words[1]).is_file(), line
                 if words[1] in ("build.py", "ci/pipeline.py") and len(words) > 2:
-                    proc = subprocess.run([sys.executable, words[1], words[2], "--help"], cwd=ROOT,
+                    argv = ["build.py"] if words[1] == "build.py" else ["-m", "ci.pipeline"]
+                    proc = subprocess.run([sys.executable, *argv, words[2], "--help"], cwd=ROOT,
                                           capture_output=True, text=True)
                     assert proc.returncode == 0, (line, proc.stderr)
 

@@ -16,11 +16,11 @@ from pathlib import Path
 
 from toolkit.sources import LABEL_PREFIX, git_components, remote, resolve
 from toolkit.spec import ROOT
-from verify.bundle import PROBES_DIR, RUNNER_MODULES, config_text
+from toolkit.gate_bundle import config_text, payload_files
 
 BUILD_DIR = ROOT / "build"
 # What a copy of the project needs to render, stage and build every target (tests and benches copy exactly this).
-PROJECT_ITEMS = ("build.py", "toolkit", "images", "templates", "verify", "bridge", "image_tools")
+PROJECT_ITEMS = ("build.py", "toolkit", "images", "templates", "verify", "overlay_guard", "bridge", "image_tools")
 INPUT_HASH_LABEL = "io.miles.input-hash"
 BRIDGE_EXCLUDE = {"tests", "bench", "build", "dist", "__pycache__", ".pytest_cache"}
 IMAGE_TOOLS = ROOT / "image_tools"  # stdlib scripts that build steps run inside the image (context folder tools/)
@@ -71,10 +71,8 @@ def context_files(plan) -> dict:
             if not name.endswith((".pyc", ".pyo")):
                 s = Path(dirpath) / name
                 files[f"bridge/{s.relative_to(bridge).as_posix()}"] = s
-    for name in RUNNER_MODULES:  # only the runner: host-side modules (overlays, cst) never enter an image
-        files[f"gates/verify/{name}"] = ROOT / "verify" / name
-    for probe in sorted(Path(PROBES_DIR).glob("*.py")):
-        files[f"gates/probes/{probe.name}"] = probe
+    for name, path in payload_files().items():
+        files[f"gates/{name}"] = path
     for tool in sorted(IMAGE_TOOLS.glob("*.py")):
         files[f"tools/{tool.name}"] = tool
     for p in plan.variant.patches:

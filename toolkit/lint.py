@@ -25,7 +25,7 @@ def spec_patches(catalog) -> list[Path]:
 
 
 def overlay_findings(paths) -> list[str]:
-    from verify.overlays import lint_paths
+    from overlay_guard import lint_paths
 
     missing = [str(p) for p in paths if not Path(p).exists()]
     if missing:
@@ -35,7 +35,7 @@ def overlay_findings(paths) -> list[str]:
 
 def zero_context_findings(variant) -> list[str]:
     """The findings that make `build` refuse to start: a zero-context hunk in a patch this variant applies."""
-    from verify.overlays import lint_paths
+    from overlay_guard import lint_paths
 
     files = [str(ROOT / p["file"]) for p in variant.patches]
     return [str(f) for f in lint_paths(files) if f.rule == "zero-context"] if files else []

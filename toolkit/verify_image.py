@@ -17,10 +17,10 @@ RUN_LABEL = "io.miles.gate-run"  # marks the throwaway container a verify run ma
 
 
 def _gates_tar(gates: dict) -> bytes:
-    """miles-gates/verify/ (the runner's modules only), miles-gates/probes/ and miles-gates/gates.json."""
-    from verify.bundle import config_text, probe_files, runner_files, tar_of
+    """miles-gates/verify/, miles-gates/probes/ and miles-gates/gates.json."""
+    from toolkit.gate_bundle import config_text, payload_bytes, tar_of
 
-    files = {f"miles-gates/{name}": data for name, data in {**runner_files(), **probe_files()}.items()}
+    files = {f"miles-gates/{name}": data for name, data in payload_bytes().items()}
     files["miles-gates/gates.json"] = config_text(gates).encode()
     return tar_of(files)
 

@@ -20,7 +20,7 @@ from typing import List, Optional, Tuple
 from . import PACKAGE_DIR, locate
 from .config import AllowRule, CommandSpec, SignatureSpec
 from .result import CheckResult
-from .sigsource import SourceSignatureError, literal_from_source, signature_from_source
+from .source_signature import SourceSignatureError, literal_from_source, signature_from_source
 
 NVIDIA_CUDA_WHEEL = "nvidia-*-cu*"
 _IMPORTLIB_DIR = os.path.dirname(importlib.__file__)

@@ -8,8 +8,6 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:  # `import verify` for the function-API tests, whatever rootdir pytest picked
-    sys.path.insert(0, str(REPO))
 
 
 def _clean_env(pythonpath=(), extra=None):

@@ -13,8 +13,8 @@ import textwrap
 
 import pytest
 
-from verify import bundle
-from verify.cst import write_cst
+from toolkit import gate_bundle as bundle
+from toolkit.cst_export import write_cst
 
 pytestmark = pytest.mark.docker
 
@@ -78,8 +78,7 @@ def run_gate(client, image, args, files=None, env=None, fetch=None):
     container = client.containers.create(image, command=[PYTHON, "-m", "verify", *args], working_dir=RUNNER_DIR,
                                          network_disabled=True, environment=env or {})
     try:
-        tar = tarfile.open(fileobj=io.BytesIO(bundle.tar_bytes()))
-        runner = {"%s/%s" % (RUNNER_DIR, m.name): tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+        runner = {"%s/%s" % (RUNNER_DIR, name): data for name, data in bundle.payload_bytes().items()}
         runner.update({p: textwrap.dedent(t) if isinstance(t, str) else t for p, t in (files or {}).items()})
         assert container.put_archive("/", _tar(runner))
         container.start()

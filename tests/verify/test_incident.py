@@ -13,7 +13,7 @@ import subprocess
 import pytest
 
 from support import git, git_init
-from verify.overlays import lint_paths
+from overlay_guard import lint_paths
 
 REV_A = '''\
 class Engine:
@@ -117,7 +117,7 @@ def test_incident_reproduced_and_caught(upstream, tmp_path, run_verify):
     findings = lint_paths([str(patches)])
     assert [(f.path, f.hunk, f.rule) for f in findings] == [(str(zero), 1, "zero-context")]
     assert str(findings[0]).startswith("%s:1(5) zero-context: pure insertion @@ -5,0 +6,4 @@ into mod.py" % zero)
-    proc = run_verify(patches, module="verify.overlays")
+    proc = run_verify(patches, module="overlay_guard")
     assert proc.returncode == 1 and "%s:1(5) zero-context" % zero in proc.stdout
 
     # 4. The compile gate rejects the corrupted tree and names file:line.

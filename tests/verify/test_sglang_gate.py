@@ -8,6 +8,7 @@ when missing; a test skips, saying why, only when the download is impossible.
 import json
 import re
 import shutil
+import subprocess
 import sys
 import zipfile
 from pathlib import Path
@@ -135,13 +136,13 @@ def test_seeded_drift_fails(run_verify, tmp_path, unpacked, version, drift):
 
 def test_bridge_resolves_from_the_same_table():
     """The bridge's own resolution order and keywords are the table's (one home, nothing copied)."""
-    sys.path.insert(0, str(BRIDGE_SRC))
-    try:
-        from verify.sigsource import literal_from_source
-
-        table, path, _ = literal_from_source("sglang_attn_bridge.sglang_api", "EXTEND_ATTENTION")
-    finally:
-        sys.path.remove(str(BRIDGE_SRC))
+    # A child without site-packages (-S): an editable install of some other checkout cannot answer for this one.
+    code = ("import json; from verify.source_signature import literal_from_source; "
+            "t, p, _ = literal_from_source('sglang_attn_bridge.sglang_api', 'EXTEND_ATTENTION'); print(json.dumps([t, p]))")
+    run = subprocess.run([sys.executable, "-S", "-c", code], cwd=REPO, env={"PYTHONPATH": f"{REPO}:{BRIDGE_SRC}"},
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    table, path = json.loads(run.stdout)
     assert Path(path).resolve() == (BRIDGE_SRC / "sglang_attn_bridge" / "sglang_api.py").resolve()
     source = (BRIDGE_SRC / "sglang_attn_bridge" / "sglang_kernel.py").read_text()
     assert NEW_MODULE not in source and OLD_MODULE not in source
@@ -229,7 +230,7 @@ def test_cst_export_keeps_the_resolve_entry(unpacked):
     import os
     import subprocess
 
-    from verify.cst import to_cst
+    from toolkit.cst_export import to_cst
 
     gates = {"signatures": _gpu_variants()[DEFAULT].gates["signatures"]}
     test = to_cst(gates, sys.executable)["commandTests"][0]

@@ -1,4 +1,4 @@
-"""verify.cst without Docker: the shape of the export, and its embedded runner executed for real on the host."""
+"""toolkit.cst_export without Docker: the shape of the export, and its embedded runner executed for real on the host."""
 import json
 import subprocess
 import sys
@@ -6,8 +6,7 @@ import sys
 import pytest
 
 from verify.config import ConfigError
-from verify.cst import main as cst_main
-from verify.cst import to_cst
+from toolkit.cst_export import to_cst, write_cst
 
 GATES = {
     "imports": ["json", "no_such_module_xyz"],
@@ -54,10 +53,9 @@ def test_embedded_runner_really_runs_each_gate():
 
 
 def test_runner_dir_mode_does_not_embed(tmp_path):
-    from verify import PACKAGE_DIR
-    import os
+    from toolkit.gate_bundle import RUNNER_DIR
 
-    runner_dir = os.path.dirname(PACKAGE_DIR)
+    runner_dir = str(RUNNER_DIR.parent)
     cst = to_cst({"compile": ["json"]}, sys.executable, runner_dir=runner_dir)
     (test,) = cst["commandTests"]
     assert len(test["args"][1]) < 400 and runner_dir in test["args"][1]
@@ -67,10 +65,8 @@ def test_runner_dir_mode_does_not_embed(tmp_path):
 def test_invalid_config_is_rejected(tmp_path):
     with pytest.raises(ConfigError, match="'platform'"):
         to_cst({"platform": "tpu"}, sys.executable)
-    bad = tmp_path / "gates.json"
-    bad.write_text('{"imports": 3}')
-    assert cst_main(["--config", str(bad), "--python", "python", "-o", str(tmp_path / "o.json")]) == 2
-    good = tmp_path / "good.json"
-    good.write_text('{"imports": ["json"]}')
-    assert cst_main(["--config", str(good), "--python", "python", "-o", str(tmp_path / "o.json")]) == 0
+    with pytest.raises(ConfigError, match="'imports'"):
+        write_cst({"imports": 3}, "python", str(tmp_path / "bad.json"))
+    assert not (tmp_path / "bad.json").exists()
+    write_cst({"imports": ["json"]}, "python", str(tmp_path / "o.json"))
     assert json.loads((tmp_path / "o.json").read_text())["commandTests"][0]["name"] == "import json"

@@ -1,11 +1,12 @@
 """The overlay guard on patches made by real git and real diff -u (plus hand-edited ones)."""
 import os
 import subprocess
+import sys
 
 import pytest
 
-from support import git, git_init
-from verify.overlays import lint_patch_text, lint_paths
+from support import ROOT, git, git_init
+from overlay_guard import lint_patch_text, lint_paths
 
 BASE = "".join("line %d\n" % i for i in range(1, 21))
 
@@ -125,24 +126,30 @@ def test_not_a_diff_and_malformed_header():
     assert rules(lint_patch_text(text, "x.patch")) == ["malformed"]
 
 
-def test_cli_and_directory_walk(tmp_path, repo, run_verify):
+def guard(*args):
+    """``python -m overlay_guard ARGS`` from the repository root, as CI runs it."""
+    return subprocess.run([sys.executable, "-m", "overlay_guard", *map(str, args)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_cli_and_directory_walk(tmp_path, repo):
     (repo / "src" / "a.txt").write_text(insert_after(BASE, 10, "inserted\n"))
     overlays = tmp_path / "overlays"
     (overlays / "megatron").mkdir(parents=True)
     (overlays / "megatron" / "good.patch").write_text(git(repo, "diff").stdout)
     (overlays / "megatron" / "zero.diff").write_text(git(repo, "diff", "-U0").stdout)
     (overlays / "README.md").write_text("git apply --unidiff-zero is forbidden\n")  # not a scanned type
-    proc = run_verify(overlays, module="verify.overlays")
+    proc = guard(overlays)
     assert proc.returncode == 1
     assert proc.stdout.splitlines() == [
         "%s:1(5) zero-context: pure insertion @@ -10,0 +11 @@ into src/a.txt with no context: git places it by "
         "line number alone (regenerate with context, e.g. git diff -U3)" % (overlays / "megatron" / "zero.diff")]
     os.remove(overlays / "megatron" / "zero.diff")
-    assert run_verify(overlays, module="verify.overlays").returncode == 0
-    proc = run_verify("--tree-root", "megatron", overlays, module="verify.overlays")
+    assert guard(overlays).returncode == 0
+    proc = guard("--tree-root", "megatron", overlays)
     assert proc.returncode == 1 and "outside-tree" in proc.stdout
-    proc = run_verify(tmp_path / "missing", module="verify.overlays")
+    proc = guard(tmp_path / "missing")
     assert proc.returncode == 2 and "no such file" in proc.stderr
-    assert run_verify(module="verify.overlays").returncode == 2
+    assert guard().returncode == 2
     with pytest.raises(FileNotFoundError):
         lint_paths([str(tmp_path / "missing")])

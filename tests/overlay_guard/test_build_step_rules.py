@@ -3,7 +3,7 @@ import textwrap
 
 import pytest
 
-from verify.overlays import lint_paths, lint_step_text
+from overlay_guard import lint_paths, lint_step_text
 
 SHA = "7f0fb3456f8ffe47599b5fd167b454605d85f932"
 

@@ -14,14 +14,12 @@ CST reads YAML, and YAML is a superset of JSON, so the file is written as JSON (
 """
 from __future__ import annotations
 
-import argparse
 import base64
 import json
-import sys
 from typing import Any, Dict, List, Optional
 
-from . import bundle
-from .config import from_dict
+from toolkit import gate_bundle
+from verify.config import from_dict
 
 SCHEMA_VERSION = "2.0.0"
 _GO_SPECIAL = set("\\.+*?()|[]{}^$")
@@ -68,7 +66,7 @@ def to_cst(config: Dict[str, Any], python: str, runner_dir: Optional[str] = None
     if runner_dir:
         boot = _BOOT_IN_IMAGE.format(runner_dir=runner_dir)
     else:
-        boot = _BOOT_EMBEDDED.format(blob=base64.b64encode(bundle.zip_bytes()).decode("ascii"))
+        boot = _BOOT_EMBEDDED.format(blob=base64.b64encode(gate_bundle.runner_zip()).decode("ascii"))
     tests: List[dict] = []
     for pkg, loc in cfg.provenance.items():
         tests.append(_runner_test("provenance %s" % pkg, "provenance", pkg, {"provenance": {pkg: loc}}, python, boot))
@@ -106,29 +104,8 @@ def to_cst(config: Dict[str, Any], python: str, runner_dir: Optional[str] = None
 
 
 def write_cst(config: Dict[str, Any], python: str, path: str, runner_dir: Optional[str] = None) -> None:
-    """Write to_cst(...) as JSON (CST parses it as YAML)."""
+    """Write to_cst(...) as JSON (CST parses it as YAML); an invalid config raises before the file is opened."""
+    text = json.dumps(to_cst(config, python, runner_dir), indent=2) + "\n"
     with open(path, "w", encoding="utf-8") as fh:
-        json.dump(to_cst(config, python, runner_dir), fh, indent=2)
-        fh.write("\n")
+        fh.write(text)
 
-
-def main(argv: Optional[List[str]] = None) -> int:
-    """``python -m verify.cst --config gates.json --python /opt/venv/bin/python -o cst.json``"""
-    p = argparse.ArgumentParser(prog="python -m verify.cst", description=__doc__.split("\n")[0])
-    p.add_argument("--config", required=True, help="gate config JSON")
-    p.add_argument("--python", required=True, help="the image's python")
-    p.add_argument("--runner-dir", help="directory in the image that contains verify/ (default: embed it)")
-    p.add_argument("-o", "--output", required=True)
-    args = p.parse_args(argv)
-    try:
-        with open(args.config, encoding="utf-8") as fh:
-            data = json.load(fh)
-        write_cst(data, args.python, args.output, args.runner_dir)
-    except (OSError, ValueError) as exc:  # ConfigError and JSONDecodeError are ValueErrors
-        sys.stderr.write("verify.cst: error: %s: %s\n" % (args.config, exc))
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
