@@ -166,7 +166,9 @@ def check(value, schema, file: str, key: str) -> None:
         if schema is str and isinstance(value, (int, float)) and not isinstance(value, bool):
             ok = False
         if not ok:
-            raise SpecError(file, key, f"expected a {_type_name(schema)}, got {type(value).__name__} {short(value)}")
+            name = _type_name(schema)
+            article = "an" if name[0] in "aeiou" else "a"
+            raise SpecError(file, key, f"expected {article} {name}, got {type(value).__name__} {short(value)}")
 
 
 def reference_problem(ref: str) -> str | None:
