@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -49,6 +50,15 @@ def project_copy(tmp_path):
     (ROOT / ".cache").mkdir(exist_ok=True)
     (dest / ".cache").symlink_to(ROOT / ".cache")
     return dest
+
+
+@pytest.fixture
+def images_dir(tmp_path, monkeypatch):
+    """An empty `images/` folder for spec files to load in-process: the working directory is its parent, so a spec
+    loaded as `images/NAME.yaml` carries the same label (in its errors, in the Dockerfile) as the project's own."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "images").mkdir()
+    return Path("images")
 
 
 @pytest.fixture(scope="session")
