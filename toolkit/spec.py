@@ -171,6 +171,21 @@ def check(value, schema, file: str, key: str) -> None:
             raise SpecError(file, key, f"expected {article} {name}, got {type(value).__name__} {short(value)}")
 
 
+def check_keys(value, file: str, key: str) -> None:
+    """Every mapping key is a string: YAML reads `1:`, `true:`, `~:` as a number, a boolean, null, which the
+    checks of names (identifiers, package names) cannot take."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            sub = f"{key}.{k}" if key else str(k)
+            if not isinstance(k, str):
+                raise SpecError(file, short(sub, 80, quote=False),
+                                f"a key must be a string, got {type(k).__name__} {short(k)}")
+            check_keys(v, file, sub)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            check_keys(item, file, f"{key}[{i}]")
+
+
 def reference_problem(ref: str) -> str | None:
     """Why `ref` is not an image reference (name[:tag][@digest], the registry's grammar), or None."""
     m = REFERENCE_RE.fullmatch(ref) if isinstance(ref, str) else None
@@ -451,6 +466,7 @@ def _parse_family(path: Path) -> tuple[dict, dict[str, Variant]]:
         raise SpecError(file, "", f"cannot read: {e.strerror}") from None
     except UnicodeDecodeError:
         raise SpecError(file, "", "not UTF-8 text") from None
+    check_keys(raw, file, "")
     check(raw, FAMILY, file, "")
     for req in REQUIRED_FAMILY:
         if req not in raw:

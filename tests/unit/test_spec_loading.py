@@ -151,3 +151,22 @@ def test_unreadable_files(images_dir, write_spec):
     path.write_bytes(b"#" * (MAX_SPEC_BYTES + 1))
     assert refusal(path) == f"images/demo.yaml: larger than {MAX_SPEC_BYTES} bytes; refusing to parse it"
     assert refusal(images_dir / "none.yaml") == "images/none.yaml: cannot read: No such file or directory"
+
+
+NON_STRING_KEYS = [
+    ("int arg name", ("args: {", "args: {1: x, "), "args.1: a key must be a string, got int 1"),
+    ("bool env name", ("env: {", "env: {true: x, "), "env.True: a key must be a string, got bool True"),
+    ("float pip name", ("pip: {", "pip: {1.5: '1.0', "), "pip.1.5: a key must be a string, got float 1.5"),
+    ("int variant name", ("  a: {}", "  a: {}\n  7: {}"), "variants.7: a key must be a string, got int 7"),
+    ("null component name", ("components:", "components:\n  ~: {version: '1.0'}"),
+     "components.None: a key must be a string, got NoneType None"),
+    ("int gate key", ("platform: cpu", "platform: cpu, 3: x"), "gates.3: a key must be a string, got int 3"),
+]
+
+
+@pytest.mark.parametrize("edit,message", [c[1:] for c in NON_STRING_KEYS], ids=[c[0] for c in NON_STRING_KEYS])
+def test_a_key_that_is_not_a_string_is_a_spec_error(write_spec, demo_text, edit, message):
+    """YAML reads `1:`, `true:`, `~:` as an int, a bool, None: a name must still be refused in one line."""
+    old, new = edit
+    assert old in demo_text
+    assert refusal(write_spec(demo_text.replace(old, new, 1))) == f"images/demo.yaml: {message}"
