@@ -495,10 +495,15 @@ def _parse_family(path: Path) -> tuple[dict, dict[str, Variant]]:
         gates_key = f"variants.{name}.gates" if "gates" in over else "gates"
         check_gates(v.get("gates") or {}, v.get("pip"), v.get("components"), file, gates_key)
         git_names = {n for n, c in (v.get("components") or {}).items() if "git" in c}
+        by_name = {}
         for i, p in enumerate(v.get("patches") or ()):
+            key = f"variants.{name}.patches[{i}]" if "patches" in over else f"patches[{i}]"
             if "component" in p and p["component"] not in git_names:
-                key = f"variants.{name}.patches[{i}]" if "patches" in over else f"patches[{i}]"
                 raise SpecError(file, f"{key}.component", f"names no git component: {short(p['component'])}")
+            first = by_name.setdefault(posixpath.basename(p["file"]), p["file"])
+            if first != p["file"]:
+                raise SpecError(file, f"{key}.file", f"the same file name as {short(first)} (the build context "
+                                                     "holds patches by name)")
         variants[name] = Variant(
             name=name,
             family=raw["family"],

@@ -170,3 +170,14 @@ def test_a_key_that_is_not_a_string_is_a_spec_error(write_spec, demo_text, edit,
     old, new = edit
     assert old in demo_text
     assert refusal(write_spec(demo_text.replace(old, new, 1))) == f"images/demo.yaml: {message}"
+
+
+def test_two_patch_files_may_not_share_a_name(write_spec, demo_text):
+    """The context holds patches by file name (patches/NAME): a second file of the same name would replace the
+    first, and both steps would apply it."""
+    one, two = "toolkit/__init__.py", "bridge/src/sglang_attn_bridge/__init__.py"  # any repository files will do
+    text = demo_text.replace("  a: {}", f"  a: {{patches: [{{file: {one}, tree: /a}}, {{file: {two}, tree: /b}}]}}")
+    assert refusal(write_spec(text)) == ("images/demo.yaml: variants.a.patches[1].file: the same file name as "
+                                         "'toolkit/__init__.py' (the build context holds patches by name)")
+    same = demo_text.replace("  a: {}", f"  a: {{patches: [{{file: {one}, tree: /a}}, {{file: {one}, tree: /b}}]}}")
+    assert len(load_family(write_spec(same))["a"].patches) == 2  # one file applied to two trees is fine
