@@ -6,6 +6,7 @@ anything the plan could have decided.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 import re
@@ -46,7 +47,7 @@ def apply_sets(variant: Variant, sets: list[str]) -> Variant:
     """`--set args.MAX_JOBS=8`, `--set base=img:tag`: dotted overrides, validated like the spec itself."""
     if not sets:
         return variant
-    data = {k: getattr(variant, k) for k in SETTABLE}
+    data = copy.deepcopy({k: getattr(variant, k) for k in SETTABLE})  # the variant given stays as it was
     data["platforms"] = list(data["platforms"])
     for item in sets:
         key, eq, value = item.partition("=")
