@@ -553,16 +553,25 @@ class Catalog:
 
 def load_catalog(images_dir: Path = IMAGES_DIR) -> Catalog:
     variants, aliases, families = {}, {}, {}
+    claimed = {}  # alias -> (file, key) that made it: a target name means one thing
     for path in sorted(images_dir.glob("*.yaml")):
         raw, fam = _parse_family(path)
+        file = path_label(path)
         families[raw["family"]] = sorted(fam)
         for name, v in fam.items():
             if name in variants:
-                raise SpecError(path_label(path), f"variants.{name}", f"also defined in {variants[name].spec_file}")
+                raise SpecError(file, f"variants.{name}", f"also defined in {variants[name].spec_file}")
             variants[name] = v
-        for alias in {raw["family"], raw.get("alias", raw["family"])}:
-            if alias not in fam:
-                aliases[alias] = raw["default"]
+        for key in ("family", "alias"):
+            alias = raw.get(key)
+            if alias is None or alias in fam:
+                continue
+            if alias in claimed and claimed[alias][0] != file:
+                raise SpecError(file, key, f"{short(alias)} is also an alias in {claimed[alias][0]}")
+            aliases[alias], claimed[alias] = raw["default"], (file, key)
+    for alias, (file, key) in claimed.items():
+        if alias in variants:
+            raise SpecError(file, key, f"{short(alias)} is also a variant in {variants[alias].spec_file}")
     if not variants:
         raise UsageError(f"no image specs found in {images_dir}")
     return Catalog(variants=variants, aliases=aliases, families=families)

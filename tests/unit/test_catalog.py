@@ -40,3 +40,26 @@ def test_no_spec_files_is_a_usage_error(images_dir):
     with pytest.raises(UsageError, match="^no image specs found in images$"):
         load_catalog(images_dir)
 
+
+def _other(demo_text, alias):
+    """A second family, `other`, with variants x and y and the given alias."""
+    return (demo_text.replace("family: demo", "family: other").replace("alias: dm", f"alias: {alias}")
+            .replace("default: a", "default: x").replace("  a: {}", "  x: {}").replace("  b:\n", "  y:\n"))
+
+
+def test_an_alias_may_not_shadow_another_familys_variant(write_spec, demo_text, images_dir):
+    """resolve() reads aliases first: `--target b` would build the other family's default."""
+    write_spec(demo_text)
+    write_spec(_other(demo_text, "b"), "other")
+    with pytest.raises(SpecError) as e:
+        load_catalog(images_dir)
+    assert str(e.value) == "images/other.yaml: alias: 'b' is also a variant in images/demo.yaml"
+
+
+def test_two_families_may_not_claim_one_alias(write_spec, demo_text, images_dir):
+    """Otherwise the file that sorts last would win silently."""
+    write_spec(demo_text)
+    write_spec(_other(demo_text, "dm"), "other")
+    with pytest.raises(SpecError) as e:
+        load_catalog(images_dir)
+    assert str(e.value) == "images/other.yaml: alias: 'dm' is also an alias in images/demo.yaml"
