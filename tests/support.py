@@ -15,6 +15,17 @@ def run_build_py(*args, cwd=ROOT, env=None, timeout=1800):
                           timeout=timeout)
 
 
+def edited_spec(images_dir, family, fn):
+    """images_dir/FAMILY.yaml: the project's spec of that family, parsed, changed in place by fn(data), dumped."""
+    import yaml
+
+    data = yaml.safe_load((ROOT / "images" / f"{family}.yaml").read_text())
+    fn(data)
+    path = Path(images_dir) / f"{family}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
 def git(repo, *args, check=True):
     """git in `repo` under a throwaway identity; the CompletedProcess (text output)."""
     return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", "-C", str(repo), *args],
