@@ -100,7 +100,6 @@ def test_buildx_reads_the_generated_file_for_every_target(tmp_path):
 
 
 @pytest.mark.docker
-@pytest.mark.slow
 def test_real_bake_build_of_smoke_tags_only_a_gated_image(tmp_path, docker_client, project_copy):
     registry = "bake-test.invalid"  # a name only: nothing is pushed, and miles:smoke is left alone
     out = tmp_path / "bake.json"

@@ -14,7 +14,7 @@ import yaml
 
 from support import run_build_py
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
+pytestmark = pytest.mark.docker
 
 
 def run_in(client, image, *cmd):

@@ -213,6 +213,7 @@ def _cst_binary():
     return path
 
 
+@pytest.mark.slow
 def test_container_structure_test_with_exported_config(smoke_image, tmp_path):
     good, bad = tmp_path / "good.json", tmp_path / "bad.json"
     write_cst(GOOD_GATES, PYTHON, str(good))
