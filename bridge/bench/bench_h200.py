@@ -22,13 +22,12 @@ import time
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import causal_flops, interleaved_ms, load_sglang, make_qkv, packed_lengths  # noqa: E402
-from upstream_baseline import upstream_backward  # noqa: E402
+from common import causal_flops, interleaved_ms, load_sglang, make_qkv, packed_lengths
+from upstream_baseline import upstream_backward
 
-from sglang_attn_bridge import config, layout, ops  # noqa: E402
-from sglang_attn_bridge.kernels.backward import dkdv_kernel, dq_kernel  # noqa: E402
-from sglang_attn_bridge.kernels.forward import attn_fwd_kernel  # noqa: E402
+from sglang_attn_bridge import config, layout, ops
+from sglang_attn_bridge.kernels.backward import dkdv_kernel, dq_kernel
+from sglang_attn_bridge.kernels.forward import attn_fwd_kernel
 
 OUT = os.environ.get("OUT", "out")
 

@@ -24,8 +24,7 @@ import time
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import load_sglang, packed_lengths  # noqa: E402
+from common import load_sglang, packed_lengths
 
 OUT = os.environ.get("OUT", "out")
 PARTS = set(os.environ.get("BENCH_PARTS", "exact,check,profile,attn,train,compile").split(","))

@@ -20,15 +20,14 @@ import time
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import load_sglang, make_qkv, packed_lengths  # noqa: E402
+from common import load_sglang, make_qkv, packed_lengths
 
-from dataclasses import replace  # noqa: E402
+from dataclasses import replace
 
-from sglang_attn_bridge import config, layout, ops  # noqa: E402
-from sglang_attn_bridge.function import attention, sglang_forward  # noqa: E402
-from sglang_attn_bridge.reference import reference_attention  # noqa: E402
-from sglang_attn_bridge.sglang_kernel import resolve  # noqa: E402
+from sglang_attn_bridge import config, layout, ops
+from sglang_attn_bridge.function import attention, sglang_forward
+from sglang_attn_bridge.reference import reference_attention
+from sglang_attn_bridge.sglang_kernel import resolve
 
 OUT = os.environ.get("OUT", "out")
 rows = []

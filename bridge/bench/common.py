@@ -5,7 +5,6 @@ from __future__ import annotations
 import glob
 import os
 import statistics
-import sys
 import time
 
 import torch
@@ -18,8 +17,7 @@ def load_sglang():
     wheels = sorted(glob.glob(os.path.join(HERE, "..", "..", ".whl", "sglang-*.whl")))
     if not wheels:
         return None
-    sys.path.insert(0, HERE)
-    from sglang_loader import load
+    from sglang_loader import load  # a sibling script: this folder is sys.path[0] for any script run from it
 
     return load(wheels[-1])
 

@@ -7,15 +7,13 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import sys
 import time
 
 import torch
 import triton
 import triton.language as tl
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import load_sglang  # noqa: E402
+from common import load_sglang
 
 OUT = os.environ.get("OUT", "out")
 

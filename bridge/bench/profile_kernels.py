@@ -9,15 +9,12 @@ Kernels compile and warm up outside the profiled range.
 
 from __future__ import annotations
 
-import os
-import sys
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import make_qkv  # noqa: E402
+from common import make_qkv
 
-from sglang_attn_bridge import layout, ops  # noqa: E402
+from sglang_attn_bridge import layout, ops
 
 
 def main() -> None:
