@@ -47,19 +47,14 @@ def _other(demo_text, alias):
             .replace("default: a", "default: x").replace("  a: {}", "  x: {}").replace("  b:\n", "  y:\n"))
 
 
-def test_an_alias_may_not_shadow_another_familys_variant(write_spec, demo_text, images_dir):
-    """resolve() reads aliases first: `--target b` would build the other family's default."""
+@pytest.mark.parametrize("alias,problem", [
+    ("b", "'b' is also a variant in images/demo.yaml"),  # resolve() reads aliases first: `--target b` would
+                                                         # build the other family's default
+    ("dm", "'dm' is also an alias in images/demo.yaml"),  # otherwise the file that sorts last would win silently
+])
+def test_an_alias_means_one_thing(write_spec, demo_text, images_dir, alias, problem):
     write_spec(demo_text)
-    write_spec(_other(demo_text, "b"), "other")
+    write_spec(_other(demo_text, alias), "other")
     with pytest.raises(SpecError) as e:
         load_catalog(images_dir)
-    assert str(e.value) == "images/other.yaml: alias: 'b' is also a variant in images/demo.yaml"
-
-
-def test_two_families_may_not_claim_one_alias(write_spec, demo_text, images_dir):
-    """Otherwise the file that sorts last would win silently."""
-    write_spec(demo_text)
-    write_spec(_other(demo_text, "dm"), "other")
-    with pytest.raises(SpecError) as e:
-        load_catalog(images_dir)
-    assert str(e.value) == "images/other.yaml: alias: 'dm' is also an alias in images/demo.yaml"
+    assert str(e.value) == f"images/other.yaml: alias: {problem}"
