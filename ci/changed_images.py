@@ -26,8 +26,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-# Runs inside an exported revision (`python -c` puts the working directory, that revision, first on sys.path). Uses only the toolkit
-# functions the build itself uses, so the hash follows whatever that revision's build would hash.
+# Runs inside an exported revision (`python -c` puts the working directory, that revision, first on sys.path).
+# Uses only the toolkit functions the build itself uses, so the hash follows whatever that revision's build would
+# hash.
 DRIVER = r"""
 import json, sys
 from toolkit.context import plan_hash

@@ -15,9 +15,10 @@ findings read ``FILE:line rule: problem``. Rules for patches:
 - ``binary``, ``mode-only``, ``symlink``: changes a reviewer does not see in the text of the patch.
 - ``not-a-diff``, ``malformed``: nothing to apply, or a hunk header that cannot be read.
 
-Build-step rules are in ``build_steps``; patch rules in ``patch_rules``; ``unified_diff`` reads patches. Directories are walked: *.patch and *.diff are patches; Dockerfile*,
-*.j2, *.sh, *.bash, *.yml, *.yaml, Makefile and *.mk are scanned. A file named explicitly is read as a patch if it
-ends in .patch/.diff, else scanned by its name (unknown names as shell).
+Patch rules live in ``patch_rules`` (patches are read by ``unified_diff``), build-step rules in ``build_steps``.
+Directories are walked (``files``): *.patch and *.diff are patches; Dockerfile*, *.j2, *.sh, *.bash, *.yml, *.yaml,
+Makefile and *.mk are scanned. A file named explicitly is read as a patch if it ends in .patch/.diff, else scanned
+by its name (unknown names as shell).
 """
 
 from .files import lint_file, lint_paths, lint_step_text

@@ -1,4 +1,4 @@
-"""``python -m overlay_guard [--tree-root PREFIX] PATH...``: one finding per line; exit 1 on any, 0 clean, 2 bad usage."""
+"""``python -m overlay_guard [--tree-root PREFIX] PATH...``: a finding a line; exit 1 on any, 0 clean, 2 bad usage."""
 from __future__ import annotations
 
 import argparse

@@ -108,4 +108,3 @@ def write_cst(config: Dict[str, Any], python: str, path: str, runner_dir: Option
     text = json.dumps(to_cst(config, python, runner_dir), indent=2) + "\n"
     with open(path, "w", encoding="utf-8") as fh:
         fh.write(text)
-

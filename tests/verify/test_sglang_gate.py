@@ -138,7 +138,8 @@ def test_bridge_resolves_from_the_same_table():
     """The bridge's own resolution order and keywords are the table's (one home, nothing copied)."""
     # A child without site-packages (-S): an editable install of some other checkout cannot answer for this one.
     code = ("import json; from verify.source_signature import literal_from_source; "
-            "t, p, _ = literal_from_source('sglang_attn_bridge.sglang_api', 'EXTEND_ATTENTION'); print(json.dumps([t, p]))")
+            "t, p, _ = literal_from_source('sglang_attn_bridge.sglang_api', 'EXTEND_ATTENTION'); "
+            "print(json.dumps([t, p]))")
     run = subprocess.run([sys.executable, "-S", "-c", code], cwd=REPO, env={"PYTHONPATH": f"{REPO}:{BRIDGE_SRC}"},
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr
