@@ -133,14 +133,17 @@ def cmd_bake(args) -> int:
     from toolkit.bake import bake_file
     from toolkit.base_image import ensure_base
     from toolkit.context import keep, stage
+    from toolkit.sources import overrides_for
     from toolkit.wheelhouse import ensure_wheelhouse_image
 
     log = out if args.output else (lambda line: print(line, file=sys.stderr, flush=True))
     if args.cache and reference_problem(f"{args.cache}:x"):
         raise UsageError(f"--cache {short(args.cache)}: not a registry repository, e.g. ghcr.io/org/miles-cache")
     catalog, pip_ca, staged = load_catalog(), host_pip_ca(), []
-    for name in dict.fromkeys(catalog.resolve(t).name for t in args.target):
-        plan = make_plan(catalog.variants[name], pip_ca=pip_ca)
+    variants = [catalog.variants[n] for n in dict.fromkeys(catalog.resolve(t).name for t in args.target)]
+    sources = overrides_for(variants, args.source)
+    for variant in variants:
+        plan = make_plan(variant, pip_ca=pip_ca, sources=sources[variant.name])
         refuse_zero_context(plan)
         check_tags(registry.with_registry(plan, args.registry), args.registry)
         if plan.variant.base_build:  # images made on this machine: only a local (docker driver) builder sees them
@@ -208,6 +211,8 @@ def parser() -> argparse.ArgumentParser:
     k.add_argument("-o", "--output", metavar="FILE")
     k.add_argument("--registry", help="registry/namespace for tags, e.g. ghcr.io/org")
     k.add_argument("--cache", metavar="REF", help="registry cache ref for cache-from/cache-to")
+    k.add_argument("--source", action="append", default=[], metavar="NAME=PATH",
+                   help="every target with git component NAME takes it from this checkout or tarball")
 
     lint = sub.add_parser("lint", help="overlay guard on patches + hadolint on every rendered target")
     lint.add_argument("paths", nargs="*", metavar="PATCH_OR_DIR")

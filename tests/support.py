@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# The upstream miles snapshot that sits beside the checkout (the README's main command builds from it).
+SNAPSHOT = ROOT.parent / "shared" / "upstream" / "miles-31f1ca961.tar.gz"
 
 
 def run_build_py(*args, cwd=ROOT, env=None, timeout=1800):

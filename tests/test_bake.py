@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from support import run_build_py
+from support import SNAPSHOT, run_build_py
 from toolkit.bake import bake_file, target_name
 from toolkit.context import Context
 from toolkit.errors import UsageError
@@ -97,6 +97,25 @@ def test_buildx_reads_the_generated_file_for_every_target(tmp_path):
         assert t["cache-from"] == mine["cache-from"] and t["cache-to"] == mine["cache-to"]
     # A subset selects just those targets, as a matrix job does.
     assert list(bake_print(out, "smoke")["target"]) == ["smoke"]
+
+
+@pytest.mark.docker
+@pytest.mark.skipif(not SNAPSHOT.exists(), reason="the upstream miles snapshot (shared/upstream) is not beside the repo")
+def test_bake_builds_a_local_source_for_the_targets_that_have_it(tmp_path):
+    pinned, local = tmp_path / "pinned.json", tmp_path / "local.json"
+    targets = ("--target", "miles-cpu", "--target", "smoke")
+    for out, extra in ((pinned, ()), (local, ("--source", f"miles={SNAPSHOT}"))):
+        proc = run_build_py("bake", *targets, *extra, "-o", str(out))
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    before, after = (json.loads(p.read_text())["target"] for p in (pinned, local))
+    context = Path(after["miles-cpu"]["contexts"]["src-miles"])
+    assert (context / "miles" / "backends" / "fsdp_utils" / "actor.py").is_file()
+    assert context.parent.name == Path(after["miles-cpu"]["context"]).name + ".sources"
+    assert after["miles-cpu"]["labels"]["io.miles.source.miles"].startswith("local miles-31f1ca961.tar.gz sha256:")
+    assert before["miles-cpu"]["contexts"]["src-miles"].endswith("#31f1ca961a94cb860cec3b2dea34ec332bfa8f76")
+    assert after["miles-cpu"]["tags"][1] != before["miles-cpu"]["tags"][1]  # the input hash follows the source
+    assert after["smoke"] == before["smoke"]  # smoke has no miles: untouched
+    assert Path(bake_print(local, "miles-cpu")["target"]["miles-cpu"]["contexts"]["src-miles"]) == context
 
 
 @pytest.mark.docker

@@ -9,11 +9,10 @@ import tarfile
 
 import pytest
 
-from support import ROOT, git, run_build_py
+from support import ROOT, SNAPSHOT, git, run_build_py
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-SNAPSHOT = ROOT.parent / "shared" / "upstream" / "miles-31f1ca961.tar.gz"
 COMMIT = "31f1ca961a94cb860cec3b2dea34ec332bfa8f76"
 IMAGE = "miles:miles-cpu"
 ACTOR = "miles/backends/fsdp_utils/actor.py"

@@ -8,16 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from support import ROOT, run_build_py
+from support import ROOT, SNAPSHOT, run_build_py
 from toolkit.bake import bake_file
-from toolkit.context import build_labels, plan_hash, stage
+from toolkit.context import build_labels, keep, plan_hash, stage
 from toolkit.errors import UsageError
 from toolkit.plan import make_plan
 from toolkit.render import render
-from toolkit.sources import parse_overrides, stage_local, tree_digest
+from toolkit.sources import overrides_for, parse_overrides, stage_local, tree_digest
 from toolkit.spec import load_catalog
 
-SNAPSHOT = ROOT.parent / "shared" / "upstream" / "miles-31f1ca961.tar.gz"
 COMMIT = "31f1ca961a94cb860cec3b2dea34ec332bfa8f76"
 
 
@@ -123,6 +122,31 @@ def test_bake_targets_carry_their_named_contexts(tmp_path):
     target = bake_file([(plan, ctx)])["target"]["miles-cpu"]
     assert target["contexts"] == {"src-miles": f"https://github.com/radixark/miles.git#{COMMIT}"}
     assert target["labels"]["io.miles.source.miles"].endswith(COMMIT)
+
+
+def test_a_kept_context_keeps_its_local_sources_beside_it(tmp_path):
+    """bake keeps contexts for later: the `--source` trees move with them, and the bake file names the new place."""
+    plan = make_plan(miles_cpu(), revision="r", sources=[f"miles={small_tree(tmp_path / 'src')}"])
+    staged = stage(plan, render(plan), build_dir=tmp_path / "build")
+    kept = keep(staged)
+    assert not staged.path.exists() and not staged.sources_dir.exists()
+    assert kept.sources_dir == kept.path.parent / f"{kept.short_hash}.sources"
+    context = bake_file([(plan, kept)])["target"]["miles-cpu"]["contexts"]["src-miles"]
+    assert Path(context) == kept.sources_dir / "miles" and (Path(context) / "pkg" / "__init__.py").is_file()
+    again = keep(stage(plan, render(plan), build_dir=tmp_path / "build"))  # same content: the folders are reused
+    assert again == kept and sorted(p.name for p in (tmp_path / "build" / "miles-cpu").iterdir()) == [
+        kept.short_hash, f"{kept.short_hash}.sources"]
+
+
+def test_bake_source_goes_to_the_targets_that_have_the_component(tmp_path):
+    catalog = load_catalog()
+    variants = [catalog.resolve("miles-cpu"), catalog.resolve("smoke")]
+    item = f"miles={small_tree(tmp_path / 'src')}"
+    assert overrides_for(variants, [item]) == {"miles-cpu": [item], "smoke": []}
+    with pytest.raises(UsageError, match="no target here has the git component 'megatron' \\(miles\\)"):
+        overrides_for(variants, [f"megatron={tmp_path}"])
+    with pytest.raises(UsageError, match="expected NAME=PATH"):
+        overrides_for(variants, ["miles"])
 
 
 @pytest.mark.skipif(not SNAPSHOT.exists(), reason="the upstream miles snapshot (shared/upstream) is not beside the repo")

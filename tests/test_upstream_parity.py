@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from dockerfile_parse import DockerfileParser
 
+from support import SNAPSHOT
 from toolkit.spec import ROOT
 
-SNAPSHOT = Path(ROOT.parent / "shared" / "upstream" / "miles-31f1ca961.tar.gz")
 SNAPSHOT_ENV = "MILES_UPSTREAM_SNAPSHOT"
 DOC = ROOT / "docs" / "upstream-parity.md"
 FILES = ("docker/Dockerfile.rocm", "docker/Dockerfile")

@@ -130,13 +130,20 @@ def discard(ctx: Context) -> None:
 
 
 def keep(ctx: Context) -> Context:
-    """Move a staged context to build/<target>/<input-hash12>/ (atomic rename), for a bake file that names it
-    later. The same hash means the same content: when the folder is already there, it is reused."""
+    """Move a staged context to build/<target>/<input-hash12>/ and its local `--source` trees to
+    build/<target>/<input-hash12>.sources/ (atomic renames), for a bake file that names them later. The same hash
+    means the same content: when a folder is already there, it is reused."""
     final = ctx.path.parent / ctx.short_hash
-    try:
-        os.rename(ctx.path, final)
-    except OSError:
-        if not final.is_dir():
-            raise
-        discard(ctx)
-    return replace(ctx, path=final, dockerfile=final / ctx.dockerfile.name)
+    final_sources = ctx.path.parent / f"{ctx.short_hash}.sources" if ctx.sources_dir is not None else None
+    for src, dst in ((ctx.path, final), (ctx.sources_dir, final_sources)):
+        if src is None:
+            continue
+        try:
+            os.rename(src, dst)
+        except OSError:
+            if not dst.is_dir():
+                raise
+            shutil.rmtree(src, ignore_errors=True)
+    sources = tuple(replace(s, context=str(final_sources / s.name)) if s.local else s for s in ctx.sources)
+    return replace(ctx, path=final, dockerfile=final / ctx.dockerfile.name, sources=sources,
+                   sources_dir=final_sources)

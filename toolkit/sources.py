@@ -37,6 +37,11 @@ class Source:
     def context_name(self) -> str:
         return context_name(self.name)
 
+    @property
+    def local(self) -> bool:
+        """A staged `--source` tree (its context is a folder), not the pinned remote."""
+        return self.digest.startswith("sha256:")
+
 
 def context_name(component: str) -> str:
     return f"{CONTEXT_PREFIX}{component}"
@@ -46,14 +51,19 @@ def git_components(variant) -> dict:
     return {name: c for name, c in sorted(variant.components.items()) if "git" in c}
 
 
+def split_item(item: str) -> tuple:
+    name, eq, path = item.partition("=")
+    if not eq or not name or not path:
+        raise UsageError(f"--source {item!r}: expected NAME=PATH (a local checkout or a source tarball)")
+    return name, path
+
+
 def parse_overrides(items, variant) -> dict:
     """`NAME=PATH` pairs -> {name: absolute Path}; NAME a git component of the variant, PATH a folder or tarball."""
     known = git_components(variant)
     out = {}
     for item in items:
-        name, eq, path = item.partition("=")
-        if not eq or not name or not path:
-            raise UsageError(f"--source {item!r}: expected NAME=PATH (a local checkout or a source tarball)")
+        name, path = split_item(item)
         if name not in known:
             listed = ", ".join(known) or "none"
             raise UsageError(f"--source {item!r}: {name!r} is not a git component of {variant.name} ({listed})")
@@ -63,6 +73,18 @@ def parse_overrides(items, variant) -> dict:
         if name in out:
             raise UsageError(f"--source {name}: given twice")
         out[name] = p
+    return out
+
+
+def overrides_for(variants, items) -> dict:
+    """`--source` for several targets at once (bake): {variant name: the items naming one of its git components}.
+    An item that no target can take is an error, as it is for one target."""
+    names = {item: split_item(item)[0] for item in items}
+    out = {v.name: [i for i in items if names[i] in git_components(v)] for v in variants}
+    for item, name in names.items():
+        if not any(item in taken for taken in out.values()):
+            known = ", ".join(sorted({n for v in variants for n in git_components(v)})) or "none"
+            raise UsageError(f"--source {item!r}: no target here has the git component {name!r} ({known})")
     return out
 
 
