@@ -18,7 +18,8 @@ from toolkit import engine, registry
 from toolkit.errors import Interrupted, ToolkitError, UsageError, short
 from toolkit.plan import host_pip_ca, make_plan, parse_secret
 from toolkit.render import render
-from toolkit.spec import load_catalog, reference_problem
+from toolkit.spec import load_catalog
+from toolkit.spec_values import reference_problem
 
 
 def out(line: str) -> None:

@@ -24,7 +24,8 @@ from dockerfile_parse import DockerfileParser
 from toolkit.errors import UsageError
 from toolkit.plan import make_plan
 from toolkit.render import render
-from toolkit.spec import CONTROL_RE, IDENT_RE, load_catalog, reference_problem
+from toolkit.spec import load_catalog
+from toolkit.spec_values import CONTROL_RE, IDENT_RE, reference_problem
 
 EXAMPLES = 10_000
 SHELLISH = list("\"'\\$`;&|<>(){}[]*?!~#=:,./ -_\n\t\r\x00aZ09") + ["&&", "||", "$(", "<<EOF", "\\\n", "${X}"]

@@ -16,7 +16,8 @@ import jinja2
 from toolkit.errors import UsageError, short
 from toolkit.plan import SECRET_PIP_CA, Plan
 from toolkit.sources import context_name, git_components
-from toolkit.spec import CONTROL_RE, IDENT_RE, ROOT, reference_problem
+from toolkit.spec import ROOT
+from toolkit.spec_values import CONTROL_RE, IDENT_RE, reference_problem
 from toolkit.wheelhouse import image_ref
 
 TEMPLATES = ROOT / "templates"

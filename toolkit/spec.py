@@ -13,47 +13,21 @@ import copy
 import hashlib
 import json
 import posixpath
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.version import InvalidVersion, Version
 
 from toolkit.errors import SpecError, UsageError, short
+from toolkit.spec_values import (COMMIT_RE, CONTROL_RE, DEBIAN_NAME_RE, EXTRAS_RE, GIT_URL_RE, IDENT_RE, IMAGE_NAME_RE,
+                                 NAME_RE, PLATFORM_RE, PY_VERSION_RE, WHEEL_PLATFORM_RE, check_abs_path,
+                                 check_image_ref, check_python, check_rel_path, check_tag, pep440, pip_name_problem)
+from toolkit.spec_yaml import AliasBomb, check_keys, load_yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 IMAGES_DIR = ROOT / "images"
 
-# Patterns are applied with fullmatch: `$` would also accept a trailing newline.
-COMMIT_RE = re.compile(r"[0-9a-f]{40}")
-DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
-VERSION_RE = re.compile(r"[A-Za-z0-9_.+!-]+")
-NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]*")
-PLATFORM_RE = re.compile(r"linux/(amd64|arm64)")
-IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-CONTROL_RE = re.compile(r"[\x00-\x1f\x7f\u2028\u2029\x85]")
-SAFE_PATH_RE = re.compile(r"[A-Za-z0-9._/+@-]+")
-COMMAND_RE = re.compile(r"[A-Za-z][A-Za-z0-9._+-]*")
-GIT_URL_RE = re.compile(r"(https|http|ssh|git)://[A-Za-z0-9.-]+(:[0-9]+)?(/[A-Za-z0-9._~+-]+)+/?")
-EXTRAS_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(,[A-Za-z0-9][A-Za-z0-9._-]*)*")
-DEBIAN_NAME_RE = re.compile(r"[a-z0-9][a-z0-9+.-]*")
-PY_VERSION_RE = re.compile(r"[0-9]+\.[0-9]+")
-WHEEL_PLATFORM_RE = re.compile(r"[a-z0-9_]+")
-# The image reference grammar (the registry's own: domain/path:tag@digest), ASCII only.
-_DOMAIN_PART = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
-DOMAIN = rf"{_DOMAIN_PART}(?:\.{_DOMAIN_PART})*(?::[0-9]+)?"
-_PATH_PART = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-IMAGE_NAME = rf"(?:{DOMAIN}/)?{_PATH_PART}(?:/{_PATH_PART})*"
-TAG = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
-REFERENCE_RE = re.compile(rf"(?P<name>{IMAGE_NAME})(?::(?P<tag>{TAG}))?(?:@(?P<digest>[A-Za-z][A-Za-z0-9]*"
-                          rf"(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{{32,}}))?", re.ASCII)
-IMAGE_NAME_RE = re.compile(IMAGE_NAME, re.ASCII)
-TAG_RE = re.compile(TAG, re.ASCII)
-HASH_TAG_ROOM = 13  # `-<hash12>` is appended to a tag suffix, and a tag holds at most 128 characters
 MAX_SPEC_BYTES = 1 << 20
-MAX_YAML_NODES = 100_000  # values after alias expansion: far above any real spec, far below a "billion laughs"
 
 # Schema: key -> type. A type is a python type, ("list", T), ("map", T) for str-keyed mappings, or a nested schema dict.
 STR_MAP = ("map", str)
@@ -171,49 +145,6 @@ def check(value, schema, file: str, key: str) -> None:
             raise SpecError(file, key, f"expected {article} {name}, got {type(value).__name__} {short(value)}")
 
 
-def check_keys(value, file: str, key: str) -> None:
-    """Every mapping key is a string: YAML reads `1:`, `true:`, `~:` as a number, a boolean, null, which the
-    checks of names (identifiers, package names) cannot take."""
-    if isinstance(value, dict):
-        for k, v in value.items():
-            sub = f"{key}.{k}" if key else str(k)
-            if not isinstance(k, str):
-                raise SpecError(file, short(sub, 80, quote=False),
-                                f"a key must be a string, got {type(k).__name__} {short(k)}")
-            check_keys(v, file, sub)
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            check_keys(item, file, f"{key}[{i}]")
-
-
-def reference_problem(ref: str) -> str | None:
-    """Why `ref` is not an image reference (name[:tag][@digest], the registry's grammar), or None."""
-    m = REFERENCE_RE.fullmatch(ref) if isinstance(ref, str) else None
-    if m is None:
-        return f"not an image reference (lower-case name[:tag][@digest]): {short(ref)}"
-    if len(m["name"]) > 255:
-        return f"image name longer than 255 characters: {short(ref)}"
-    return None
-
-
-def check_image_ref(ref: str, file: str, key: str) -> None:
-    """A base image is a valid reference, pinned when it names a tag other than `latest`, or a digest."""
-    problem = reference_problem(ref)
-    if problem:
-        raise SpecError(file, key, problem)
-    name, _, digest = ref.partition("@")
-    if digest:
-        if not DIGEST_RE.fullmatch(digest):
-            raise SpecError(file, key, f"malformed digest in {short(ref)}")
-        return
-    last = name.rsplit("/", 1)[-1]
-    if ":" not in last:
-        raise SpecError(file, key, f"unpinned base image {short(ref)}: name a tag or a digest")
-    tag = last.split(":", 1)[1]
-    if not tag or tag == "latest":
-        raise SpecError(file, key, f"unpinned base image {short(ref)}: 'latest' moves; name a fixed tag or a digest")
-
-
 def check_pins(v: dict, file: str, prefix: str) -> None:
     if "base" in v:
         check_image_ref(v["base"], file, f"{prefix}base")
@@ -227,7 +158,7 @@ def check_pins(v: dict, file: str, prefix: str) -> None:
             if not COMMIT_RE.fullmatch(comp.get("ref", "")):
                 raise SpecError(file, f"{key}.ref", f"git component must be pinned to a 40-hex commit, got {short(comp.get('ref'))}")
         elif "version" in comp:
-            if not _pep440(comp["version"]):
+            if not pep440(comp["version"]):
                 raise SpecError(file, f"{key}.version", f"bad version {short(comp['version'])}")
         else:
             raise SpecError(file, key, "a component needs `git` + `ref` or `version`")
@@ -246,7 +177,7 @@ def check_pins(v: dict, file: str, prefix: str) -> None:
             problem = pip_name_problem(name)
             if problem:
                 raise SpecError(file, short(f"{prefix}{section}.{name}", 80, quote=False), problem)
-            if not _pep440(version) or version in ("latest", "*"):
+            if not pep440(version) or version in ("latest", "*"):
                 raise SpecError(file, f"{prefix}{section}.{name}",
                                 f"pip package must be pinned to an exact version, got {short(version)}")
     for i, p in enumerate(v.get("platforms") or []):
@@ -273,46 +204,6 @@ def check_pins(v: dict, file: str, prefix: str) -> None:
         check_tag(v["tag_suffix"], file, f"{prefix}tag_suffix")
 
 
-def _pep440(version: str) -> bool:
-    """A PEP 440 version, written without spaces (packaging alone would accept surrounding whitespace)."""
-    try:
-        Version(version)
-    except InvalidVersion:
-        return False
-    return bool(VERSION_RE.fullmatch(version))
-
-
-def pip_name_problem(name: str) -> str | None:
-    """Why `name` is not a PEP 508 distribution name with optional extras (`pkg`, `pkg[extra]`), or None."""
-    try:
-        req = Requirement(name)
-    except InvalidRequirement:
-        req = None
-    if req is None or req.specifier or req.url or req.marker or not re.fullmatch(r"[A-Za-z0-9._\[\],-]+", name):
-        return f"not a PEP 508 package name (with optional [extras]): {short(name)}"
-    return None
-
-
-def check_tag(tag: str, file: str, key: str) -> None:
-    """A tag suffix is a registry tag with room for the `-<hash12>` the content-addressed tag appends."""
-    if not TAG_RE.fullmatch(tag) or len(tag) > 128 - HASH_TAG_ROOM:
-        raise SpecError(file, key, f"not an image tag ([A-Za-z0-9_][A-Za-z0-9_.-]*, at most "
-                                   f"{128 - HASH_TAG_ROOM} characters): {short(tag)}")
-
-
-def check_abs_path(path: str, file: str, key: str) -> None:
-    """A path inside the image: absolute, normalised, plain characters (it is pasted into RUN lines)."""
-    if not (path.startswith("/") and SAFE_PATH_RE.fullmatch(path) and posixpath.normpath(path) == path):
-        raise SpecError(file, key, f"not an absolute normalised path: {short(path)}")
-
-
-def check_rel_path(path: str, file: str, key: str) -> None:
-    """A relative path that stays where it starts: normalised, no '..', plain characters."""
-    if (not SAFE_PATH_RE.fullmatch(path) or path.startswith("/") or posixpath.normpath(path) != path
-            or path.split("/")[0] == ".."):
-        raise SpecError(file, key, f"not a relative normalised path inside the repository: {short(path)}")
-
-
 def check_repo_file(path: str, file: str, key: str, under: Path = ROOT) -> None:
     """A file the build reads from the repository (a patch, a template): inside `under`, never a host file."""
     check_rel_path(path, file, key)
@@ -321,12 +212,6 @@ def check_repo_file(path: str, file: str, key: str, under: Path = ROOT) -> None:
         raise SpecError(file, key, f"leaves the repository (through a link): {short(path)}")
     if not resolved.is_file():
         raise SpecError(file, key, f"no such file in the repository: {short(path)}")
-
-
-def check_python(python: str, file: str, key: str) -> None:
-    """The image's python: a command name on PATH or an absolute path, never a shell fragment."""
-    if not COMMAND_RE.fullmatch(python):
-        check_abs_path(python, file, key)
 
 
 def check_family_values(raw: dict, file: str) -> None:
@@ -373,64 +258,6 @@ def check_gates(gates: dict, pip: dict, components: dict, file: str, key: str) -
     if (pip or components) and cfg.pip_check is None:
         raise SpecError(file, f"{key}.pip_check", "the variant declares packages: `pip check` must run over them "
                                                   "(pip_check: {allow: []})")
-
-
-class SpecLoader(yaml.SafeLoader):
-    """YAML's safe loader, refusing what a spec never needs: duplicate keys (last-wins hides a change)."""
-
-    def construct_mapping(self, node, deep=False):
-        seen = set()
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue
-            key = self.construct_object(key_node, deep=True)
-            try:
-                duplicate = key in seen
-                seen.add(key)
-            except TypeError:
-                continue  # an unhashable key: the base class reports it
-            if duplicate:
-                raise yaml.constructor.ConstructorError("while constructing a mapping", node.start_mark,
-                                                        f"duplicate key {short(key)}", key_node.start_mark)
-        return super().construct_mapping(node, deep)
-
-
-class AliasBomb(Exception):
-    """Aliases expand to more values than any spec holds (a "billion laughs" document)."""
-
-
-def _expanded_size(node, memo: dict, active: set) -> int:
-    """How many values `node` stands for once every alias is expanded (shared nodes counted each time)."""
-    key = id(node)
-    if key in memo:
-        return memo[key]
-    if key in active:
-        raise AliasBomb("a recursive alias")
-    active.add(key)
-    if isinstance(node, yaml.ScalarNode):
-        size = 1
-    elif isinstance(node, yaml.SequenceNode):
-        size = 1 + sum(_expanded_size(n, memo, active) for n in node.value)
-    else:
-        size = 1 + sum(_expanded_size(k, memo, active) + _expanded_size(v, memo, active) for k, v in node.value)
-    active.discard(key)
-    if size > MAX_YAML_NODES:
-        raise AliasBomb(f"aliases expand to more than {MAX_YAML_NODES} values")
-    memo[key] = size
-    return size
-
-
-def load_yaml(text: str):
-    """Parse one spec document with SpecLoader, refusing it before construction if aliases blow it up."""
-    loader = SpecLoader(text)
-    try:
-        node = loader.get_single_node()
-        if node is None:
-            return None
-        _expanded_size(node, {}, set())
-        return loader.construct_document(node)
-    finally:
-        loader.dispose()
 
 
 def merge(base: dict, over: dict) -> dict:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from toolkit.errors import SpecError
-from toolkit.spec import FAMILY, VARIANT, check, check_image_ref, check_pins
+from toolkit.spec import FAMILY, VARIANT, check, check_pins
+from toolkit.spec_values import check_image_ref
 
 F = "images/demo.yaml"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
