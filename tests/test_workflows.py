@@ -104,15 +104,17 @@ def test_every_script_and_command_the_workflows_call_exists():
     for wf in (load(PR), load(IMAGES)):
         for line in runs(wf).replace("\\\n", " ").splitlines():
             words = line.strip().split()
-            if len(words) >= 3 and words[:2] == ["python3", "-m"] and words[2].startswith("ci."):
-                words = ["python3", words[2].replace(".", "/") + ".py"] + words[3:]
-            if len(words) >= 2 and words[0] in ("bash", "python3") and not words[1].startswith("-"):
-                assert (ROOT / words[1]).is_file(), line
-                if words[1] in ("build.py", "ci/pipeline.py") and len(words) > 2:
-                    argv = ["build.py"] if words[1] == "build.py" else ["-m", "ci.pipeline"]
-                    proc = subprocess.run([sys.executable, *argv, words[2], "--help"], cwd=ROOT,
-                                          capture_output=True, text=True)
-                    assert proc.returncode == 0, (line, proc.stderr)
+            if words[:2] == ["python3", "-m"] and len(words) > 2 and words[2].startswith("ci."):
+                script, argv, rest = words[2].replace(".", "/") + ".py", ["-m", words[2]], words[3:]
+            elif len(words) >= 2 and words[0] in ("bash", "python3") and not words[1].startswith("-"):
+                script, argv, rest = words[1], [words[1]], words[2:]
+            else:
+                continue
+            assert (ROOT / script).is_file(), line
+            if script in ("build.py", "ci/pipeline.py") and rest:
+                proc = subprocess.run([sys.executable, *argv, rest[0], "--help"], cwd=ROOT, capture_output=True,
+                                      text=True)
+                assert proc.returncode == 0, (line, proc.stderr)
 
 
 def test_zizmor_finds_nothing():

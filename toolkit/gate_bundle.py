@@ -55,9 +55,9 @@ def runner_zip() -> bytes:
     """The runner's modules (no probes) as a deflated zip with fixed timestamps: same sources, same bytes."""
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-        for name, data in payload_bytes().items():
+        for name, path in payload_files().items():
             if name.startswith("verify/"):
                 info = zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0))
                 info.compress_type = zipfile.ZIP_DEFLATED
-                zf.writestr(info, data)
+                zf.writestr(info, path.read_bytes())
     return buf.getvalue()

@@ -80,12 +80,12 @@ def overrides_for(variants, items) -> dict:
     """`--source` for several targets at once (bake): {variant name: the items naming one of its git components}.
     An item that no target can take is an error, as it is for one target."""
     names = {item: split_item(item)[0] for item in items}
-    out = {v.name: [i for i in items if names[i] in git_components(v)] for v in variants}
+    known = {v.name: git_components(v) for v in variants}
     for item, name in names.items():
-        if not any(item in taken for taken in out.values()):
-            known = ", ".join(sorted({n for v in variants for n in git_components(v)})) or "none"
-            raise UsageError(f"--source {item!r}: no target here has the git component {name!r} ({known})")
-    return out
+        if not any(name in components for components in known.values()):
+            listed = ", ".join(sorted({n for components in known.values() for n in components})) or "none"
+            raise UsageError(f"--source {item!r}: no target here has the git component {name!r} ({listed})")
+    return {v: [i for i in items if names[i] in components] for v, components in known.items()}
 
 
 def remote(name: str, component: dict) -> Source:
