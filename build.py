@@ -74,8 +74,16 @@ def cmd_build(args) -> int:
 
     variant = load_catalog().resolve(args.target)
     secrets = [parse_secret(s) for s in args.secret]
-    plan = make_plan(variant, tag=args.tag, sets=args.set, secrets=secrets, pip_ca=host_pip_ca(),
-                     no_cache=args.no_cache, progress=args.progress, sources=args.source)
+    plan = make_plan(
+        variant,
+        tag=args.tag,
+        sets=args.set,
+        secrets=secrets,
+        pip_ca=host_pip_ca(),
+        no_cache=args.no_cache,
+        progress=args.progress,
+        sources=args.source,
+    )
     refuse_zero_context(plan)
     text = render(plan)
     plan = registry.with_registry(plan, args.registry)
@@ -173,8 +181,14 @@ def cmd_lint(args) -> int:
     return 1 if findings else 0
 
 
-COMMAND_FUNCS = {"build": cmd_build, "render": cmd_render, "verify": cmd_verify, "bake": cmd_bake,
-                 "lint": cmd_lint, "list": cmd_list}
+COMMAND_FUNCS = {
+    "build": cmd_build,
+    "render": cmd_render,
+    "verify": cmd_verify,
+    "bake": cmd_bake,
+    "lint": cmd_lint,
+    "list": cmd_list,
+}
 
 
 def parser() -> argparse.ArgumentParser:
@@ -189,10 +203,18 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--progress", choices=("auto", "plain"), default="auto")
     b.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a spec value")
     b.add_argument("--secret", action="append", default=[], metavar="id=NAME,src=FILE", help="a BuildKit secret")
-    b.add_argument("--source", action="append", default=[], metavar="NAME=PATH",
-                   help="build git component NAME from a local checkout or source tarball instead of its pinned commit")
-    b.add_argument("--skip-existing", action="store_true",
-                   help="do nothing when an image with this input hash exists locally or in the target registry")
+    b.add_argument(
+        "--source",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="build git component NAME from a local checkout or source tarball instead of its pinned commit",
+    )
+    b.add_argument(
+        "--skip-existing",
+        action="store_true",
+        help="do nothing when an image with this input hash exists locally or in the target registry",
+    )
     b.add_argument("--registry", help="registry/namespace the tags live in, e.g. ghcr.io/org (REGISTRY/repository:tag)")
 
     r = sub.add_parser("render", help="print (or write) the rendered Dockerfile")
@@ -212,8 +234,13 @@ def parser() -> argparse.ArgumentParser:
     k.add_argument("-o", "--output", metavar="FILE")
     k.add_argument("--registry", help="registry/namespace for tags, e.g. ghcr.io/org")
     k.add_argument("--cache", metavar="REF", help="registry cache ref for cache-from/cache-to")
-    k.add_argument("--source", action="append", default=[], metavar="NAME=PATH",
-                   help="every target with git component NAME takes it from this checkout or tarball")
+    k.add_argument(
+        "--source",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="every target with git component NAME takes it from this checkout or tarball",
+    )
 
     lint = sub.add_parser("lint", help="overlay guard on patches + hadolint on every rendered target")
     lint.add_argument("paths", nargs="*", metavar="PATCH_OR_DIR")

@@ -51,8 +51,12 @@ def render_all_seconds(repeat: int = 5) -> tuple[float, float]:
         for _ in range(repeat):
             start = time.perf_counter()
             for name in load_catalog().variants:
-                subprocess.run([sys.executable, "build.py", "render", "--target", name, "-o", f"{tmp}/{name}"],
-                               cwd=ROOT, check=True, capture_output=True)
+                subprocess.run(
+                    [sys.executable, "build.py", "render", "--target", name, "-o", f"{tmp}/{name}"],
+                    cwd=ROOT,
+                    check=True,
+                    capture_output=True,
+                )
             cli.append(time.perf_counter() - start)
     return statistics.median(inproc), statistics.median(cli)
 

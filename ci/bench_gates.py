@@ -9,6 +9,7 @@ the bare import, and the full gate's per-check seconds.
 
     python -m ci.bench_gates [--image miles:smoke] [--target smoke | --config gates.json] [--python PY] [-n 7]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,10 +18,10 @@ import statistics
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-
 from toolkit import gate_bundle as bundle
 from verify.config import load_config
+
+ROOT = Path(__file__).resolve().parent.parent
 
 RUNNER_DIR = "/opt/gate"
 
@@ -74,8 +75,15 @@ def main(argv=None) -> int:
         "bare python -c import": [args.python, "-c", "import " + ", ".join(modules)],
         "verify, imports only": [args.python, "-m", "verify"] + [a for m in modules for a in ("--import", m)],
         "verify, gate without commands": [args.python, "-m", "verify", "--config", "gates-no-commands.json"],
-        "verify, full gate (+ commands)": [args.python, "-m", "verify", "--config", "gates.json",
-                                                "--json", "/tmp/r.json"],
+        "verify, full gate (+ commands)": [
+            args.python,
+            "-m",
+            "verify",
+            "--config",
+            "gates.json",
+            "--json",
+            "/tmp/r.json",
+        ],
     }
     client = docker.from_env(timeout=600)
     container = client.containers.create(args.image, command=["sleep", "infinity"], network_disabled=True)
@@ -83,8 +91,10 @@ def main(argv=None) -> int:
         container.start()
         container.exec_run(["mkdir", "-p", RUNNER_DIR])
         _put(container, bundle.payload_bytes())
-        _put(container, {"gates.json": json.dumps(gates).encode(),
-                         "gates-no-commands.json": json.dumps(no_commands).encode()})
+        _put(
+            container,
+            {"gates.json": json.dumps(gates).encode(), "gates-no-commands.json": json.dumps(no_commands).encode()},
+        )
         walls = {name: [] for name in cases}
         cpus = {name: [] for name in cases}
         for round_no in range(args.repeat + 1):
@@ -99,15 +109,26 @@ def main(argv=None) -> int:
         container.remove(force=True)
 
     bare = "bare python -c import"
-    print("image %s, %d runs each after one warm-up; seconds per run, measured inside the container\n"
-          % (args.image, args.repeat))
+    print(
+        "image %s, %d runs each after one warm-up; seconds per run, measured inside the container\n"
+        % (args.image, args.repeat)
+    )
     print("| command | wall min | wall median | CPU min | CPU median | wall min vs bare | CPU min vs bare |")
     print("|---|---|---|---|---|---|---|")
     for name in cases:
         w, c = walls[name], cpus[name]
-        print("| %s | %.2f | %.2f | %.2f | %.2f | %.2fx | %.2fx |" % (
-            name, min(w), statistics.median(w), min(c), statistics.median(c), min(w) / min(walls[bare]),
-            min(c) / min(cpus[bare])))
+        print(
+            "| %s | %.2f | %.2f | %.2f | %.2f | %.2fx | %.2fx |"
+            % (
+                name,
+                min(w),
+                statistics.median(w),
+                min(c),
+                statistics.median(c),
+                min(w) / min(walls[bare]),
+                min(c) / min(cpus[bare]),
+            )
+        )
     print("\nfull gate, last run, per check (seconds inside the runner; command gates run side by side):\n")
     print("| check | target | seconds |")
     print("|---|---|---|")

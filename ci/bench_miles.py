@@ -29,13 +29,22 @@ ACTOR = Path("miles/backends/fsdp_utils/actor.py")
 def build(argv) -> tuple:
     """(wall seconds, the Dockerfile steps that ran rather than came from the cache) of one `build.py build`."""
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "build.py", "build", "--target", "miles-cpu", "--tag", TAG, *argv],
-                          cwd=ROOT, capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "build.py", "build", "--target", "miles-cpu", "--tag", TAG, *argv],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     took = time.perf_counter() - start
     if proc.returncode != 0:
-        sys.exit(f"bench: build {' '.join(argv)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr[-2000:]}")
-    steps = [ln.split("]")[0].strip() + "]" for ln in proc.stdout.splitlines()
-             if ln.strip().startswith("[stage-0") and not ln.rstrip().endswith("cached") and " FROM " not in ln]
+        sys.exit(
+            f"bench: build {' '.join(argv)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr[-2000:]}"
+        )
+    steps = [
+        ln.split("]")[0].strip() + "]"
+        for ln in proc.stdout.splitlines()
+        if ln.strip().startswith("[stage-0") and not ln.rstrip().endswith("cached") and " FROM " not in ln
+    ]
     return took, steps
 
 
@@ -50,8 +59,10 @@ def main() -> int:
             tar.extractall(tmp, filter="data")
         tree = next(Path(tmp).iterdir())
         source = ["--source", f"miles={tree}"]
-        rows = [("cold (--no-cache; base and wheelhouse kept)", *build(source + ["--no-cache"])),
-                ("no-op rebuild", *build(source))]
+        rows = [
+            ("cold (--no-cache; base and wheelhouse kept)", *build(source + ["--no-cache"])),
+            ("no-op rebuild", *build(source)),
+        ]
         actor = tree / ACTOR
         actor.write_text(actor.read_text().replace('"""Pause CUDA memory', '"""Pause the CUDA memory', 1))
         rows.append(("one-line miles change (--source)", *build(source)))

@@ -60,8 +60,7 @@ def hash_tree(tree: Path) -> dict:
     """Input hash of every target, computed by the toolkit found in `tree`."""
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
     env.pop("PYTHONSAFEPATH", None)  # the driver imports the toolkit from its working directory
-    run = subprocess.run([sys.executable, "-c", DRIVER], cwd=tree, capture_output=True, text=True, env=env,
-                         timeout=600)
+    run = subprocess.run([sys.executable, "-c", DRIVER], cwd=tree, capture_output=True, text=True, env=env, timeout=600)
     if run.returncode != 0:
         last = (run.stderr.strip().splitlines() or [f"exit {run.returncode}"])[-1]
         raise HashFailed(last)
@@ -138,8 +137,10 @@ def main(argv=None) -> int:
         old = result["hashes"]["base"].get(name, "-" * 12)[:12]
         new = result["hashes"]["head"].get(name, "-" * 12)[:12]
         print(f"{status:<8} {name:<16} {old} -> {new}")
-    print(f"{len(result['changed'])} of {len(result['status'])} target(s) changed between "
-          f"{result['base'][:12]} and {result['head'][:12]}")
+    print(
+        f"{len(result['changed'])} of {len(result['status'])} target(s) changed between "
+        f"{result['base'][:12]} and {result['head'][:12]}"
+    )
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
     if os.environ.get("GITHUB_OUTPUT"):

@@ -28,8 +28,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from xml.sax.saxutils import escape
 
-ROOT = Path(__file__).resolve().parent.parent
-
 from toolkit import registry
 from toolkit.bake import target_name
 from toolkit.context import INPUT_HASH_LABEL
@@ -37,6 +35,8 @@ from toolkit.errors import ToolkitError
 from toolkit.plan import make_plan
 from toolkit.render import render
 from toolkit.spec import load_catalog
+
+ROOT = Path(__file__).resolve().parent.parent
 
 # Runner labels per GPU vendor (the spec's gates.platform says which vendor a family needs). Self-hosted runners
 # carry these labels; the BuildKit builder they use is set up once per runner (docs/remote-buildkit.md).
@@ -125,13 +125,24 @@ def junit_failure(path: Path, target: str, message: str, text: str) -> None:
         f'<testsuite name="{escape(target)}" tests="1" failures="1">\n'
         f'  <testcase classname="build.{escape(target)}" name="build">\n'
         f'    <failure message="{escape(message, {chr(34): "&quot;"})}">{escape(text)}</failure>\n'
-        "  </testcase>\n</testsuite>\n")
+        "  </testcase>\n</testsuite>\n"
+    )
 
 
 def build_one(res: Result, bake_file: Path, reports: Path, builder: str | None, no_cache: bool) -> Result:
     meta = reports / f"{res.target}.meta.json"
-    cmd = ["docker", "buildx", "bake", "-f", str(bake_file), "--push", "--progress", "plain",
-           "--metadata-file", str(meta)]
+    cmd = [
+        "docker",
+        "buildx",
+        "bake",
+        "-f",
+        str(bake_file),
+        "--push",
+        "--progress",
+        "plain",
+        "--metadata-file",
+        str(meta),
+    ]
     if builder:
         cmd += ["--builder", builder]
     if no_cache:
@@ -139,8 +150,9 @@ def build_one(res: Result, bake_file: Path, reports: Path, builder: str | None, 
     rc, res.build_s = run_logged(cmd + [target_name(res.target)], reports / f"{res.target}.build.log")
     if rc != 0:
         res.status, res.detail = "build-failed", f"docker buildx bake exited {rc} (gates run inside the build)"
-        junit_failure(reports / f"{res.target}.junit.xml", res.target, res.detail,
-                      tail(reports / f"{res.target}.build.log", 80))
+        junit_failure(
+            reports / f"{res.target}.junit.xml", res.target, res.detail, tail(reports / f"{res.target}.build.log", 80)
+        )
         return res
     res.digest = json.loads(meta.read_text())[target_name(res.target)]["containerimage.digest"]
     res.status = "built"
@@ -149,9 +161,22 @@ def build_one(res: Result, bake_file: Path, reports: Path, builder: str | None, 
     started = time.monotonic()
     rc, _ = run_logged(["docker", "pull", ref], reports / f"{res.target}.pull.log")
     if rc == 0:
-        rc, _ = run_logged([sys.executable, "build.py", "verify", "--target", res.target, "--image", ref,
-                            "--junit", str(reports / f"{res.target}.junit.xml"),
-                            "--json", str(reports / f"{res.target}.gates.json")], reports / f"{res.target}.verify.log")
+        rc, _ = run_logged(
+            [
+                sys.executable,
+                "build.py",
+                "verify",
+                "--target",
+                res.target,
+                "--image",
+                ref,
+                "--junit",
+                str(reports / f"{res.target}.junit.xml"),
+                "--json",
+                str(reports / f"{res.target}.gates.json"),
+            ],
+            reports / f"{res.target}.verify.log",
+        )
         res.detail = "" if rc == 0 else f"gates failed on {ref} (see {res.target}.verify.log)"
     else:
         res.detail = f"could not pull {ref} back (see {res.target}.pull.log)"
@@ -162,15 +187,20 @@ def build_one(res: Result, bake_file: Path, reports: Path, builder: str | None, 
 
 def summary(results: list, registry_name: str) -> str:
     icon = {"verified": "✅", "skipped": "⏭️"}
-    lines = [f"### Images → `{registry_name}`", "",
-             "| target | status | digest | input hash | build | verify |", "|---|---|---|---|---|---|"]
+    lines = [
+        f"### Images → `{registry_name}`",
+        "",
+        "| target | status | digest | input hash | build | verify |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in results:
         digest = f"`{r.digest}`" if r.digest else "–"
-        lines.append(f"| `{r.target}` | {icon.get(r.status, '❌')} {r.status} | {digest} | `{r.input_hash[:12]}` | "
-                     f"{r.build_s:.0f} s | {r.verify_s:.0f} s |")
+        lines.append(
+            f"| `{r.target}` | {icon.get(r.status, '❌')} {r.status} | {digest} | `{r.input_hash[:12]}` | "
+            f"{r.build_s:.0f} s | {r.verify_s:.0f} s |"
+        )
     for r in results:
-        lines += ["", f"#### {r.target}: {r.status}", "",
-                  f"- tag: `{r.hash_tag}`", f"- input hash: `{r.input_hash}`"]
+        lines += ["", f"#### {r.target}: {r.status}", "", f"- tag: `{r.hash_tag}`", f"- input hash: `{r.input_hash}`"]
         if r.digest:
             lines.append(f"- pull by digest: `{registry.repository_of(r.hash_tag)}@{r.digest}`")
         lines.append(f"- timings: build {r.build_s:.1f} s, pull + verify {r.verify_s:.1f} s")
@@ -192,8 +222,16 @@ def cmd_images(args) -> int:
     reports = Path(args.reports).resolve()
     reports.mkdir(parents=True, exist_ok=True)
     bake_file = reports / "bake.json"
-    cmd = [sys.executable, "build.py", "bake", *[a for n in names for a in ("--target", n)],
-           "--registry", args.registry, "-o", str(bake_file)]
+    cmd = [
+        sys.executable,
+        "build.py",
+        "bake",
+        *[a for n in names for a in ("--target", n)],
+        "--registry",
+        args.registry,
+        "-o",
+        str(bake_file),
+    ]
     if args.cache:
         cmd += ["--cache", args.cache]
     if subprocess.run(cmd, cwd=ROOT).returncode != 0:
@@ -220,8 +258,10 @@ def cmd_images(args) -> int:
     out(f"building {len(todo)} of {len(names)} target(s): {' '.join(r.target for r in todo) or '-'}")
     with ThreadPoolExecutor(max_workers=max(1, min(args.jobs, len(todo) or 1))) as pool:
         for res in pool.map(lambda r: build_one(r, bake_file, reports, args.builder, args.no_cache), todo):
-            out(f"{res.target}: {res.status} {res.digest} (build {res.build_s:.1f}s, verify {res.verify_s:.1f}s)"
-                + (f": {res.detail}" if res.detail else ""))
+            out(
+                f"{res.target}: {res.status} {res.digest} (build {res.build_s:.1f}s, verify {res.verify_s:.1f}s)"
+                + (f": {res.detail}" if res.detail else "")
+            )
     (reports / "results.json").write_text(json.dumps([asdict(r) for r in results], indent=2) + "\n")
     text = summary(results, args.registry)
     for path in filter(None, (args.summary, os.environ.get("GITHUB_STEP_SUMMARY"))):

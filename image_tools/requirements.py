@@ -35,8 +35,7 @@ def main(argv=None) -> int:
     with open(args.file) as fh:
         lines = fh.read().splitlines()
     kept = list(keep(lines, args.exclude))
-    missing = {normalise(n) for n in args.exclude} - {
-        normalise(m.group(1)) for m in map(NAME_RE.match, lines) if m}
+    missing = {normalise(n) for n in args.exclude} - {normalise(m.group(1)) for m in map(NAME_RE.match, lines) if m}
     if missing:  # an exclusion that matches nothing is a stale spec entry: say so, loudly
         print("requirements.py: not in %s: %s" % (args.file, ", ".join(sorted(missing))), file=sys.stderr)
         return 1

@@ -1,18 +1,22 @@
 """``python -m overlay_guard [--tree-root PREFIX] PATH...``: a finding a line; exit 1 on any, 0 clean, 2 bad usage."""
+
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import List, Optional
 
 from .files import lint_paths
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m overlay_guard",
-                                     description="Overlay guard: unsafe patches and unsafe patch steps.")
-    parser.add_argument("--tree-root", metavar="PREFIX",
-                        help="every path a patch touches must lie under this prefix (after dropping a/ and b/)")
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m overlay_guard", description="Overlay guard: unsafe patches and unsafe patch steps."
+    )
+    parser.add_argument(
+        "--tree-root",
+        metavar="PREFIX",
+        help="every path a patch touches must lie under this prefix (after dropping a/ and b/)",
+    )
     parser.add_argument("paths", nargs="+", metavar="PATH", help="patch files, build files or directories")
     args = parser.parse_args(argv)
     try:

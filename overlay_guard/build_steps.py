@@ -16,6 +16,7 @@ Rules (each finding is ``FILE:LINE rule: message``):
 
 Comment lines are not scanned. "Earlier" means earlier in the same file, in reading order.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,15 +24,47 @@ import os
 import re
 import shlex
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Set, Tuple
 
 _SHA = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 _OPS = {";", "&&", "||", "|", "&", ";;", "|&", "\n"}
 _IGNORED = {"(", ")", "{", "}"}
-_PREFIX_WORDS = {"then", "do", "else", "elif", "if", "while", "until", "!", "time", "exec", "sudo", "env",
-                 "nice", "command", "nohup", "xargs"}
-_DOCKER_INSTR = {"FROM", "COPY", "ADD", "ENV", "ARG", "LABEL", "WORKDIR", "USER", "EXPOSE", "VOLUME", "ENTRYPOINT",
-                 "CMD", "SHELL", "HEALTHCHECK", "ONBUILD", "STOPSIGNAL", "MAINTAINER"}
+_PREFIX_WORDS = {
+    "then",
+    "do",
+    "else",
+    "elif",
+    "if",
+    "while",
+    "until",
+    "!",
+    "time",
+    "exec",
+    "sudo",
+    "env",
+    "nice",
+    "command",
+    "nohup",
+    "xargs",
+}
+_DOCKER_INSTR = {
+    "FROM",
+    "COPY",
+    "ADD",
+    "ENV",
+    "ARG",
+    "LABEL",
+    "WORKDIR",
+    "USER",
+    "EXPOSE",
+    "VOLUME",
+    "ENTRYPOINT",
+    "CMD",
+    "SHELL",
+    "HEALTHCHECK",
+    "ONBUILD",
+    "STOPSIGNAL",
+    "MAINTAINER",
+}
 _J2_EXPR = re.compile(r"\{\{.*?\}\}", re.S)
 _J2_HIDE = re.compile(r"\{#.*?#\}|\{%.*?%\}", re.S)
 _VAR_REF = re.compile(r"^\$\{?\(?([A-Za-z_]\w*)\)?\}?$")
@@ -46,13 +79,13 @@ class StepFinding:
 
 @dataclass
 class _Cmd:
-    words: List[str]
-    stdin: Optional[str]
+    words: list[str]
+    stdin: str | None
     op_after: str
     ignore_errors: bool = False  # make's '-' prefix
 
 
-def file_kind(path: str) -> Optional[str]:
+def file_kind(path: str) -> str | None:
     """dockerfile | shell | make | yaml for names the guard scans, else None."""
     name = os.path.basename(path)
     low = name.lower()
@@ -69,14 +102,14 @@ def file_kind(path: str) -> Optional[str]:
     return None
 
 
-def _blank_out(match: "re.Match[str]") -> str:
+def _blank_out(match: re.Match[str]) -> str:
     return "\n" * match.group(0).count("\n")
 
 
-def _logical_lines(text: str, kind: str) -> List[Tuple[int, str, bool]]:
+def _logical_lines(text: str, kind: str) -> list[tuple[int, str, bool]]:
     """(first line number, joined text, is_make_recipe) with continuations joined and comment lines dropped."""
-    out: List[Tuple[int, str, bool]] = []
-    buf: List[str] = []
+    out: list[tuple[int, str, bool]] = []
+    buf: list[str] = []
     start = 0
     recipe = False
     for no, raw in enumerate(text.split("\n"), start=1):
@@ -106,7 +139,7 @@ def _logical_lines(text: str, kind: str) -> List[Tuple[int, str, bool]]:
     return out
 
 
-def _tokens(text: str) -> List[str]:
+def _tokens(text: str) -> list[str]:
     try:
         lexer = shlex.shlex(text, posix=True, punctuation_chars=True)
         lexer.whitespace_split = True
@@ -115,10 +148,10 @@ def _tokens(text: str) -> List[str]:
         return re.findall(r"&&|\|\||[;|&()<>]|[^\s;|&()<>]+", text)
 
 
-def _commands(tokens: List[str]) -> List[_Cmd]:
-    cmds: List[_Cmd] = []
-    words: List[str] = []
-    stdin: Optional[str] = None
+def _commands(tokens: list[str]) -> list[_Cmd]:
+    cmds: list[_Cmd] = []
+    words: list[str] = []
+    stdin: str | None = None
     i = 0
     while i < len(tokens):
         tok = tokens[i]
@@ -142,7 +175,7 @@ def _commands(tokens: List[str]) -> List[_Cmd]:
     return cmds
 
 
-def _strip_prefixes(cmd: _Cmd, recipe: bool) -> List[str]:
+def _strip_prefixes(cmd: _Cmd, recipe: bool) -> list[str]:
     words = list(cmd.words)
     if recipe and words:
         head = words[0].lstrip("@+")
@@ -162,7 +195,7 @@ def _strip_prefixes(cmd: _Cmd, recipe: bool) -> List[str]:
     return words
 
 
-def _git_subcommand(words: List[str]) -> Tuple[Optional[str], List[str]]:
+def _git_subcommand(words: list[str]) -> tuple[str | None, list[str]]:
     i = 1
     while i < len(words):
         w = words[i]
@@ -171,15 +204,15 @@ def _git_subcommand(words: List[str]) -> Tuple[Optional[str], List[str]]:
         elif w.startswith("-"):
             i += 1
         else:
-            return w, words[i + 1:]
+            return w, words[i + 1 :]
     return None, []
 
 
-def _positionals(args: List[str]) -> Set[str]:
+def _positionals(args: list[str]) -> set[str]:
     return {a for a in args if not a.startswith("-")}
 
 
-def _patch_inputs(args: List[str], stdin: Optional[str]) -> Set[str]:
+def _patch_inputs(args: list[str], stdin: str | None) -> set[str]:
     inputs = set()
     for i, a in enumerate(args):
         if a in ("-i", "--input") and i + 1 < len(args):
@@ -193,27 +226,30 @@ def _patch_inputs(args: List[str], stdin: Optional[str]) -> Set[str]:
     return inputs
 
 
-def _same_input(a: Set[str], b: Set[str]) -> bool:
+def _same_input(a: set[str], b: set[str]) -> bool:
     return not a or not b or bool(a & b)
 
 
-def _pinned_vars(text: str) -> Set[str]:
+def _pinned_vars(text: str) -> set[str]:
     """Variables whose every assignment in the file is a full commit id."""
-    values: Dict[str, Set[str]] = {}
-    pattern = re.compile(r"(?:^|[\s;&|])(?:ARG\s+|ENV\s+|export\s+)?([A-Za-z_]\w*)\s*"
-                         r"(?:[:?]?=|:\s+|\s+(?=[0-9a-f]{40}))\s*[\"']?([^\s\"';&|]*)", re.M)
+    values: dict[str, set[str]] = {}
+    pattern = re.compile(
+        r"(?:^|[\s;&|])(?:ARG\s+|ENV\s+|export\s+)?([A-Za-z_]\w*)\s*"
+        r"(?:[:?]?=|:\s+|\s+(?=[0-9a-f]{40}))\s*[\"']?([^\s\"';&|]*)",
+        re.M,
+    )
     for name, value in pattern.findall(text):
         values.setdefault(name, set()).add(value)
     return {n for n, vals in values.items() if vals and all(_SHA.match(v) for v in vals)}
 
 
 class _State:
-    def __init__(self, pinned_vars: Set[str], templated: bool):
+    def __init__(self, pinned_vars: set[str], templated: bool):
         self.pinned_vars = pinned_vars
         self.templated = templated
         self.pinned = False
-        self.patch_dry: List[Set[str]] = []
-        self.apply_checked: List[Set[str]] = []
+        self.patch_dry: list[set[str]] = []
+        self.apply_checked: list[set[str]] = []
 
     def is_pinned_ref(self, ref: str) -> bool:
         if _SHA.match(ref):
@@ -224,7 +260,7 @@ class _State:
         return bool(m and m.group(1) in self.pinned_vars)
 
 
-def _note_pin(sub: str, args: List[str], state: _State) -> None:
+def _note_pin(sub: str, args: list[str], state: _State) -> None:
     refs = _positionals(args)
     if sub == "checkout" or (sub == "switch" and "--detach" in args) or (sub == "reset" and "--hard" in args):
         if any(state.is_pinned_ref(r) for r in refs):
@@ -234,14 +270,20 @@ def _note_pin(sub: str, args: List[str], state: _State) -> None:
 _HEAD_ASSERT = re.compile(r"rev-parse\s+(?:--verify\s+)?HEAD[^=]*?\s==?\s+[\"']?([^\s\"';&|\]]+)")
 
 
-def _scan_line(line_no: int, text: str, recipe: bool, state: _State) -> List[StepFinding]:
-    found: List[StepFinding] = []
+def _scan_line(line_no: int, text: str, recipe: bool, state: _State) -> list[StepFinding]:
+    found: list[StepFinding] = []
     if any(state.is_pinned_ref(ref) for ref in _HEAD_ASSERT.findall(text)):
         state.pinned = True  # test "$(git rev-parse HEAD)" = <pinned ref>
     tokens = _tokens(text)
     if any("--unidiff-zero" in t for t in tokens):
-        found.append(StepFinding(line_no, "unidiff-zero", "--unidiff-zero lets zero-context hunks apply by line "
-                                 "number alone; generate patches with context and drop the flag"))
+        found.append(
+            StepFinding(
+                line_no,
+                "unidiff-zero",
+                "--unidiff-zero lets zero-context hunks apply by line "
+                "number alone; generate patches with context and drop the flag",
+            )
+        )
     cmds = _commands(tokens)
     for k, cmd in enumerate(cmds):
         words = _strip_prefixes(cmd, recipe)
@@ -264,14 +306,25 @@ def _scan_line(line_no: int, text: str, recipe: bool, state: _State) -> List[Ste
                 checking = bool({"--check", "--stat", "--numstat", "--summary"} & set(args))
                 if "--3way" in args or "-3" in args:
                     if not state.pinned:
-                        found.append(StepFinding(line_no, "3way-unpinned", "git apply --3way without an earlier "
-                                                 "checkout of a pinned commit: the pre-image blobs may be missing"))
+                        found.append(
+                            StepFinding(
+                                line_no,
+                                "3way-unpinned",
+                                "git apply --3way without an earlier "
+                                "checkout of a pinned commit: the pre-image blobs may be missing",
+                            )
+                        )
                 if checking:
                     state.apply_checked.append(inputs)
                 elif not any(_same_input(inputs, seen) for seen in state.apply_checked):
                     shown = " ".join(sorted(inputs)) or "(stdin)"
-                    found.append(StepFinding(line_no, "apply-no-check", "git apply %s without an earlier "
-                                             "`git apply --check` of it" % shown))
+                    found.append(
+                        StepFinding(
+                            line_no,
+                            "apply-no-check",
+                            "git apply %s without an earlier `git apply --check` of it" % shown,
+                        )
+                    )
         elif name == "patch":
             step = "patch"
             args = words[1:]
@@ -280,8 +333,11 @@ def _scan_line(line_no: int, text: str, recipe: bool, state: _State) -> List[Ste
                 state.patch_dry.append(inputs)
             elif not any(_same_input(inputs, seen) for seen in state.patch_dry):
                 shown = " ".join(sorted(inputs)) or "(stdin)"
-                found.append(StepFinding(line_no, "patch-no-dry-run", "patch %s without an earlier "
-                                         "`patch --dry-run` of it" % shown))
+                found.append(
+                    StepFinding(
+                        line_no, "patch-no-dry-run", "patch %s without an earlier `patch --dry-run` of it" % shown
+                    )
+                )
         if step is None:
             continue
         if cmd.ignore_errors:
@@ -290,25 +346,26 @@ def _scan_line(line_no: int, text: str, recipe: bool, state: _State) -> List[Ste
         while j < len(cmds) - 1 and cmds[j].op_after in ("&&", "||", "|"):
             nxt = _strip_prefixes(_Cmd(list(cmds[j + 1].words), None, ""), False)
             if cmds[j].op_after == "||" and (nxt in (["true"], [":"], ["/bin/true"]) or nxt[:2] == ["exit", "0"]):
-                found.append(StepFinding(line_no, "or-true", "'|| %s' after %s hides a failed patch"
-                                         % (" ".join(nxt), step)))
+                found.append(
+                    StepFinding(line_no, "or-true", "'|| %s' after %s hides a failed patch" % (" ".join(nxt), step))
+                )
                 break
             j += 1
     return found
 
 
-def scan_text(text: str, kind: str, templated: bool = False) -> List[StepFinding]:
+def scan_text(text: str, kind: str, templated: bool = False) -> list[StepFinding]:
     """Scan one file's text; ``kind`` from file_kind(); ``templated`` for Jinja2 sources."""
     if templated:
-        exprs: Dict[str, str] = {}
+        exprs: dict[str, str] = {}
 
-        def placeholder(m: "re.Match[str]") -> str:
+        def placeholder(m: re.Match[str]) -> str:
             key = exprs.setdefault(" ".join(m.group(0).split()), "__J2EXPR%d__" % len(exprs))
             return key + "\n" * m.group(0).count("\n")
 
         text = _J2_EXPR.sub(placeholder, _J2_HIDE.sub(_blank_out, text))
     state = _State(_pinned_vars(text), templated)
-    found: List[StepFinding] = []
+    found: list[StepFinding] = []
     for line_no, logical, recipe in _logical_lines(text, kind):
         if kind == "make" and not recipe:
             continue

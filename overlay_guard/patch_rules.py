@@ -1,10 +1,10 @@
 """Patch rules: hunks that could apply in the wrong place, paths outside the tree, changes a reviewer cannot see
 (the list is in the package docstring)."""
+
 from __future__ import annotations
 
 import posixpath
 from dataclasses import dataclass
-from typing import List, Optional
 
 from . import unified_diff
 
@@ -15,14 +15,14 @@ class Finding:
     line: int
     rule: str
     message: str
-    hunk: Optional[int] = None  # set for hunk-level patch findings
+    hunk: int | None = None  # set for hunk-level patch findings
 
     def __str__(self) -> str:
         where = "%d(%d)" % (self.hunk, self.line) if self.hunk is not None else str(self.line)
         return "%s:%s %s: %s" % (self.path, where, self.rule, self.message)
 
 
-def _tree_problem(raw: str, is_git: bool, tree_root: Optional[str]) -> Optional[str]:
+def _tree_problem(raw: str, is_git: bool, tree_root: str | None) -> str | None:
     if raw == unified_diff.DEV_NULL:
         return None
     path = unified_diff.strip_prefix(raw, is_git)
@@ -38,10 +38,10 @@ def _tree_problem(raw: str, is_git: bool, tree_root: Optional[str]) -> Optional[
     return None
 
 
-def lint_patch_text(text: str, name: str, tree_root: Optional[str] = None) -> List[Finding]:
+def lint_patch_text(text: str, name: str, tree_root: str | None = None) -> list[Finding]:
     """Findings for one patch's text; ``name`` is what the findings print as the patch path."""
     diff = unified_diff.parse(text)
-    out: List[Finding] = []
+    out: list[Finding] = []
     for bad in diff.malformed:
         out.append(Finding(name, bad.line, "malformed", bad.problem))
     if not diff.files and not diff.malformed:
@@ -58,27 +58,48 @@ def lint_patch_text(text: str, name: str, tree_root: Optional[str] = None) -> Li
                 seen.add(problem)
                 out.append(Finding(name, fp.line, "outside-tree", problem))
         if fp.binary:
-            out.append(Finding(name, fp.line, "binary", "binary patch for %s: its content cannot be reviewed or "
-                               "context-checked" % shown))
+            out.append(
+                Finding(
+                    name,
+                    fp.line,
+                    "binary",
+                    "binary patch for %s: its content cannot be reviewed or context-checked" % shown,
+                )
+            )
         if "120000" in (fp.new_mode, fp.new_file_mode):
-            out.append(Finding(name, fp.line, "symlink", "%s becomes a symlink, which may point outside the tree"
-                               % shown))
+            out.append(
+                Finding(name, fp.line, "symlink", "%s becomes a symlink, which may point outside the tree" % shown)
+            )
         if fp.old_mode and fp.new_mode and not fp.hunks and not fp.binary and not fp.rename_to:
-            out.append(Finding(name, fp.line, "mode-only", "mode-only change %s -> %s for %s"
-                               % (fp.old_mode, fp.new_mode, shown)))
+            out.append(
+                Finding(
+                    name, fp.line, "mode-only", "mode-only change %s -> %s for %s" % (fp.old_mode, fp.new_mode, shown)
+                )
+            )
         for h in fp.hunks:
             if not h.counts_agree:
                 extra = ", plus %d surplus line(s)" % h.overflow if h.overflow else ""
-                out.append(Finding(name, h.line, "hunk-count", "%s in %s announces -%d/+%d lines but the body has "
-                                   "-%d/+%d%s" % (h.header, shown, h.old_count, h.new_count, h.body_old,
-                                                  h.body_new, extra), hunk=h.index))
+                out.append(
+                    Finding(
+                        name,
+                        h.line,
+                        "hunk-count",
+                        "%s in %s announces -%d/+%d lines but the body has "
+                        "-%d/+%d%s" % (h.header, shown, h.old_count, h.new_count, h.body_old, h.body_new, extra),
+                        hunk=h.index,
+                    )
+                )
             empties_file = h.old_start == 1 and h.new_count == 0 and h.old_count > 0
             if h.context == 0 and not fp.creates and not fp.deletes and not empties_file:
                 if h.old_count == 0:
-                    msg = ("pure insertion %s into %s with no context: git places it by line number alone "
-                           "(regenerate with context, e.g. git diff -U3)" % (h.header, shown))
+                    msg = (
+                        "pure insertion %s into %s with no context: git places it by line number alone "
+                        "(regenerate with context, e.g. git diff -U3)" % (h.header, shown)
+                    )
                 else:
-                    msg = ("%s in %s has no context lines to anchor it (regenerate with context, e.g. git diff -U3)"
-                           % (h.header, shown))
+                    msg = "%s in %s has no context lines to anchor it (regenerate with context, e.g. git diff -U3)" % (
+                        h.header,
+                        shown,
+                    )
                 out.append(Finding(name, h.line, "zero-context", msg, hunk=h.index))
     return out

@@ -2,11 +2,11 @@
 per hunk the header counts, the body counts and the number of context lines; per file the paths, modes and
 whether it is binary. It never guesses a hunk's extent from anything but the header counts, like ``git apply``.
 """
+
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import List, Optional
 
 _HUNK_RE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 DEV_NULL = "/dev/null"
@@ -43,16 +43,16 @@ class Hunk:
 class FilePatch:
     line: int  # first header line in the patch file
     is_git: bool
-    old_path: Optional[str] = None
-    new_path: Optional[str] = None
-    old_mode: Optional[str] = None
-    new_mode: Optional[str] = None
-    new_file_mode: Optional[str] = None
-    deleted_file_mode: Optional[str] = None
-    rename_from: Optional[str] = None
-    rename_to: Optional[str] = None
+    old_path: str | None = None
+    new_path: str | None = None
+    old_mode: str | None = None
+    new_mode: str | None = None
+    new_file_mode: str | None = None
+    deleted_file_mode: str | None = None
+    rename_from: str | None = None
+    rename_to: str | None = None
     binary: bool = False
-    hunks: List[Hunk] = field(default_factory=list)
+    hunks: list[Hunk] = field(default_factory=list)
 
     @property
     def creates(self) -> bool:
@@ -78,8 +78,8 @@ class Malformed:
 
 @dataclass
 class Diff:
-    files: List[FilePatch] = field(default_factory=list)
-    malformed: List[Malformed] = field(default_factory=list)
+    files: list[FilePatch] = field(default_factory=list)
+    malformed: list[Malformed] = field(default_factory=list)
 
 
 def _unquote(path: str) -> str:
@@ -106,7 +106,7 @@ def strip_prefix(path: str, is_git: bool) -> str:
     return path
 
 
-def _git_paths(rest: str) -> List[Optional[str]]:
+def _git_paths(rest: str) -> list[str | None]:
     rest = rest.rstrip("\r")
     if rest.startswith('"'):
         m = re.match(r'^("(?:[^"\\]|\\.)*")\s+(.*)$', rest)
@@ -114,20 +114,21 @@ def _git_paths(rest: str) -> List[Optional[str]]:
             return [_unquote(m.group(1)), _unquote(m.group(2))]
     if rest.startswith("a/") and " b/" in rest:
         i = rest.index(" b/")
-        return [rest[:i], rest[i + 1:]]
+        return [rest[:i], rest[i + 1 :]]
     half = len(rest) // 2
-    if len(rest) % 2 == 1 and rest[:half] == rest[half + 1:]:
-        return [rest[:half], rest[half + 1:]]
+    if len(rest) % 2 == 1 and rest[:half] == rest[half + 1 :]:
+        return [rest[:half], rest[half + 1 :]]
     parts = rest.split(" ", 1)
     return [parts[0], parts[1] if len(parts) > 1 else None]
 
 
-def _is_file_start(lines: List[str], i: int) -> bool:
+def _is_file_start(lines: list[str], i: int) -> bool:
     return lines[i].startswith("diff --git ") or (
-        lines[i].startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "))
+        lines[i].startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ ")
+    )
 
 
-def _git_header(lines: List[str], i: int, fp: FilePatch) -> int:
+def _git_header(lines: list[str], i: int, fp: FilePatch) -> int:
     """Consume git's extended header lines after ``diff --git``; return the index of the first line after them."""
     n = len(lines)
     while i < n:
@@ -137,11 +138,18 @@ def _git_header(lines: List[str], i: int, fp: FilePatch) -> int:
         if ln.startswith("--- ") and i + 1 < n and lines[i + 1].startswith("+++ "):
             fp.old_path, fp.new_path = _header_path(ln[4:]), _header_path(lines[i + 1][4:])
             return i + 2
-        for key, attr in (("old mode ", "old_mode"), ("new mode ", "new_mode"), ("new file mode ", "new_file_mode"),
-                          ("deleted file mode ", "deleted_file_mode"), ("rename from ", "rename_from"),
-                          ("rename to ", "rename_to"), ("copy from ", "rename_from"), ("copy to ", "rename_to")):
+        for key, attr in (
+            ("old mode ", "old_mode"),
+            ("new mode ", "new_mode"),
+            ("new file mode ", "new_file_mode"),
+            ("deleted file mode ", "deleted_file_mode"),
+            ("rename from ", "rename_from"),
+            ("rename to ", "rename_to"),
+            ("copy from ", "rename_from"),
+            ("copy to ", "rename_to"),
+        ):
             if ln.startswith(key):
-                setattr(fp, attr, ln[len(key):].strip())
+                setattr(fp, attr, ln[len(key) :].strip())
                 break
         else:
             if ln.startswith("GIT binary patch") or (ln.startswith("Binary files ") and ln.endswith(" differ")):
@@ -152,7 +160,7 @@ def _git_header(lines: List[str], i: int, fp: FilePatch) -> int:
     return i
 
 
-def _read_hunk(lines: List[str], i: int, hunk: Hunk) -> int:
+def _read_hunk(lines: list[str], i: int, hunk: Hunk) -> int:
     """Count the body exactly as the header announces it; then note any surplus hunk-like lines."""
     n = len(lines)
     old_left, new_left = hunk.old_count, hunk.new_count
@@ -175,8 +183,7 @@ def _read_hunk(lines: List[str], i: int, hunk: Hunk) -> int:
         i += 1
     while i < n and lines[i].startswith("\\"):
         i += 1
-    while i < n and lines[i][:1] in (" ", "+", "-") and not _is_file_start(lines, i) \
-            and lines[i].rstrip("\r") != "-- ":
+    while i < n and lines[i][:1] in (" ", "+", "-") and not _is_file_start(lines, i) and lines[i].rstrip("\r") != "-- ":
         hunk.overflow += 1
         i += 1
     return i
@@ -188,14 +195,14 @@ def parse(text: str) -> Diff:
     if lines and lines[-1] == "":
         lines.pop()
     diff = Diff()
-    current: Optional[FilePatch] = None
+    current: FilePatch | None = None
     hunk_no = 0
     i = 0
     while i < len(lines):
         ln = lines[i]
         if ln.startswith("diff --git "):
             current = FilePatch(line=i + 1, is_git=True)
-            current.old_path, current.new_path = _git_paths(ln[len("diff --git "):])
+            current.old_path, current.new_path = _git_paths(ln[len("diff --git ") :])
             diff.files.append(current)
             i = _git_header(lines, i + 1, current)
         elif _is_file_start(lines, i):
@@ -212,8 +219,9 @@ def parse(text: str) -> Diff:
                 i += 1
                 continue
             a, b, c, d = m.groups()
-            hunk = Hunk(hunk_no, i + 1, m.group(0), int(a), 1 if b is None else int(b), int(c),
-                        1 if d is None else int(d))
+            hunk = Hunk(
+                hunk_no, i + 1, m.group(0), int(a), 1 if b is None else int(b), int(c), 1 if d is None else int(d)
+            )
             current.hunks.append(hunk)
             i = _read_hunk(lines, i + 1, hunk)
         else:

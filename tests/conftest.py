@@ -8,8 +8,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from support import ROOT, run_build_py
+
 from toolkit.context import PROJECT_ITEMS
 
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build", ".pytest_cache", "tests", "bench")

@@ -1,5 +1,6 @@
 """A real registry for push tests: Debian's `docker-registry` (distribution 2.x) on 127.0.0.1, a free port, its own
-storage; started and stopped by the test that uses it. The engine treats 127.0.0.0/8 as insecure, so plain HTTP works."""
+storage; started and stopped by the test that uses it. The engine treats 127.0.0.0/8 as insecure, so plain HTTP
+works."""
 
 from __future__ import annotations
 

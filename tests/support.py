@@ -13,8 +13,9 @@ SNAPSHOT = ROOT.parent / "shared" / "upstream" / "miles-31f1ca961.tar.gz"
 
 def run_build_py(*args, cwd=ROOT, env=None, timeout=1800):
     """Run build.py as a user would; return the CompletedProcess (text stdout/stderr)."""
-    return subprocess.run([sys.executable, "build.py", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "build.py", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def edited_spec(images_dir, family, fn):
@@ -30,8 +31,12 @@ def edited_spec(images_dir, family, fn):
 
 def git(repo, *args, check=True):
     """git in `repo` under a throwaway identity; the CompletedProcess (text output)."""
-    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", "-C", str(repo), *args],
-                          capture_output=True, text=True, check=check)
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", "-C", str(repo), *args],
+        capture_output=True,
+        text=True,
+        check=check,
+    )
 
 
 def git_init(path):
@@ -52,8 +57,12 @@ def sglang_wheel(version: str) -> Path:
     found = sorted(SGLANG_WHEELS.glob("sglang-%s-*.whl" % version))
     if not found:
         SGLANG_WHEELS.mkdir(parents=True, exist_ok=True)
-        run = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "sglang==%s" % version,
-                              "-d", str(SGLANG_WHEELS)], capture_output=True, text=True, timeout=900)
+        run = subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "sglang==%s" % version, "-d", str(SGLANG_WHEELS)],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         found = sorted(SGLANG_WHEELS.glob("sglang-%s-*.whl" % version))
         if not found:
             last = (run.stderr.strip().splitlines() or ["no output"])[-1]

@@ -8,8 +8,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from support import SNAPSHOT, run_build_py
+
 from toolkit.bake import bake_file, target_name
 from toolkit.context import Context
 from toolkit.errors import UsageError
@@ -25,7 +25,9 @@ def staged_for(tmp_path, names, secrets=(), hashes=None):
     for name in names:
         plan = make_plan(catalog.resolve(name), secrets=secrets, revision="r" * 40)
         path = tmp_path / plan.name / "context"
-        staged.append((plan, Context(path=path, dockerfile=path / "Dockerfile", input_hash=(hashes or {}).get(name, HASH))))
+        staged.append(
+            (plan, Context(path=path, dockerfile=path / "Dockerfile", input_hash=(hashes or {}).get(name, HASH)))
+        )
     return staged
 
 
@@ -67,8 +69,9 @@ def test_bake_file_is_pure_and_names_are_sanitised(tmp_path):
 
 
 def bake_print(path: Path, *targets) -> dict:
-    proc = subprocess.run(["docker", "buildx", "bake", "--print", "-f", str(path), *targets], capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        ["docker", "buildx", "bake", "--print", "-f", str(path), *targets], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -78,8 +81,16 @@ def test_buildx_reads_the_generated_file_for_every_target(tmp_path):
     names = sorted(load_catalog().variants)
     out = tmp_path / "bake.json"
     args = [a for n in names for a in ("--target", n)]
-    proc = run_build_py("bake", *args, "--registry", "registry.example:5000/ml", "--cache",
-                        "registry.example:5000/ml/cache", "-o", str(out))
+    proc = run_build_py(
+        "bake",
+        *args,
+        "--registry",
+        "registry.example:5000/ml",
+        "--cache",
+        "registry.example:5000/ml/cache",
+        "-o",
+        str(out),
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     ours = json.loads(out.read_text())
     printed = bake_print(out)
@@ -100,7 +111,9 @@ def test_buildx_reads_the_generated_file_for_every_target(tmp_path):
 
 
 @pytest.mark.docker
-@pytest.mark.skipif(not SNAPSHOT.exists(), reason="the upstream miles snapshot (shared/upstream) is not beside the repo")
+@pytest.mark.skipif(
+    not SNAPSHOT.exists(), reason="the upstream miles snapshot (shared/upstream) is not beside the repo"
+)
 def test_bake_builds_a_local_source_for_the_targets_that_have_it(tmp_path):
     pinned, local = tmp_path / "pinned.json", tmp_path / "local.json"
     targets = ("--target", "miles-cpu", "--target", "smoke")
@@ -126,8 +139,12 @@ def test_real_bake_build_of_smoke_tags_only_a_gated_image(tmp_path, docker_clien
     assert proc.returncode == 0, proc.stdout + proc.stderr
     target = json.loads(out.read_text())["target"]["smoke"]
     meta = tmp_path / "meta.json"
-    run = subprocess.run(["docker", "buildx", "bake", "-f", str(out), "--metadata-file", str(meta), "--progress",
-                          "plain"], capture_output=True, text=True, timeout=1200)
+    run = subprocess.run(
+        ["docker", "buildx", "bake", "-f", str(out), "--metadata-file", str(meta), "--progress", "plain"],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     assert run.returncode == 0, run.stderr[-4000:]
     assert "-m verify --config gates.json" in run.stderr  # the gate step is part of the bake build
     try:
@@ -147,8 +164,12 @@ def test_real_bake_build_of_smoke_tags_only_a_gated_image(tmp_path, docker_clien
     proc = run_build_py("bake", "--target", "smoke", "--registry", registry, "-o", str(broken), cwd=project_copy)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     tags = json.loads(broken.read_text())["target"]["smoke"]["tags"]
-    run = subprocess.run(["docker", "buildx", "bake", "-f", str(broken), "--progress", "plain"], capture_output=True,
-                         text=True, timeout=1200)
+    run = subprocess.run(
+        ["docker", "buildx", "bake", "-f", str(broken), "--progress", "plain"],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     assert run.returncode != 0
     assert "FAIL" in run.stderr and "sglang_attn_bridge" in run.stderr
     for ref in tags:

@@ -11,7 +11,6 @@ import tarfile
 
 import pytest
 import yaml
-
 from support import run_build_py
 
 pytestmark = pytest.mark.docker
@@ -23,8 +22,13 @@ def run_in(client, image, *cmd):
 
 
 def test_smoke_image_imports_the_bridge_and_carries_labels(docker_client, smoke_image):
-    out = run_in(docker_client, smoke_image, "/opt/venv/bin/python", "-c",
-                 "import sglang_attn_bridge, torch, transformers, triton; print(sglang_attn_bridge.__file__)")
+    out = run_in(
+        docker_client,
+        smoke_image,
+        "/opt/venv/bin/python",
+        "-c",
+        "import sglang_attn_bridge, torch, transformers, triton; print(sglang_attn_bridge.__file__)",
+    )
     assert "/opt/venv/lib/python3.11/site-packages/sglang_attn_bridge/" in out
     labels = docker_client.images.get(smoke_image).labels
     assert labels["io.miles.variant"] == "smoke"
@@ -90,8 +94,18 @@ def test_secrets_never_land_in_a_layer(project_copy, tmp_path, docker_client, sm
     init.write_text(init.read_text() + f"\n# secret-test {pysecrets.token_hex(4)}\n")
     env = dict(os.environ, PIP_CERT=str(fake_ca))
     tag = "miles-secret-test:latest"
-    proc = run_build_py("--target", "smoke", "--tag", tag, "--secret", f"id=extra,src={extra}", "--progress", "plain",
-                        cwd=project_copy, env=env)
+    proc = run_build_py(
+        "--target",
+        "smoke",
+        "--tag",
+        tag,
+        "--secret",
+        f"id=extra,src={extra}",
+        "--progress",
+        "plain",
+        cwd=project_copy,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "--mount=type=secret,id=pip-ca" in proc.stdout  # the step that used it ran in this build
     data = _image_bytes(docker_client, tag)

@@ -11,9 +11,9 @@ import sys
 
 import pytest
 import yaml
-
 from support import ROOT, run_build_py
 from support import git as run_git
+
 from toolkit.spec import load_catalog
 
 SCRIPT = ROOT / "ci" / "changed_images.py"
@@ -35,8 +35,13 @@ def commit(repo, message):
 
 def changed(repo, base, head="HEAD", env=None):
     out = repo.parent / "changed.json"
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--repo", str(repo), "--base", base, "--head", head,
-                           "--json", str(out)], capture_output=True, text=True, env=env, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--repo", str(repo), "--base", base, "--head", head, "--json", str(out)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return json.loads(out.read_text()), proc.stdout
 
@@ -149,6 +154,7 @@ def test_hash_equals_the_build_input_hash(repo, tmp_path):
 def test_bad_usage_and_unknown_revision(repo):
     proc = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True)
     assert proc.returncode == 2
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--repo", str(repo), "--base", "no-such-rev"],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--repo", str(repo), "--base", "no-such-rev"], capture_output=True, text=True
+    )
     assert proc.returncode == 1 and "no-such-rev" in proc.stderr

@@ -1,18 +1,28 @@
-"""CLI contract (docs/architecture.md): subcommands, the `--target` shorthand and exit codes, without a Docker engine."""
+"""CLI contract (docs/architecture.md): subcommands, the `--target` shorthand and exit codes, without a Docker
+engine."""
 
 from __future__ import annotations
 
 import os
 
 from support import run_build_py
+
 from toolkit.engine import ProgressParser
 
 
 def test_list_names_every_target_and_alias():
     proc = run_build_py("list")
     assert proc.returncode == 0
-    for name in ("rocm720-mi35x", "rocm700-mi35x", "rocm700-mi30x", "cu13-x86", "cu13", "cu13-aarch64", "cu12-x86",
-                 "smoke"):
+    for name in (
+        "rocm720-mi35x",
+        "rocm700-mi35x",
+        "rocm700-mi30x",
+        "cu13-x86",
+        "cu13",
+        "cu13-aarch64",
+        "cu12-x86",
+        "smoke",
+    ):
         assert any(line.split()[0] == name for line in proc.stdout.splitlines()), name
     assert "alias: rocm" in proc.stdout and "alias: cuda" in proc.stdout
 

@@ -80,8 +80,14 @@ def example(rng: random.Random, fields) -> dict:
     quoting holds), half "clean" (valid FROM and names, no control characters: it must render)."""
     if rng.random() < 0.5:
         return {f: any_value(rng) for f in fields}
-    return {f: reference(rng) if f == "base" else identifier(rng) if f in ("args name", "env name")
-            else any_value(rng, clean=True) for f in fields}
+    return {
+        f: reference(rng)
+        if f == "base"
+        else identifier(rng)
+        if f in ("args name", "env name")
+        else any_value(rng, clean=True)
+        for f in fields
+    }
 
 
 OPERATORS = set("();<>|&")
@@ -91,12 +97,16 @@ def seeded(family: str):
     """The family's default variant with one ENV, one ARG and one patch, so every partial renders something."""
     v = load_catalog().resolve(family)
     return dataclasses.replace(
-        v, env={**v.env, "FUZZ_ENV": "x"}, args={**v.args, "FUZZ_ARG": "x"},
-        patches=({"file": "images/smoke.constraints.txt", "tree": "/opt/tree", "ref": "0" * 40},))
+        v,
+        env={**v.env, "FUZZ_ENV": "x"},
+        args={**v.args, "FUZZ_ARG": "x"},
+        patches=({"file": "images/smoke.constraints.txt", "tree": "/opt/tree", "ref": "0" * 40},),
+    )
 
 
 def field_setters(v) -> dict:
     """field id -> function(variant, value) -> variant with that field set to value."""
+
     def put(attr, key):
         return lambda var, x: dataclasses.replace(var, **{attr: {**getattr(var, attr), key: x}})
 
@@ -106,17 +116,21 @@ def field_setters(v) -> dict:
             if x in items:
                 return var
             return dataclasses.replace(var, **{attr: {(x if k == old else k): val for k, val in items.items()}})
+
         return set_name
 
     def comp(name, part):
         return lambda var, x: dataclasses.replace(
-            var, components={**var.components, name: {**var.components[name], part: x}})
+            var, components={**var.components, name: {**var.components[name], part: x}}
+        )
 
     def patch(part):
         return lambda var, x: dataclasses.replace(var, patches=({**var.patches[0], part: x},))
 
-    setters = {f: (lambda f: lambda var, x: dataclasses.replace(var, **{f: x}))(f)
-               for f in ("base", "python", "name", "repository")}
+    setters = {
+        f: (lambda f: lambda var, x: dataclasses.replace(var, **{f: x}))(f)
+        for f in ("base", "python", "name", "repository")
+    }
     setters.update({f"args.{k}": put("args", k) for k in v.args})
     setters.update({f"env.{k}": put("env", k) for k in v.env})
     setters.update({f"pip.{k}": put("pip", k) for k in v.pip})
@@ -200,12 +214,27 @@ def structure(text: str) -> list:
 
 def must_refuse(v) -> bool:
     """What `render` has to refuse whatever the spec said: nothing quoting can keep on one line or in one word."""
-    strings = [v.base, v.python, v.name, v.repository, *v.args, *v.args.values(), *v.env, *v.env.values(),
-               *v.pip, *v.pip.values(), *v.pip_no_deps, *v.pip_no_deps.values(),
-               *(y for c in v.components.values() for x in c.values() for y in (x if isinstance(x, list) else [x])),
-               *(str(x) for p in v.patches for x in p.values())]
-    return (any(CONTROL_RE.search(s) for s in strings) or reference_problem(v.base) is not None
-            or not all(IDENT_RE.fullmatch(k) for k in (*v.args, *v.env)))
+    strings = [
+        v.base,
+        v.python,
+        v.name,
+        v.repository,
+        *v.args,
+        *v.args.values(),
+        *v.env,
+        *v.env.values(),
+        *v.pip,
+        *v.pip.values(),
+        *v.pip_no_deps,
+        *v.pip_no_deps.values(),
+        *(y for c in v.components.values() for x in c.values() for y in (x if isinstance(x, list) else [x])),
+        *(str(x) for p in v.patches for x in p.values()),
+    ]
+    return (
+        any(CONTROL_RE.search(s) for s in strings)
+        or reference_problem(v.base) is not None
+        or not all(IDENT_RE.fullmatch(k) for k in (*v.args, *v.env))
+    )
 
 
 @pytest.mark.parametrize("family", ["smoke", "miles-cpu", "rocm", "cuda"])

@@ -77,10 +77,20 @@ def test_sglang_miles_step_renders_only_with_a_pinned_commit(name):
     _, off = parsed(name)
     assert "/sgl-workspace/sglang" not in " ".join(i["value"] for i in off.structure)
     commit = "0123456789abcdef0123456789abcdef01234567"
-    _, on = parsed(name, ["components.sglang_miles.git=https://github.com/sgl-project/sglang.git",
-                          f"components.sglang_miles.ref={commit}", "components.sglang_miles.extras=all"])
+    _, on = parsed(
+        name,
+        [
+            "components.sglang_miles.git=https://github.com/sgl-project/sglang.git",
+            f"components.sglang_miles.ref={commit}",
+            "components.sglang_miles.extras=all",
+        ],
+    )
     step = [i["value"] for i in on.structure if "/sgl-workspace/sglang" in i["value"]]
-    assert len(step) == 1 and "from=src-sglang_miles" in step[0] and "--no-deps -e '/sgl-workspace/sglang/python[all]'" in step[0]
+    assert (
+        len(step) == 1
+        and "from=src-sglang_miles" in step[0]
+        and "--no-deps -e '/sgl-workspace/sglang/python[all]'" in step[0]
+    )
 
 
 def _buildkit_parse(tmp_path, text):
@@ -89,8 +99,12 @@ def _buildkit_parse(tmp_path, text):
     import subprocess
 
     (tmp_path / "Dockerfile").write_text(text)
-    run = subprocess.run(["docker", "buildx", "build", "--progress=plain", "--target", "gpu-gates-parse-only",
-                          str(tmp_path)], capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        ["docker", "buildx", "build", "--progress=plain", "--target", "gpu-gates-parse-only", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     return run.stdout + run.stderr
 
 

@@ -15,14 +15,21 @@ import pytest
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
-
 from support import sglang_wheel
+
 from toolkit.spec import load_catalog
 
 CATALOG = load_catalog()
 # The CUDA bases' interpreter and platform, for evaluating requirement markers.
-CUDA_ENV = dict(default_environment(), python_version="3.12", python_full_version="3.12.3", sys_platform="linux",
-                platform_system="Linux", platform_machine="x86_64", extra="")
+CUDA_ENV = dict(
+    default_environment(),
+    python_version="3.12",
+    python_full_version="3.12.3",
+    sys_platform="linux",
+    platform_system="Linux",
+    platform_machine="x86_64",
+    extra="",
+)
 
 
 def _base_version(variant) -> str:
@@ -32,8 +39,9 @@ def _base_version(variant) -> str:
 def _metadata_requirements(version):
     with zipfile.ZipFile(sglang_wheel(version)) as zf:
         text = zf.read("sglang-%s.dist-info/METADATA" % version).decode()
-    reqs = [Requirement(line.split(":", 1)[1].strip()) for line in text.splitlines()
-            if line.startswith("Requires-Dist:")]
+    reqs = [
+        Requirement(line.split(":", 1)[1].strip()) for line in text.splitlines() if line.startswith("Requires-Dist:")
+    ]
     return [r for r in reqs if r.marker is None or r.marker.evaluate(CUDA_ENV)]
 
 
@@ -72,7 +80,8 @@ def test_an_unallowed_pin_is_caught():
     variant = CATALOG.variants["cu13-x86"]
     bad = dataclasses.replace(variant, pip=dict(variant.pip, torch="2.9.0"))
     assert [line for line in conflicts(bad) if not _allowed(bad, line)] == [
-        "sglang 0.5.16 has requirement torch==2.11.0, but you have torch 2.9.0."]
+        "sglang 0.5.16 has requirement torch==2.11.0, but you have torch 2.9.0."
+    ]
 
 
 @pytest.mark.parametrize("name", sorted(n for n, v in CATALOG.variants.items() if v.family in ("rocm", "cuda")))

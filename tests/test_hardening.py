@@ -17,9 +17,10 @@ import time
 import pytest
 import yaml
 from dockerfile_parse import DockerfileParser
-
 from support import ROOT, run_build_py
+
 from toolkit.spec import load_catalog
+
 
 def no_engine(tmp_path):
     return dict(os.environ, DOCKER_HOST=f"unix://{tmp_path}/no-engine.sock")
@@ -53,8 +54,12 @@ def build_refused(project, tmp_path, args, *needles, family_file="images/smoke.y
 # ---- Values become neither Dockerfile instructions nor shell commands.
 
 SET_CASES = [
-    ("env newline", "env.FOO=bar\nRUN rm -rf /opt/venv/lib/python3.11/site-packages/torch", "env.FOO",
-     "control character"),
+    (
+        "env newline",
+        "env.FOO=bar\nRUN rm -rf /opt/venv/lib/python3.11/site-packages/torch",
+        "env.FOO",
+        "control character",
+    ),
     ("args newline", "args.X=1\nRUN touch /tmp/INJ", "args.X", "control character"),
     ("env name with a space", "env.A B=1", "env.A B", "identifiers"),
     ("blank args name", "args.=1", "args.", "identifiers"),
@@ -75,29 +80,77 @@ def test_set_values_that_would_inject_are_refused(project_copy, tmp_path, item, 
 
 SPEC_CASES = [
     ("python as a shell fragment", "smoke", lambda d: d.update(python="exit 0; :"), "python", "absolute"),
-    ("pip name with a quote", "smoke", lambda d: d["pip"].update({'x" ; touch /tmp/INJ ; echo "': "1.0"}), "pip.x",
-     "PEP 508"),
-    ("git url with a newline", "rocm", lambda d: d["components"]["miles"].update(
-        git="https://github.com/radixark/miles.git\nRUN touch /tmp/INJ"), "components.miles.git", "git URL"),
-    ("git url with a command", "rocm", lambda d: d["components"]["miles"].update(
-        git="https://x.invalid/a;touch${IFS}/tmp/INJ"), "components.miles.git", "git URL"),
-    ("ref with a trailing newline", "rocm", lambda d: d["components"]["miles"].update(
-        ref="bf72ef940a03fb206ac4c09a682f52dd30ebae65\n"), "components.miles.ref", "40-hex"),
-    ("base with a newline", "smoke", lambda d: d.update(base="miles-base:x\nRUN touch /tmp/INJ"), "base",
-     "not an image reference"),
-    ("patch tree pasted into git -C", "smoke", lambda d: d.update(
-        patches=[{"file": "images/smoke.constraints.txt", "tree": "/tmp; touch /tmp/INJ"}]), "patches[0].tree",
-     "absolute normalised path"),
-    ("relative patch tree", "smoke", lambda d: d.update(
-        patches=[{"file": "images/smoke.constraints.txt", "tree": "opt/../venv"}]), "patches[0].tree",
-     "absolute normalised path"),
-    ("env value with a newline", "smoke", lambda d: d.update(env={"A": "1\nRUN touch /tmp/INJ"}), "env.A",
-     "control character"),
+    (
+        "pip name with a quote",
+        "smoke",
+        lambda d: d["pip"].update({'x" ; touch /tmp/INJ ; echo "': "1.0"}),
+        "pip.x",
+        "PEP 508",
+    ),
+    (
+        "git url with a newline",
+        "rocm",
+        lambda d: d["components"]["miles"].update(git="https://github.com/radixark/miles.git\nRUN touch /tmp/INJ"),
+        "components.miles.git",
+        "git URL",
+    ),
+    (
+        "git url with a command",
+        "rocm",
+        lambda d: d["components"]["miles"].update(git="https://x.invalid/a;touch${IFS}/tmp/INJ"),
+        "components.miles.git",
+        "git URL",
+    ),
+    (
+        "ref with a trailing newline",
+        "rocm",
+        lambda d: d["components"]["miles"].update(ref="bf72ef940a03fb206ac4c09a682f52dd30ebae65\n"),
+        "components.miles.ref",
+        "40-hex",
+    ),
+    (
+        "base with a newline",
+        "smoke",
+        lambda d: d.update(base="miles-base:x\nRUN touch /tmp/INJ"),
+        "base",
+        "not an image reference",
+    ),
+    (
+        "patch tree pasted into git -C",
+        "smoke",
+        lambda d: d.update(patches=[{"file": "images/smoke.constraints.txt", "tree": "/tmp; touch /tmp/INJ"}]),
+        "patches[0].tree",
+        "absolute normalised path",
+    ),
+    (
+        "relative patch tree",
+        "smoke",
+        lambda d: d.update(patches=[{"file": "images/smoke.constraints.txt", "tree": "opt/../venv"}]),
+        "patches[0].tree",
+        "absolute normalised path",
+    ),
+    (
+        "env value with a newline",
+        "smoke",
+        lambda d: d.update(env={"A": "1\nRUN touch /tmp/INJ"}),
+        "env.A",
+        "control character",
+    ),
     ("repository with a space", "smoke", lambda d: d.update(repository="miles x"), "repository", "image name"),
-    ("tag suffix with a slash", "smoke", lambda d: d["variants"]["smoke"].update(tag_suffix="a/b"),
-     "variants.smoke.tag_suffix", "not an image tag"),
-    ("debootstrap option", "smoke", lambda d: d["base_build"]["debootstrap"].update(suite="--foreign"),
-     "base_build.debootstrap.suite", "Debian name"),
+    (
+        "tag suffix with a slash",
+        "smoke",
+        lambda d: d["variants"]["smoke"].update(tag_suffix="a/b"),
+        "variants.smoke.tag_suffix",
+        "not an image tag",
+    ),
+    (
+        "debootstrap option",
+        "smoke",
+        lambda d: d["base_build"]["debootstrap"].update(suite="--foreign"),
+        "base_build.debootstrap.suite",
+        "Debian name",
+    ),
 ]
 
 
@@ -110,15 +163,18 @@ def test_spec_values_that_would_inject_are_refused_at_load(project_copy, tmp_pat
 
 # ---- Files come from inside the repository.
 
+
 @pytest.mark.parametrize("path", ["../../etc/passwd", "/etc/passwd", "images/../../etc/passwd"])
 def test_patch_file_outside_the_repository_is_refused_and_linted(project_copy, tmp_path, path):
     edit(project_copy, "smoke", lambda d: d.update(patches=[{"file": path, "tree": "/opt/venv"}]))
-    build_refused(project_copy, tmp_path, ["--target", "smoke"], "images/smoke.yaml: patches[0].file",
-                  "inside the repository")
+    build_refused(
+        project_copy, tmp_path, ["--target", "smoke"], "images/smoke.yaml: patches[0].file", "inside the repository"
+    )
     proc = run_build_py("lint", cwd=project_copy)
     assert proc.returncode == 1
-    assert "spec: images/smoke.yaml: patches[0].file: not a relative normalised path inside the repository" \
-        in proc.stdout
+    assert (
+        "spec: images/smoke.yaml: patches[0].file: not a relative normalised path inside the repository" in proc.stdout
+    )
 
 
 def test_patch_file_linked_out_of_the_repository_is_refused(project_copy, tmp_path):
@@ -142,14 +198,30 @@ def test_template_outside_templates_is_refused_and_linted(project_copy, tmp_path
 GATE_CASES = [
     ("empty imports", lambda g: g.update(imports=[]), "gates.imports", "must not be empty"),
     ("empty compile", lambda g: g.update(compile=[]), "gates.compile", "must not be empty"),
-    ("command swallows failure", lambda g: g.update(commands=[{"name": "c", "argv": ["bash", "-c", "false || true"]}]),
-     "gates.commands[0].argv[2]", "swallows"),
-    ("one-letter allowance", lambda g: g.update(pip_check={"allow": [{"match": "x", "reason": "known"}]}),
-     "gates.pip_check.allow[0].match", "name the conflict"),
-    ("allowance without a reason", lambda g: g.update(pip_check={"allow": [{"match": "torch 2.13.0 has requirement"}]}),
-     "gates.pip_check.allow[0]", "reason"),
-    ("relative provenance", lambda g: g["provenance"].update(transformers="opt/venv"), "gates.provenance.transformers",
-     "absolute directory"),
+    (
+        "command swallows failure",
+        lambda g: g.update(commands=[{"name": "c", "argv": ["bash", "-c", "false || true"]}]),
+        "gates.commands[0].argv[2]",
+        "swallows",
+    ),
+    (
+        "one-letter allowance",
+        lambda g: g.update(pip_check={"allow": [{"match": "x", "reason": "known"}]}),
+        "gates.pip_check.allow[0].match",
+        "name the conflict",
+    ),
+    (
+        "allowance without a reason",
+        lambda g: g.update(pip_check={"allow": [{"match": "torch 2.13.0 has requirement"}]}),
+        "gates.pip_check.allow[0]",
+        "reason",
+    ),
+    (
+        "relative provenance",
+        lambda g: g["provenance"].update(transformers="opt/venv"),
+        "gates.provenance.transformers",
+        "absolute directory",
+    ),
     ("bridge not imported", lambda g: g.update(imports=["torch"]), "gates.imports", "sglang_attn_bridge"),
     ("no pip check over declared packages", lambda g: g.pop("pip_check"), "gates.pip_check", "pip check"),
 ]
@@ -170,11 +242,14 @@ def test_gate_schema_is_the_runners_own(project_copy, tmp_path):
     proc = run_build_py("render", "--target", "smoke", "-o", str(out), cwd=project_copy)
     assert proc.returncode == 0, proc.stderr
     edit(project_copy, "smoke", lambda d: d["gates"]["commands"][0].update(timeout=-1))
-    refused(run_build_py("render", "--target", "smoke", cwd=project_copy),
-            "images/smoke.yaml: gates.commands[0].timeout: must be a positive number of seconds")
+    refused(
+        run_build_py("render", "--target", "smoke", cwd=project_copy),
+        "images/smoke.yaml: gates.commands[0].timeout: must be a positive number of seconds",
+    )
 
 
 # ---- YAML: duplicate keys, alias bombs.
+
 
 def test_duplicate_keys_are_refused(project_copy, tmp_path):
     spec = project_copy / "images" / "smoke.yaml"
@@ -189,7 +264,9 @@ def test_alias_bomb_is_refused_quickly_with_a_short_line(project_copy, tmp_path)
     levels = ['a0: &a0 ["' + "x" * 40 + '"]']
     levels += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 10)]
     spec = project_copy / "images" / "smoke.yaml"
-    spec.write_text(spec.read_text().replace("description: CPU", "x_bomb:\n  " + "\n  ".join(levels) + "\ndescription: CPU"))
+    spec.write_text(
+        spec.read_text().replace("description: CPU", "x_bomb:\n  " + "\n  ".join(levels) + "\ndescription: CPU")
+    )
     assert len(spec.read_bytes()) < 3000
     started = time.monotonic()
     line = build_refused(project_copy, tmp_path, ["--target", "smoke"], "images/smoke.yaml", "aliases expand")
@@ -204,19 +281,27 @@ def test_an_echoed_value_is_cut_short(project_copy, tmp_path):
 
 # ---- Tags, secrets and the registry, before anything runs.
 
-@pytest.mark.parametrize("args,needle", [
-    (["--tag", "harden-Bad/X:1"], "not an image reference"),
-    (["--tag", "harden-x:bad tag"], "not an image reference"),
-    (["--tag", "harden-x:" + "t" * 129], "not an image reference"),
-    (["--set", "tag_suffix=Bad/Tag"], "tag_suffix"),
-    (["--registry", "bad registry"], "--registry"),
-], ids=["uppercase-name", "space-in-tag", "tag-too-long", "tag-suffix", "registry"])
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--tag", "harden-Bad/X:1"], "not an image reference"),
+        (["--tag", "harden-x:bad tag"], "not an image reference"),
+        (["--tag", "harden-x:" + "t" * 129], "not an image reference"),
+        (["--set", "tag_suffix=Bad/Tag"], "tag_suffix"),
+        (["--registry", "bad registry"], "--registry"),
+    ],
+    ids=["uppercase-name", "space-in-tag", "tag-too-long", "tag-suffix", "registry"],
+)
 def test_invalid_tags_are_refused_before_anything_runs(project_copy, tmp_path, args, needle):
     build_refused(project_copy, tmp_path, ["--target", "smoke", *args], needle)
 
 
-@pytest.mark.parametrize("args,needle", [(["--cache", "x,mode=max"], "--cache"), (["--registry", "Bad Reg"], "--registry")],
-                         ids=["cache-attribute", "registry"])
+@pytest.mark.parametrize(
+    "args,needle",
+    [(["--cache", "x,mode=max"], "--cache"), (["--registry", "Bad Reg"], "--registry")],
+    ids=["cache-attribute", "registry"],
+)
 def test_bake_refuses_values_that_would_become_bake_attributes(tmp_path, args, needle):
     out = tmp_path / "bake.json"
     refused(run_build_py("bake", "--target", "rocm", *args, "-o", str(out)), needle)
@@ -224,11 +309,17 @@ def test_bake_refuses_values_that_would_become_bake_attributes(tmp_path, args, n
 
 
 def test_missing_secret_file_is_bad_usage_and_writes_nothing(project_copy, tmp_path):
-    build_refused(project_copy, tmp_path, ["--target", "smoke", "--secret", f"id=tok,src={tmp_path}/missing"],
-                  "--secret", "no such file")
+    build_refused(
+        project_copy,
+        tmp_path,
+        ["--target", "smoke", "--secret", f"id=tok,src={tmp_path}/missing"],
+        "--secret",
+        "no such file",
+    )
 
 
 # ---- An engine that accepts and never answers.
+
 
 def test_silent_engine_exits_3_within_seconds(tmp_path):
     sock_path = tmp_path / "silent.sock"
@@ -249,6 +340,7 @@ def test_silent_engine_exits_3_within_seconds(tmp_path):
 
 
 # ---- The input hash covers what goes into the image, nothing about the host.
+
 
 def _bake_tags(tmp_path, env, name):
     out = tmp_path / f"{name}.json"
@@ -281,6 +373,7 @@ def test_bake_stages_content_addressed_contexts_in_the_registry(tmp_path):
 
 # ---- The gates judge the image that gets the tag.
 
+
 @pytest.mark.parametrize("target", sorted(load_catalog().variants))
 def test_nothing_after_the_gate_step_changes_the_runtime(tmp_path, target):
     """ENV (from the spec or `--set env.*`) lands before the gate step; after it only labels, the default command,
@@ -288,9 +381,11 @@ def test_nothing_after_the_gate_step_changes_the_runtime(tmp_path, target):
     out = tmp_path / "Dockerfile"
     proc = run_build_py("render", "--target", target, "--set", "env.PYTHONHOME=/nonexistent", "-o", str(out))
     assert proc.returncode == 0, proc.stderr
-    steps = [(i["instruction"], i["value"]) for i in DockerfileParser(str(out)).structure if i["instruction"] != "COMMENT"]
+    steps = [
+        (i["instruction"], i["value"]) for i in DockerfileParser(str(out)).structure if i["instruction"] != "COMMENT"
+    ]
     gate = max(n for n, (kind, value) in enumerate(steps) if kind == "RUN" and "-m verify" in value)
     assert any(kind == "ENV" and "PYTHONHOME" in value for kind, value in steps[:gate])
     workdirs = [value for kind, value in steps[:gate] if kind == "WORKDIR"]
-    for kind, value in steps[gate + 1:]:
+    for kind, value in steps[gate + 1 :]:
         assert kind in ("LABEL", "CMD") or (kind == "WORKDIR" and workdirs and value == workdirs[-1]), (kind, value)

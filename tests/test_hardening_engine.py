@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from support import run_build_py
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -45,8 +44,9 @@ def test_concurrent_builds_never_cross(project_copy, docker_client):
     probes = [f"p{i}-{secrets.token_hex(4)}" for i in range(3)]
 
     def build(i):
-        return run_build_py("--target", "smoke", "--set", f"env.PROBE={probes[i]}", "--tag", f"harden-conc-{i}:1",
-                            cwd=project_copy)
+        return run_build_py(
+            "--target", "smoke", "--set", f"env.PROBE={probes[i]}", "--tag", f"harden-conc-{i}:1", cwd=project_copy
+        )
 
     with ThreadPoolExecutor(len(probes)) as pool:
         procs = list(pool.map(build, range(len(probes))))
@@ -62,8 +62,16 @@ def test_concurrent_builds_never_cross(project_copy, docker_client):
             assert hash_tag.endswith("-" + label[:12])
         assert len({tagged(p.stdout)[1] for p in procs}) == len(probes)
         assert not any((project_copy / "build" / "smoke").iterdir())  # every private staging folder removed
-        again = run_build_py("--target", "smoke", "--set", f"env.PROBE={probes[1]}", "--tag", "harden-conc-1:1",
-                             "--skip-existing", cwd=project_copy)
+        again = run_build_py(
+            "--target",
+            "smoke",
+            "--set",
+            f"env.PROBE={probes[1]}",
+            "--tag",
+            "harden-conc-1:1",
+            "--skip-existing",
+            cwd=project_copy,
+        )
         assert again.returncode == 0 and f"skip: {tagged(procs[1].stdout)[1]} exists locally" in again.stdout
     finally:
         remove(docker_client, *refs)
@@ -76,7 +84,8 @@ def _small_wheelhouse_spec(project: Path, pip: dict) -> None:
     data["pip"] = pip
     spec.write_text(yaml.safe_dump(data, sort_keys=False))
     (project / "images" / data["wheelhouse"]["constraints"]).write_text(
-        "".join(f"{name}=={version}\n" for name, version in pip.items()))
+        "".join(f"{name}=={version}\n" for name, version in pip.items())
+    )
 
 
 def _own_cache(project: Path) -> Path:
@@ -112,13 +121,21 @@ def test_two_wheelhouse_preparations_at_once_never_show_a_half_folder(project_co
     watcher.start()
     try:
         with ThreadPoolExecutor(2) as pool:
-            procs = list(pool.map(lambda p: run_build_py("bake", "--target", "smoke", "-o", str(p / "bake.json"),
-                                                         cwd=p), (project_copy, second)))
+            procs = list(
+                pool.map(
+                    lambda p: run_build_py("bake", "--target", "smoke", "-o", str(p / "bake.json"), cwd=p),
+                    (project_copy, second),
+                )
+            )
     finally:
         done.set()
         watcher.join()
-    made = [line.split()[2] for p in procs for line in (p.stdout + p.stderr).splitlines()
-            if line.startswith("wheelhouse image ")]
+    made = [
+        line.split()[2]
+        for p in procs
+        for line in (p.stdout + p.stderr).splitlines()
+        if line.startswith("wheelhouse image ")
+    ]
     try:
         for proc in procs:
             assert proc.returncode == 0, proc.stderr
@@ -181,8 +198,15 @@ def test_tags_move_together_or_not_at_all(docker_client, tmp_path):
 
 
 def test_registry_is_not_prefixed_onto_a_tag_that_names_one(project_copy, docker_client):
-    proc = run_build_py("--target", "smoke", "--tag", "localhost:5999/harden/x:1", "--registry",
-                        "localhost:5999/harden", cwd=project_copy)
+    proc = run_build_py(
+        "--target",
+        "smoke",
+        "--tag",
+        "localhost:5999/harden/x:1",
+        "--registry",
+        "localhost:5999/harden",
+        cwd=project_copy,
+    )
     refs = tagged(proc.stdout)
     try:
         assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -220,8 +244,14 @@ def test_signal_stops_buildx_cleans_up_and_says_so(project_copy, docker_client, 
     # A bridge edit makes the build run real steps (not all cached) while the signal arrives.
     init = project_copy / "bridge" / "src" / "sglang_attn_bridge" / "__init__.py"
     init.write_text(init.read_text() + f"\n# signal test {secrets.token_hex(4)}\n")
-    proc = subprocess.Popen([sys.executable, "build.py", "--target", "smoke", "--tag", tag], cwd=project_copy,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "build.py", "--target", "smoke", "--tag", tag],
+        cwd=project_copy,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         deadline, buildx = time.monotonic() + 120, []
         while not buildx and time.monotonic() < deadline and proc.poll() is None:

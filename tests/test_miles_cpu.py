@@ -8,7 +8,6 @@ import re
 import tarfile
 
 import pytest
-
 from support import ROOT, SNAPSHOT, git, run_build_py
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -30,12 +29,15 @@ def miles_cpu_image(docker_client):
 def test_the_image_runs_upstream_miles_wired_to_the_bridge(docker_client, miles_cpu_image):
     labels = docker_client.images.get(miles_cpu_image).labels
     assert f"archive of commit {COMMIT}" in labels["io.miles.source.miles"]
-    code = ("import inspect, miles, sglang_attn_bridge; "
-            "from miles.backends.fsdp_utils.actor import FSDPTrainRayActor as A; "
-            "print(miles.__file__); print(sglang_attn_bridge.__file__); "
-            "print(inspect.getsource(A._build_model_with_attn_bridge))")
-    out = docker_client.containers.run(miles_cpu_image, ["/opt/venv/bin/python", "-c", code], remove=True,
-                                       network_disabled=True).decode()
+    code = (
+        "import inspect, miles, sglang_attn_bridge; "
+        "from miles.backends.fsdp_utils.actor import FSDPTrainRayActor as A; "
+        "print(miles.__file__); print(sglang_attn_bridge.__file__); "
+        "print(inspect.getsource(A._build_model_with_attn_bridge))"
+    )
+    out = docker_client.containers.run(
+        miles_cpu_image, ["/opt/venv/bin/python", "-c", code], remove=True, network_disabled=True
+    ).decode()
     assert "/root/miles/miles/__init__.py" in out  # editable: the source tree kept in the image
     assert "/opt/venv/lib/python3.11/site-packages/sglang_attn_bridge/" in out
     assert "from sglang_attn_bridge import build_model_with_attn_bridge" in out
@@ -58,8 +60,9 @@ def corrupt_like_upstream(tree):
     at = next(i for i, ln in enumerate(lines) if ln.startswith("    def sleep("))
     added = ["    def offload_ready(self) -> bool:\n", "        return True\n", "\n"]
     patch = tree.parent / "zero-context.patch"
-    patch.write_text(f"--- a/{ACTOR}\n+++ b/{ACTOR}\n@@ -{at},0 +{at + 1},{len(added)} @@\n"
-                     + "".join("+" + ln for ln in added))
+    patch.write_text(
+        f"--- a/{ACTOR}\n+++ b/{ACTOR}\n@@ -{at},0 +{at + 1},{len(added)} @@\n" + "".join("+" + ln for ln in added)
+    )
     first_import = next(i for i, ln in enumerate(lines) if ln.startswith("import "))
     lines[first_import:first_import] = [f"import os as _drift{i}\n" for i in range(5)]
     path.write_text("".join(lines))
@@ -77,7 +80,8 @@ def corrupt_like_upstream(tree):
 
 
 def test_a_tree_corrupted_like_upstreams_fails_the_build_naming_actor_py_and_its_line(
-        tmp_path, docker_client, miles_cpu_image):
+    tmp_path, docker_client, miles_cpu_image
+):
     with tarfile.open(SNAPSHOT) as tar:
         tar.extractall(tmp_path, filter="data")
     tree = tmp_path / "miles"

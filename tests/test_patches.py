@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 import transformers.utils.versions as target_module
 import yaml
-
 from support import run_build_py
 
 TREE = "/opt/venv/lib/python3.11/site-packages/transformers"
@@ -28,7 +27,7 @@ def make_patch(old: str, new: str, context: int) -> str:
 def insert_after_imports(text: str, line: str) -> str:
     lines = text.splitlines(True)
     idx = max(i for i, ln in enumerate(lines[:40]) if ln.startswith(("import ", "from ")))
-    return "".join(lines[: idx + 1] + [f"{line}\n"] + lines[idx + 1:])
+    return "".join(lines[: idx + 1] + [f"{line}\n"] + lines[idx + 1 :])
 
 
 def add_patch(project: Path, text: str) -> None:
@@ -61,9 +60,12 @@ def test_context_patch_lands_in_the_image(project_copy, docker_client):
     tag = "miles-patch-test:ok"
     proc = run_build_py("--target", "smoke", "--tag", tag, cwd=project_copy)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    out = docker_client.containers.run(tag, ["/opt/venv/bin/python", "-c",
-                                             "import transformers.utils.versions as v; print(v.MILES_PATCHED)"],
-                                       remove=True, network_disabled=True)
+    out = docker_client.containers.run(
+        tag,
+        ["/opt/venv/bin/python", "-c", "import transformers.utils.versions as v; print(v.MILES_PATCHED)"],
+        remove=True,
+        network_disabled=True,
+    )
     assert out.decode().strip() == "True"
     docker_client.images.remove(tag, force=True)
 

@@ -11,7 +11,6 @@ import sys
 import xml.etree.ElementTree as ET
 
 import pytest
-
 from registry_fixture import available, shared_registry
 from support import ROOT
 
@@ -27,14 +26,17 @@ def registry():
 
 
 def pipeline(*args, cwd=ROOT):
-    return subprocess.run([sys.executable, "-m", "ci.pipeline", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=1800)
+    return subprocess.run(
+        [sys.executable, "-m", "ci.pipeline", *args], cwd=cwd, capture_output=True, text=True, timeout=1800
+    )
 
 
 def test_bake_push_verify_by_digest_and_summary_then_skip(registry, tmp_path, docker_client):
     reports, summary = tmp_path / "reports", tmp_path / "summary.md"
     ns = f"{registry.host}/ci"
-    proc = pipeline("images", "--target", "smoke", "--registry", ns, "--reports", str(reports), "--summary", str(summary))
+    proc = pipeline(
+        "images", "--target", "smoke", "--registry", ns, "--reports", str(reports), "--summary", str(summary)
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr + (reports / "smoke.build.log").read_text()[-3000:]
     (res,) = json.loads((reports / "results.json").read_text())
     assert res["status"] == "verified" and res["digest"].startswith("sha256:")
@@ -50,8 +52,9 @@ def test_bake_push_verify_by_digest_and_summary_then_skip(registry, tmp_path, do
     assert f"| `smoke` | ✅ verified | `{res['digest']}` | `{hash12}` |" in text
     assert f"- pull by digest: `{ns}/miles@{res['digest']}`" in text and "- timings: build" in text
 
-    again = pipeline("images", "--target", "smoke", "--registry", ns, "--reports", str(tmp_path / "again"),
-                     "--skip-existing")
+    again = pipeline(
+        "images", "--target", "smoke", "--registry", ns, "--reports", str(tmp_path / "again"), "--skip-existing"
+    )
     assert again.returncode == 0, again.stdout + again.stderr
     assert f"smoke: skip, {ns}/miles:smoke-{hash12} exists in registry {ns} ({res['digest']})" in again.stdout
     (res2,) = json.loads((tmp_path / "again" / "results.json").read_text())
@@ -67,8 +70,9 @@ def test_a_failing_gate_pushes_nothing_and_reports_junit(registry, project_copy,
     init.write_text(init.read_text() + "\ndef broken(:\n")
     before = {repo: registry.tags(repo) for repo in registry.catalog()}
     reports = tmp_path / "reports"
-    proc = pipeline("images", "--target", "smoke", "--registry", f"{registry.host}/ci", "--reports", str(reports),
-                    cwd=project_copy)
+    proc = pipeline(
+        "images", "--target", "smoke", "--registry", f"{registry.host}/ci", "--reports", str(reports), cwd=project_copy
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     (res,) = json.loads((reports / "results.json").read_text())
     assert res["status"] == "build-failed" and not res["digest"]

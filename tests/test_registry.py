@@ -8,9 +8,9 @@ import re
 import subprocess
 
 import pytest
-
 from registry_fixture import available, local_registry, shared_registry
 from support import run_build_py
+
 from toolkit import registry as reg
 from toolkit.base_image import ensure_base
 from toolkit.plan import make_plan
@@ -87,8 +87,9 @@ def test_remote_lookup_says_yes_no_or_cannot_tell(own_registry, docker_client):
     docker_client.images.get(base).tag(f"{registry.host}/lookup/base", "one")
     try:
         assert reg.remote_digest(ref) is None
-        pushed = [m for m in docker_client.images.push(f"{registry.host}/lookup/base", tag="one", stream=True,
-                                                       decode=True)]
+        pushed = [
+            m for m in docker_client.images.push(f"{registry.host}/lookup/base", tag="one", stream=True, decode=True)
+        ]
         digest = next(m["aux"]["Digest"] for m in pushed if "aux" in m)
         assert reg.remote_digest(ref) == digest
         assert reg.remote_digest(f"{registry.host}/lookup/base:two") is None
@@ -108,13 +109,14 @@ def test_push_after_gates_then_pull_by_digest_and_verify(registry, docker_client
     proc = run_build_py("build", "--target", "smoke", "--push", "--registry", ns)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     hash12 = re.search(r"input hash ([0-9a-f]{12})", proc.stdout).group(1)
-    (repo, digest), = DIGEST_LINE.findall(proc.stdout)
+    ((repo, digest),) = DIGEST_LINE.findall(proc.stdout)
     assert repo == f"{ns}/miles"
     assert "build/miles" in registry.catalog()
     assert registry.tags("build/miles") == sorted(["smoke", f"smoke-{hash12}"])
     lines = proc.stdout.splitlines()
-    assert max(i for i, ln in enumerate(lines) if ln.startswith("tagged ")) < \
-        min(i for i, ln in enumerate(lines) if ln.startswith("pushed "))
+    assert max(i for i, ln in enumerate(lines) if ln.startswith("tagged ")) < min(
+        i for i, ln in enumerate(lines) if ln.startswith("pushed ")
+    )
     assert reg.remote_digest(f"{repo}:smoke-{hash12}") == digest
 
     # Pull back by digest (local tags of that repository dropped first) and run the gates in what came back.

@@ -6,8 +6,8 @@ import os
 from pathlib import Path
 
 import pytest
-
 from support import ROOT, run_build_py
+
 from toolkit.plan import make_plan
 from toolkit.render import render
 from toolkit.spec import load_catalog

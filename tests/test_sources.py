@@ -7,8 +7,8 @@ import tarfile
 from pathlib import Path
 
 import pytest
-
 from support import ROOT, SNAPSHOT, run_build_py
+
 from toolkit.bake import bake_file
 from toolkit.context import build_labels, keep, plan_hash, stage
 from toolkit.errors import UsageError
@@ -32,7 +32,9 @@ def small_tree(root: Path) -> Path:
 
 
 def tarball_of(tree: Path, dest: Path, top="miles", comment=None) -> Path:
-    with tarfile.open(dest, "w:gz", format=tarfile.PAX_FORMAT, pax_headers={"comment": comment} if comment else None) as tar:
+    with tarfile.open(
+        dest, "w:gz", format=tarfile.PAX_FORMAT, pax_headers={"comment": comment} if comment else None
+    ) as tar:
         tar.add(tree, arcname=top)
     return dest
 
@@ -63,20 +65,29 @@ def test_one_changed_byte_changes_the_digest(tmp_path):
     assert tree_digest(tree) != before
 
 
-@pytest.mark.parametrize("item, message", [
-    ("miles", "expected NAME=PATH"),
-    ("nope=/tmp", "'nope' is not a git component of miles-cpu"),
-    ("miles=/no/such/path", "neither a folder nor a tar archive"),
-    (f"miles={ROOT / 'README.md'}", "neither a folder nor a tar archive"),
-])
+@pytest.mark.parametrize(
+    "item, message",
+    [
+        ("miles", "expected NAME=PATH"),
+        ("nope=/tmp", "'nope' is not a git component of miles-cpu"),
+        ("miles=/no/such/path", "neither a folder nor a tar archive"),
+        (f"miles={ROOT / 'README.md'}", "neither a folder nor a tar archive"),
+    ],
+)
 def test_bad_source_overrides_are_usage_errors(item, message):
     with pytest.raises(UsageError, match=message):
         parse_overrides([item], miles_cpu())
 
 
 def test_a_bad_source_exits_2_before_anything_is_written(tmp_path):
-    proc = run_build_py("build", "--target", "miles-cpu", "--source", "miles=/no/such/path",
-                        env={"DOCKER_HOST": f"unix://{tmp_path}/no.sock", "PATH": "/usr/bin:/bin"})
+    proc = run_build_py(
+        "build",
+        "--target",
+        "miles-cpu",
+        "--source",
+        "miles=/no/such/path",
+        env={"DOCKER_HOST": f"unix://{tmp_path}/no.sock", "PATH": "/usr/bin:/bin"},
+    )
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.count("\n") == 1 and "--source 'miles=/no/such/path'" in proc.stderr
 
@@ -135,7 +146,9 @@ def test_a_kept_context_keeps_its_local_sources_beside_it(tmp_path):
     assert Path(context) == kept.sources_dir / "miles" and (Path(context) / "pkg" / "__init__.py").is_file()
     again = keep(stage(plan, render(plan), build_dir=tmp_path / "build"))  # same content: the folders are reused
     assert again == kept and sorted(p.name for p in (tmp_path / "build" / "miles-cpu").iterdir()) == [
-        kept.short_hash, f"{kept.short_hash}.sources"]
+        kept.short_hash,
+        f"{kept.short_hash}.sources",
+    ]
 
 
 def test_bake_source_goes_to_the_targets_that_have_the_component(tmp_path):
@@ -149,7 +162,9 @@ def test_bake_source_goes_to_the_targets_that_have_the_component(tmp_path):
         overrides_for(variants, ["miles"])
 
 
-@pytest.mark.skipif(not SNAPSHOT.exists(), reason="the upstream miles snapshot (shared/upstream) is not beside the repo")
+@pytest.mark.skipif(
+    not SNAPSHOT.exists(), reason="the upstream miles snapshot (shared/upstream) is not beside the repo"
+)
 def test_the_upstream_snapshot_stages_as_its_commit(tmp_path):
     src = stage_local("miles", SNAPSHOT, tmp_path / "miles")
     assert f"archive of commit {COMMIT}" in src.origin
@@ -161,10 +176,11 @@ def test_requirements_filter_drops_exactly_the_named_distributions(tmp_path):
     import sys
 
     req = tmp_path / "requirements.txt"
-    req.write_text("accelerate\nnvidia_resiliency.ext~=0.6.0; platform_system == \"Linux\"\n# note\nwandb\n")
+    req.write_text('accelerate\nnvidia_resiliency.ext~=0.6.0; platform_system == "Linux"\n# note\nwandb\n')
     tool = ROOT / "image_tools" / "requirements.py"
-    out = subprocess.run([sys.executable, str(tool), str(req), "--exclude", "nvidia-resiliency-ext"],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, str(tool), str(req), "--exclude", "nvidia-resiliency-ext"], capture_output=True, text=True
+    )
     assert out.returncode == 0 and out.stdout == "accelerate\n# note\nwandb\n"
     stale = subprocess.run([sys.executable, str(tool), str(req), "--exclude", "gone"], capture_output=True, text=True)
     assert stale.returncode == 1 and "gone" in stale.stderr

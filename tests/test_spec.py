@@ -6,35 +6,74 @@ stderr, nothing written) once, through build.py on a copy of the project."""
 from __future__ import annotations
 
 import pytest
-
 from support import ROOT, edited_spec, run_build_py
+
 from toolkit.errors import SpecError, UsageError
 from toolkit.spec import load_catalog
 
-
 CASES = [
-    ("unknown key", "rocm", lambda d: d["variants"]["rocm700-mi30x"].update(bse="x:1"),
-     "images/rocm.yaml: variants.rocm700-mi30x.bse: unknown key"),
-    ("wrong type", "rocm", lambda d: d["variants"]["rocm700-mi30x"].update(args=["GPU_ARCH=gfx942"]),
-     "images/rocm.yaml: variants.rocm700-mi30x.args: expected a mapping, got list"),
-    ("wrong scalar type", "cuda", lambda d: d["args"].update(MAX_JOBS=64),
-     "images/cuda.yaml: args.MAX_JOBS: expected a string, got int 64"),
-    ("latest base", "rocm", lambda d: d["variants"]["rocm700-mi30x"].update(base="lmsysorg/sglang:latest"),
-     "images/rocm.yaml: variants.rocm700-mi30x.base: unpinned base image 'lmsysorg/sglang:latest': "
-     "'latest' moves; name a fixed tag or a digest"),
-    ("untagged base", "cuda", lambda d: d["variants"]["cu12-x86"].update(base="lmsysorg/sglang"),
-     "images/cuda.yaml: variants.cu12-x86.base: unpinned base image 'lmsysorg/sglang': name a tag or a digest"),
+    (
+        "unknown key",
+        "rocm",
+        lambda d: d["variants"]["rocm700-mi30x"].update(bse="x:1"),
+        "images/rocm.yaml: variants.rocm700-mi30x.bse: unknown key",
+    ),
+    (
+        "wrong type",
+        "rocm",
+        lambda d: d["variants"]["rocm700-mi30x"].update(args=["GPU_ARCH=gfx942"]),
+        "images/rocm.yaml: variants.rocm700-mi30x.args: expected a mapping, got list",
+    ),
+    (
+        "wrong scalar type",
+        "cuda",
+        lambda d: d["args"].update(MAX_JOBS=64),
+        "images/cuda.yaml: args.MAX_JOBS: expected a string, got int 64",
+    ),
+    (
+        "latest base",
+        "rocm",
+        lambda d: d["variants"]["rocm700-mi30x"].update(base="lmsysorg/sglang:latest"),
+        "images/rocm.yaml: variants.rocm700-mi30x.base: unpinned base image 'lmsysorg/sglang:latest': "
+        "'latest' moves; name a fixed tag or a digest",
+    ),
+    (
+        "untagged base",
+        "cuda",
+        lambda d: d["variants"]["cu12-x86"].update(base="lmsysorg/sglang"),
+        "images/cuda.yaml: variants.cu12-x86.base: unpinned base image 'lmsysorg/sglang': name a tag or a digest",
+    ),
     ("missing base", "rocm", lambda d: d.pop("base"), "images/rocm.yaml: base: missing required key"),
-    ("branch instead of commit", "rocm", lambda d: d["components"]["miles"].update(ref="main"),
-     "images/rocm.yaml: components.miles.ref: git component must be pinned to a 40-hex commit, got 'main'"),
-    ("unpinned pip", "cuda", lambda d: d["pip"].update(tilelang="latest"),
-     "images/cuda.yaml: pip.tilelang: pip package must be pinned to an exact version, got 'latest'"),
-    ("bad platform", "cuda", lambda d: d["variants"]["cu13"].update(platforms=["linux/s390x"]),
-     "images/cuda.yaml: variants.cu13.platforms[0]: unknown platform 'linux/s390x'"),
-    ("default names no variant", "rocm", lambda d: d.update(default="rocm999"),
-     "images/rocm.yaml: default: names no variant: 'rocm999'"),
-    ("gate platform", "rocm", lambda d: d["gates"].update(platform="metal"),
-     "images/rocm.yaml: gates.platform: must be one of rocm|cuda|cpu, got 'metal'"),
+    (
+        "branch instead of commit",
+        "rocm",
+        lambda d: d["components"]["miles"].update(ref="main"),
+        "images/rocm.yaml: components.miles.ref: git component must be pinned to a 40-hex commit, got 'main'",
+    ),
+    (
+        "unpinned pip",
+        "cuda",
+        lambda d: d["pip"].update(tilelang="latest"),
+        "images/cuda.yaml: pip.tilelang: pip package must be pinned to an exact version, got 'latest'",
+    ),
+    (
+        "bad platform",
+        "cuda",
+        lambda d: d["variants"]["cu13"].update(platforms=["linux/s390x"]),
+        "images/cuda.yaml: variants.cu13.platforms[0]: unknown platform 'linux/s390x'",
+    ),
+    (
+        "default names no variant",
+        "rocm",
+        lambda d: d.update(default="rocm999"),
+        "images/rocm.yaml: default: names no variant: 'rocm999'",
+    ),
+    (
+        "gate platform",
+        "rocm",
+        lambda d: d["gates"].update(platform="metal"),
+        "images/rocm.yaml: gates.platform: must be one of rocm|cuda|cpu, got 'metal'",
+    ),
 ]
 
 

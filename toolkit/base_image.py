@@ -26,13 +26,16 @@ def ensure_base(client, variant, log=print) -> bool:
         pass
     recipe = variant.base_build.get("debootstrap")
     if not recipe:
-        raise BuildFailed(f"base image {variant.base} is not present and this machine cannot pull it; "
-                          f"load it first (docker load / docker pull on a connected machine)")
+        raise BuildFailed(
+            f"base image {variant.base} is not present and this machine cannot pull it; "
+            f"load it first (docker load / docker pull on a connected machine)"
+        )
     if shutil.which("debootstrap") is None:
         raise UsageError("debootstrap is not installed (run ci/setup.sh)")
     suite, flavour = recipe.get("suite", "bookworm"), recipe.get("variant", "minbase")
     include = recipe.get("include") or []
-    log(f"base image {variant.base} missing: debootstrap {suite} ({flavour}{', ' + ','.join(include) if include else ''})")
+    extra = ", " + ",".join(include) if include else ""
+    log(f"base image {variant.base} missing: debootstrap {suite} ({flavour}{extra})")
     with tempfile.TemporaryDirectory(prefix="miles-rootfs-") as rootfs:
         cmd = ["debootstrap", f"--variant={flavour}"]
         if include:

@@ -14,9 +14,9 @@ import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from toolkit.gate_bundle import config_text, payload_files
 from toolkit.sources import LABEL_PREFIX, git_components, remote, resolve
 from toolkit.spec import ROOT
-from toolkit.gate_bundle import config_text, payload_files
 
 BUILD_DIR = ROOT / "build"
 # What a copy of the project needs to render, stage and build every target (tests and benches copy exactly this).
@@ -145,5 +145,4 @@ def keep(ctx: Context) -> Context:
                 raise
             shutil.rmtree(src, ignore_errors=True)
     sources = tuple(replace(s, context=str(final_sources / s.name)) if s.local else s for s in ctx.sources)
-    return replace(ctx, path=final, dockerfile=final / ctx.dockerfile.name, sources=sources,
-                   sources_dir=final_sources)
+    return replace(ctx, path=final, dockerfile=final / ctx.dockerfile.name, sources=sources, sources_dir=final_sources)

@@ -12,11 +12,12 @@ Decision: the exported file works against ANY image, including a pulled producti
 
 CST reads YAML, and YAML is a superset of JSON, so the file is written as JSON (checked with the real binary).
 """
+
 from __future__ import annotations
 
 import base64
 import json
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from toolkit import gate_bundle
 from verify.config import from_dict
@@ -49,7 +50,7 @@ def _go_escape(text: str) -> str:
     return "".join("\\" + c if c in _GO_SPECIAL else c for c in text)
 
 
-def _runner_test(name: str, kind: str, target: str, one_check: Dict[str, Any], python: str, boot: str) -> dict:
+def _runner_test(name: str, kind: str, target: str, one_check: dict[str, Any], python: str, boot: str) -> dict:
     return {
         "name": name,
         "command": python,
@@ -60,38 +61,45 @@ def _runner_test(name: str, kind: str, target: str, one_check: Dict[str, Any], p
     }
 
 
-def to_cst(config: Dict[str, Any], python: str, runner_dir: Optional[str] = None) -> Dict[str, Any]:
+def to_cst(config: dict[str, Any], python: str, runner_dir: str | None = None) -> dict[str, Any]:
     """The CST config (schemaVersion 2.0.0) for a gate config; raises ConfigError if ``config`` is invalid."""
     cfg = from_dict(config, "gate config")
     if runner_dir:
         boot = _BOOT_IN_IMAGE.format(runner_dir=runner_dir)
     else:
         boot = _BOOT_EMBEDDED.format(blob=base64.b64encode(gate_bundle.runner_zip()).decode("ascii"))
-    tests: List[dict] = []
+    tests: list[dict] = []
     for pkg, loc in cfg.provenance.items():
         tests.append(_runner_test("provenance %s" % pkg, "provenance", pkg, {"provenance": {pkg: loc}}, python, boot))
     for target in cfg.compile:
         tests.append(_runner_test("compile %s" % target, "compile", target, {"compile": [target]}, python, boot))
     for module in cfg.imports:
-        tests.append({
-            "name": "import %s" % module,
-            "command": python,
-            "args": ["-c", "import importlib; importlib.import_module(%r); print('imported %s')" % (module, module)],
-            "exitCode": 0,
-            "expectedOutput": ["(?m)^imported %s$" % _go_escape(module)],
-        })
+        tests.append(
+            {
+                "name": "import %s" % module,
+                "command": python,
+                "args": [
+                    "-c",
+                    "import importlib; importlib.import_module(%r); print('imported %s')" % (module, module),
+                ],
+                "exitCode": 0,
+                "expectedOutput": ["(?m)^imported %s$" % _go_escape(module)],
+            }
+        )
     for sig in cfg.signatures:
-        entry: Dict[str, Any] = {"resolve" if sig.resolve else "target": sig.target, "import": sig.use_import}
+        entry: dict[str, Any] = {"resolve" if sig.resolve else "target": sig.target, "import": sig.use_import}
         if sig.keywords is not None:
             entry["keywords"] = sig.keywords
-        test = _runner_test("signature %s" % sig.target, "signature", sig.target, {"signatures": [entry]},
-                            python, boot)
+        test = _runner_test("signature %s" % sig.target, "signature", sig.target, {"signatures": [entry]}, python, boot)
         if sig.resolve:  # the PASS line names the function the table resolved to, known only in the image
             test["expectedOutput"] = ["(?m)^PASS +signature "]
         tests.append(test)
     if cfg.platform:
-        tests.append(_runner_test("platform %s" % cfg.platform, "platform", cfg.platform,
-                                  {"platform": cfg.platform}, python, boot))
+        tests.append(
+            _runner_test(
+                "platform %s" % cfg.platform, "platform", cfg.platform, {"platform": cfg.platform}, python, boot
+            )
+        )
     if cfg.pip_check is not None:
         allow = [{"match": r.match, "reason": r.reason} for r in cfg.pip_check]
         test = _runner_test("pip check", "pip-check", "", {"pip_check": {"allow": allow}}, python, boot)
@@ -103,7 +111,7 @@ def to_cst(config: Dict[str, Any], python: str, runner_dir: Optional[str] = None
     return {"schemaVersion": SCHEMA_VERSION, "commandTests": tests}
 
 
-def write_cst(config: Dict[str, Any], python: str, path: str, runner_dir: Optional[str] = None) -> None:
+def write_cst(config: dict[str, Any], python: str, path: str, runner_dir: str | None = None) -> None:
     """Write to_cst(...) as JSON (CST parses it as YAML); an invalid config raises before the file is opened."""
     text = json.dumps(to_cst(config, python, runner_dir), indent=2) + "\n"
     with open(path, "w", encoding="utf-8") as fh:

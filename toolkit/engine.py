@@ -58,7 +58,7 @@ def buildx_cmd() -> list:
     return list(_buildx())
 
 
-@functools.lru_cache(maxsize=None)  # a failed probe raises and is not cached
+@functools.cache  # a failed probe raises and is not cached
 def _buildx() -> tuple:
     docker_bin = docker_cmd()
     probe = subprocess.run([docker_bin, "buildx", "version"], capture_output=True, text=True)
@@ -156,8 +156,9 @@ def build(plan, ctx, out=print) -> str:
         env = dict(os.environ, BUILDKIT_PROGRESS="plain", DOCKER_BUILDKIT="1")
         started = time.monotonic()
         # Its own process group: a signal to build.py reaches buildx only through stop_child, which then waits.
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, bufsize=1,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, bufsize=1, start_new_session=True
+        )
         try:
             for line in proc.stdout:
                 parser.feed(line)

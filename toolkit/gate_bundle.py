@@ -5,6 +5,7 @@ host-side lives there), its ``probes/`` scripts, and ``gates.json``. ``payload_f
 context stages it from disk (``gates/``), ``build.py verify`` puts it into a container as a tar, and the
 container-structure-test export embeds the runner as a zip.
 """
+
 from __future__ import annotations
 
 import io
@@ -13,13 +14,12 @@ import tarfile
 import time
 import zipfile
 from pathlib import Path
-from typing import Dict
 
 RUNNER_DIR = Path(__file__).resolve().parent.parent / "verify"
 PROBES_DIR = RUNNER_DIR / "probes"
 
 
-def payload_files() -> Dict[str, Path]:
+def payload_files() -> dict[str, Path]:
     """``{"verify/checks.py": Path, ..., "probes/x.py": Path}``, relative to the folder the gates run from.
 
     Probes are scripts that command gates run with the image's python (cwd: that folder). Unlike the runner they may
@@ -34,12 +34,12 @@ def config_text(gates: dict) -> str:
     return json.dumps(gates, indent=2, sort_keys=True) + "\n"
 
 
-def payload_bytes() -> Dict[str, bytes]:
+def payload_bytes() -> dict[str, bytes]:
     """``payload_files()`` read into memory."""
     return {name: path.read_bytes() for name, path in payload_files().items()}
 
 
-def tar_of(files: Dict[str, bytes]) -> bytes:
+def tar_of(files: dict[str, bytes]) -> bytes:
     """A tar of ``{path: bytes}`` (files 0644, owned by root; parent folders are made on extraction)."""
     buf = io.BytesIO()
     now = int(time.time())

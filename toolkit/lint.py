@@ -53,9 +53,14 @@ def hadolint_findings(catalog) -> list[str]:
             dockerfile.write_text(text)
             # Rendered text goes through the overlay guard's step scan too (templates hide values in {{ }}).
             findings += [f.replace(str(dockerfile), f"rendered:{name}") for f in overlay_findings([dockerfile])]
-            run = subprocess.run([binary, "--no-color", "--config", str(HADOLINT_CONFIG), str(dockerfile)],
-                                 capture_output=True, text=True)
-            findings += [ln.replace(str(dockerfile), f"rendered:{name}") for ln in run.stdout.splitlines() if ln.strip()]
+            run = subprocess.run(
+                [binary, "--no-color", "--config", str(HADOLINT_CONFIG), str(dockerfile)],
+                capture_output=True,
+                text=True,
+            )
+            findings += [
+                ln.replace(str(dockerfile), f"rendered:{name}") for ln in run.stdout.splitlines() if ln.strip()
+            ]
             if run.returncode not in (0, 1):
                 findings.append(f"rendered:{name}: hadolint failed: {run.stderr.strip()}")
     return findings

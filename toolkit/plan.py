@@ -77,8 +77,18 @@ def source_revision() -> str:
         return "unknown"
 
 
-def make_plan(variant: Variant, *, tag=None, sets=(), secrets=(), pip_ca=None, no_cache=False,
-              progress="auto", revision=None, sources=()) -> Plan:
+def make_plan(
+    variant: Variant,
+    *,
+    tag=None,
+    sets=(),
+    secrets=(),
+    pip_ca=None,
+    no_cache=False,
+    progress="auto",
+    revision=None,
+    sources=(),
+) -> Plan:
     variant = apply_sets(variant, list(sets))
     overrides = parse_overrides(sources, variant)
     all_secrets = list(secrets)
@@ -104,8 +114,9 @@ def host_pip_ca():
     cert = os.environ.get("PIP_CERT")
     if not cert:
         try:
-            listing = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True,
-                                     text=True, timeout=60).stdout
+            listing = subprocess.run(
+                [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, timeout=60
+            ).stdout
         except (OSError, subprocess.TimeoutExpired):
             listing = ""
         for line in listing.splitlines():

@@ -39,6 +39,7 @@ def guard(variant) -> None:
     """Refuse what no template quoting can make safe: a line break or other control character in any value, an
     ENV/ARG name that is not an identifier, a FROM that is not an image reference. Spec validation refuses these
     first; this is the second line."""
+
     def walk(value, key):
         if isinstance(value, dict):
             for k, v in value.items():
@@ -48,8 +49,10 @@ def guard(variant) -> None:
             for i, v in enumerate(value):
                 walk(v, f"{key}[{i}]")
         elif isinstance(value, str) and CONTROL_RE.search(value):
-            raise UsageError(f"{variant.spec_file}: {short(key, 80, quote=False)}: control character in "
-                             f"{short(value)}; refusing to render")
+            raise UsageError(
+                f"{variant.spec_file}: {short(key, 80, quote=False)}: control character in "
+                f"{short(value)}; refusing to render"
+            )
 
     for k, v in variant.as_dict().items():
         walk(v, k)
@@ -59,10 +62,12 @@ def guard(variant) -> None:
     for kind in ("args", "env"):
         for name in getattr(variant, kind):
             if not IDENT_RE.fullmatch(name):
-                raise UsageError(f"{variant.spec_file}: {kind}: name {short(name)} is not an identifier; refusing to render")
+                raise UsageError(
+                    f"{variant.spec_file}: {kind}: name {short(name)} is not an identifier; refusing to render"
+                )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATES)),
@@ -83,8 +88,16 @@ def render(plan: Plan) -> str:
     the named build context of each git component."""
     v = plan.variant
     guard(v)
-    text = environment().get_template(v.template).render(
-        **v.as_dict(), spec_file=v.spec_file, digest=v.digest, pip_secret=SECRET_PIP_CA, wheelhouse_image=image_ref(v),
-        src={name: context_name(name) for name in git_components(v)},
+    text = (
+        environment()
+        .get_template(v.template)
+        .render(
+            **v.as_dict(),
+            spec_file=v.spec_file,
+            digest=v.digest,
+            pip_secret=SECRET_PIP_CA,
+            wheelhouse_image=image_ref(v),
+            src={name: context_name(name) for name in git_components(v)},
+        )
     )
     return text.rstrip("\n") + "\n"

@@ -19,9 +19,26 @@ from pathlib import Path
 import yaml
 
 from toolkit.errors import SpecError, UsageError, short
-from toolkit.spec_values import (COMMIT_RE, CONTROL_RE, DEBIAN_NAME_RE, EXTRAS_RE, GIT_URL_RE, IDENT_RE, IMAGE_NAME_RE,
-                                 NAME_RE, PLATFORM_RE, PY_VERSION_RE, WHEEL_PLATFORM_RE, check_abs_path,
-                                 check_image_ref, check_python, check_rel_path, check_tag, pep440, pip_name_problem)
+from toolkit.spec_values import (
+    COMMIT_RE,
+    CONTROL_RE,
+    DEBIAN_NAME_RE,
+    EXTRAS_RE,
+    GIT_URL_RE,
+    IDENT_RE,
+    IMAGE_NAME_RE,
+    NAME_RE,
+    PLATFORM_RE,
+    PY_VERSION_RE,
+    WHEEL_PLATFORM_RE,
+    check_abs_path,
+    check_image_ref,
+    check_python,
+    check_rel_path,
+    check_tag,
+    pep440,
+    pip_name_problem,
+)
 from toolkit.spec_yaml import AliasBomb, check_keys, load_yaml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,8 +50,15 @@ MAX_SPEC_BYTES = 1 << 20
 STR_MAP = ("map", str)
 STR_LIST = ("list", str)
 # `requirements`: a requirements file in a git component's tree that the image installs, less `exclude` (names).
-COMPONENT = {"git": str, "ref": str, "version": str, "subdir": str, "extras": str, "requirements": str,
-             "exclude": STR_LIST}
+COMPONENT = {
+    "git": str,
+    "ref": str,
+    "version": str,
+    "subdir": str,
+    "extras": str,
+    "requirements": str,
+    "exclude": STR_LIST,
+}
 # `component`: the patch belongs to that git component's tree and is applied right after the tree is copied in.
 PATCH = {"file": str, "tree": str, "ref": str, "strip": int, "component": str}
 GATES = "gates"  # a mapping whose schema verify/config.py owns (check_gates applies it)
@@ -156,7 +180,9 @@ def check_pins(v: dict, file: str, prefix: str) -> None:
             if not GIT_URL_RE.fullmatch(comp["git"]):
                 raise SpecError(file, f"{key}.git", f"not a git URL (scheme://host/path): {short(comp['git'])}")
             if not COMMIT_RE.fullmatch(comp.get("ref", "")):
-                raise SpecError(file, f"{key}.ref", f"git component must be pinned to a 40-hex commit, got {short(comp.get('ref'))}")
+                raise SpecError(
+                    file, f"{key}.ref", f"git component must be pinned to a 40-hex commit, got {short(comp.get('ref'))}"
+                )
         elif "version" in comp:
             if not pep440(comp["version"]):
                 raise SpecError(file, f"{key}.version", f"bad version {short(comp['version'])}")
@@ -178,8 +204,11 @@ def check_pins(v: dict, file: str, prefix: str) -> None:
             if problem:
                 raise SpecError(file, short(f"{prefix}{section}.{name}", 80, quote=False), problem)
             if not pep440(version) or version in ("latest", "*"):
-                raise SpecError(file, f"{prefix}{section}.{name}",
-                                f"pip package must be pinned to an exact version, got {short(version)}")
+                raise SpecError(
+                    file,
+                    f"{prefix}{section}.{name}",
+                    f"pip package must be pinned to an exact version, got {short(version)}",
+                )
     for i, p in enumerate(v.get("platforms") or []):
         if not PLATFORM_RE.fullmatch(p):
             raise SpecError(file, f"{prefix}platforms[{i}]", f"unknown platform {short(p)}")
@@ -196,10 +225,15 @@ def check_pins(v: dict, file: str, prefix: str) -> None:
     for kind in ("args", "env"):
         for name, value in (v.get(kind) or {}).items():
             if not IDENT_RE.fullmatch(name):
-                raise SpecError(file, short(f"{prefix}{kind}.{name}", 80, quote=False),
-                                "names are identifiers (letters, digits, '_'; not starting with a digit)")
+                raise SpecError(
+                    file,
+                    short(f"{prefix}{kind}.{name}", 80, quote=False),
+                    "names are identifiers (letters, digits, '_'; not starting with a digit)",
+                )
             if CONTROL_RE.search(value):
-                raise SpecError(file, f"{prefix}{kind}.{name}", f"control character (newline, tab, ...) in {short(value)}")
+                raise SpecError(
+                    file, f"{prefix}{kind}.{name}", f"control character (newline, tab, ...) in {short(value)}"
+                )
     if "tag_suffix" in v:
         check_tag(v["tag_suffix"], file, f"{prefix}tag_suffix")
 
@@ -237,7 +271,9 @@ def check_family_values(raw: dict, file: str) -> None:
             if req not in wheels:
                 raise SpecError(file, f"wheelhouse.{req}", "missing required key")
         if not PY_VERSION_RE.fullmatch(wheels["python_version"]):
-            raise SpecError(file, "wheelhouse.python_version", f"expected MAJOR.MINOR, got {short(wheels['python_version'])}")
+            raise SpecError(
+                file, "wheelhouse.python_version", f"expected MAJOR.MINOR, got {short(wheels['python_version'])}"
+            )
         if not WHEEL_PLATFORM_RE.fullmatch(wheels["platform"]):
             raise SpecError(file, "wheelhouse.platform", f"not a wheel platform tag: {short(wheels['platform'])}")
         if "constraints" in wheels:
@@ -256,8 +292,11 @@ def check_gates(gates: dict, pip: dict, components: dict, file: str, key: str) -
     if "sglang_attn_bridge" not in cfg.imports:
         raise SpecError(file, f"{key}.imports", "must import sglang_attn_bridge (every image installs the bridge)")
     if (pip or components) and cfg.pip_check is None:
-        raise SpecError(file, f"{key}.pip_check", "the variant declares packages: `pip check` must run over them "
-                                                  "(pip_check: {allow: []})")
+        raise SpecError(
+            file,
+            f"{key}.pip_check",
+            "the variant declares packages: `pip check` must run over them (pip_check: {allow: []})",
+        )
 
 
 def merge(base: dict, over: dict) -> dict:
@@ -299,7 +338,9 @@ def _parse_family(path: Path) -> tuple[dict, dict[str, Variant]]:
         if req not in raw:
             raise SpecError(file, req, "missing required key")
     if not NAME_RE.fullmatch(raw["family"]):
-        raise SpecError(file, "family", f"family names are lower-case letters, digits, '.', '_', '-': {short(raw['family'])}")
+        raise SpecError(
+            file, "family", f"family names are lower-case letters, digits, '.', '_', '-': {short(raw['family'])}"
+        )
     if raw["family"] != path.stem:
         raise SpecError(file, "family", f"must match the file name {path.stem!r}, got {short(raw['family'])}")
     check_family_values(raw, file)
@@ -312,8 +353,11 @@ def _parse_family(path: Path) -> tuple[dict, dict[str, Variant]]:
     variants = {}
     for name, over in raw["variants"].items():
         if not NAME_RE.fullmatch(name):
-            raise SpecError(file, short(f"variants.{name}", 80, quote=False),
-                            "variant names are lower-case letters, digits, '.', '_', '-'")
+            raise SpecError(
+                file,
+                short(f"variants.{name}", 80, quote=False),
+                "variant names are lower-case letters, digits, '.', '_', '-'",
+            )
         over = over or {}
         check_pins(over, file, f"variants.{name}.")
         v = merge(family_defaults, over)
@@ -329,8 +373,11 @@ def _parse_family(path: Path) -> tuple[dict, dict[str, Variant]]:
                 raise SpecError(file, f"{key}.component", f"names no git component: {short(p['component'])}")
             first = by_name.setdefault(posixpath.basename(p["file"]), p["file"])
             if first != p["file"]:
-                raise SpecError(file, f"{key}.file", f"the same file name as {short(first)} (the build context "
-                                                     "holds patches by name)")
+                raise SpecError(
+                    file,
+                    f"{key}.file",
+                    f"the same file name as {short(first)} (the build context holds patches by name)",
+                )
         variants[name] = Variant(
             name=name,
             family=raw["family"],

@@ -37,8 +37,11 @@ DOMAIN = rf"{_DOMAIN_PART}(?:\.{_DOMAIN_PART})*(?::[0-9]+)?"
 _PATH_PART = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 IMAGE_NAME = rf"(?:{DOMAIN}/)?{_PATH_PART}(?:/{_PATH_PART})*"
 TAG = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
-REFERENCE_RE = re.compile(rf"(?P<name>{IMAGE_NAME})(?::(?P<tag>{TAG}))?(?:@(?P<digest>[A-Za-z][A-Za-z0-9]*"
-                          rf"(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{{32,}}))?", re.ASCII)
+REFERENCE_RE = re.compile(
+    rf"(?P<name>{IMAGE_NAME})(?::(?P<tag>{TAG}))?(?:@(?P<digest>[A-Za-z][A-Za-z0-9]*"
+    rf"(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{{32,}}))?",
+    re.ASCII,
+)
 IMAGE_NAME_RE = re.compile(IMAGE_NAME, re.ASCII)
 TAG_RE = re.compile(TAG, re.ASCII)
 HASH_TAG_ROOM = 13  # `-<hash12>` is appended to a tag suffix, and a tag holds at most 128 characters
@@ -95,8 +98,11 @@ def pip_name_problem(name: str) -> str | None:
 def check_tag(tag: str, file: str, key: str) -> None:
     """A tag suffix is a registry tag with room for the `-<hash12>` the content-addressed tag appends."""
     if not TAG_RE.fullmatch(tag) or len(tag) > 128 - HASH_TAG_ROOM:
-        raise SpecError(file, key, f"not an image tag ([A-Za-z0-9_][A-Za-z0-9_.-]*, at most "
-                                   f"{128 - HASH_TAG_ROOM} characters): {short(tag)}")
+        raise SpecError(
+            file,
+            key,
+            f"not an image tag ([A-Za-z0-9_][A-Za-z0-9_.-]*, at most {128 - HASH_TAG_ROOM} characters): {short(tag)}",
+        )
 
 
 def check_abs_path(path: str, file: str, key: str) -> None:
@@ -107,8 +113,12 @@ def check_abs_path(path: str, file: str, key: str) -> None:
 
 def check_rel_path(path: str, file: str, key: str) -> None:
     """A relative path that stays where it starts: normalised, no '..', plain characters."""
-    if (not SAFE_PATH_RE.fullmatch(path) or path.startswith("/") or posixpath.normpath(path) != path
-            or path.split("/")[0] == ".."):
+    if (
+        not SAFE_PATH_RE.fullmatch(path)
+        or path.startswith("/")
+        or posixpath.normpath(path) != path
+        or path.split("/")[0] == ".."
+    ):
         raise SpecError(file, key, f"not a relative normalised path inside the repository: {short(path)}")
 
 

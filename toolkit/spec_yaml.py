@@ -16,8 +16,9 @@ def check_keys(value, file: str, key: str) -> None:
         for k, v in value.items():
             sub = f"{key}.{k}" if key else str(k)
             if not isinstance(k, str):
-                raise SpecError(file, short(sub, 80, quote=False),
-                                f"a key must be a string, got {type(k).__name__} {short(k)}")
+                raise SpecError(
+                    file, short(sub, 80, quote=False), f"a key must be a string, got {type(k).__name__} {short(k)}"
+                )
             check_keys(v, file, sub)
     elif isinstance(value, list):
         for i, item in enumerate(value):
@@ -39,8 +40,9 @@ class SpecLoader(yaml.SafeLoader):
             except TypeError:
                 continue  # an unhashable key: the base class reports it
             if duplicate:
-                raise yaml.constructor.ConstructorError("while constructing a mapping", node.start_mark,
-                                                        f"duplicate key {short(key)}", key_node.start_mark)
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping", node.start_mark, f"duplicate key {short(key)}", key_node.start_mark
+                )
         return super().construct_mapping(node, deep)
 
 

@@ -46,8 +46,15 @@ def verify_image(client, variant, image: str, json_path=None, junit_path=None, o
     except docker.errors.ImageNotFound:
         raise UsageError(f"image {image} is not present on this engine (pull or load it first)") from None
     cmd = ["-m", "verify", "--config", "gates.json", "--json", "report.json", "--junit", "report.xml"]
-    container = client.containers.create(image, command=cmd, entrypoint=[variant.python], working_dir=WORKDIR,
-                                         network_disabled=True, user="0", labels={RUN_LABEL: variant.name})
+    container = client.containers.create(
+        image,
+        command=cmd,
+        entrypoint=[variant.python],
+        working_dir=WORKDIR,
+        network_disabled=True,
+        user="0",
+        labels={RUN_LABEL: variant.name},
+    )
     try:
         container.put_archive("/tmp", _gates_tar(variant.gates))
         container.start()

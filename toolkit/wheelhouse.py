@@ -89,11 +89,28 @@ def ensure_wheelhouse(variant, log=print) -> Path | None:
 def _download(reqs, py, plat, constraints: Path, tmp: Path, log, dest: Path) -> None:
     """`pip download` of the pin set into `tmp` (every line, --no-deps), with the set itself as constraints.txt,
     stamped `.complete` at the end."""
-    log(f"wheelhouse: downloading the pin set {constraints.name} for cp{py.replace('.', '')} {plat} "
-        f"into {dest.relative_to(ROOT)}")
+    log(
+        f"wheelhouse: downloading the pin set {constraints.name} for cp{py.replace('.', '')} {plat} "
+        f"into {dest.relative_to(ROOT)}"
+    )
     stamp = tmp / ".complete"
-    cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "--no-deps", "--dest", str(tmp),
-           "--python-version", py, "--implementation", "cp", "--requirement", str(constraints)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--quiet",
+        "--only-binary=:all:",
+        "--no-deps",
+        "--dest",
+        str(tmp),
+        "--python-version",
+        py,
+        "--implementation",
+        "cp",
+        "--requirement",
+        str(constraints),
+    ]
     for tag in platform_tags(plat):
         cmd += ["--platform", tag]
     run = subprocess.run(cmd, capture_output=True, text=True)

@@ -4,6 +4,7 @@ Stdlib only, Python >= 3.9: this package is copied into arbitrary images (``pyth
 depend on anything the image may or may not have. Everything in this folder goes into images (with ``probes/``,
 scripts that command gates run); host-side code lives in ``toolkit/`` and ``overlay_guard/``.
 """
+
 import os
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))

@@ -1,4 +1,5 @@
 """``python -m verify``: the gate runner CLI. Exit 0 when every check passed, 1 when one failed, 2 on bad usage."""
+
 from __future__ import annotations
 
 import argparse
@@ -20,19 +21,43 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m verify", description="Import gates run inside an image with its own python.")
-    p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
-                   help="import MODULE for real")
-    p.add_argument("--compile", action="append", default=[], metavar="PACKAGE_OR_DIR",
-                   help="byte-compile every .py of a package (located without importing) or directory, in memory")
-    p.add_argument("--signature", action="append", default=[], metavar="MODULE:ATTR[=KW1,KW2,...]",
-                   help="ATTR exists, is callable and binds the given keywords (imports MODULE)")
-    p.add_argument("--signature-source", action="append", default=[], metavar="MODULE:ATTR[=KW1,KW2,...]",
-                   help="like --signature, but read from the module's source with ast, never importing it")
-    p.add_argument("--platform", choices=PLATFORMS, help="rocm: torch.version.hip and no nvidia-*-cu* wheel; "
-                   "cuda: torch.version.cuda; cpu: no requirement")
+    p.add_argument(
+        "--import", dest="imports", action="append", default=[], metavar="MODULE", help="import MODULE for real"
+    )
+    p.add_argument(
+        "--compile",
+        action="append",
+        default=[],
+        metavar="PACKAGE_OR_DIR",
+        help="byte-compile every .py of a package (located without importing) or directory, in memory",
+    )
+    p.add_argument(
+        "--signature",
+        action="append",
+        default=[],
+        metavar="MODULE:ATTR[=KW1,KW2,...]",
+        help="ATTR exists, is callable and binds the given keywords (imports MODULE)",
+    )
+    p.add_argument(
+        "--signature-source",
+        action="append",
+        default=[],
+        metavar="MODULE:ATTR[=KW1,KW2,...]",
+        help="like --signature, but read from the module's source with ast, never importing it",
+    )
+    p.add_argument(
+        "--platform",
+        choices=PLATFORMS,
+        help="rocm: torch.version.hip and no nvidia-*-cu* wheel; cuda: torch.version.cuda; cpu: no requirement",
+    )
     p.add_argument("--pip-check", action="store_true", help="pip check must be clean (config may allow lines)")
-    p.add_argument("--provenance", action="append", default=[], metavar="PKG=LOCATION",
-                   help="PKG must resolve from LOCATION: site-packages or an absolute directory")
+    p.add_argument(
+        "--provenance",
+        action="append",
+        default=[],
+        metavar="PKG=LOCATION",
+        help="PKG must resolve from LOCATION: site-packages or an absolute directory",
+    )
     p.add_argument("--config", metavar="FILE", help="JSON gate config; flags add to it")
     p.add_argument("--json", metavar="FILE", help="write a JSON report")
     p.add_argument("--junit", metavar="FILE", help="write a JUnit XML report")

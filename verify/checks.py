@@ -3,6 +3,7 @@
 They run in the image's own interpreter, in one process (imports are shared, as in the application), except
 ``pip check`` and configured commands, which are subprocesses by nature.
 """
+
 from __future__ import annotations
 
 import fnmatch
@@ -75,6 +76,7 @@ def check_import(module: str) -> CheckResult:
 
 # --- compile -------------------------------------------------------------------------------------------------
 
+
 def _compile_roots(target: str) -> Tuple[List[str], Optional[str]]:
     """Directories or files to compile for ``target``, or an error. Never imports anything."""
     looks_like_path = os.sep in target or target.startswith(".") or (os.altsep and os.altsep in target)
@@ -137,6 +139,7 @@ def check_compile(target: str) -> CheckResult:
 
 # --- signature -----------------------------------------------------------------------------------------------
 
+
 def _live_signature(spec: SignatureSpec) -> Tuple[Optional[inspect.Signature], str, Optional[CheckResult]]:
     mod, failure = _import(spec.module)
     if failure is not None:
@@ -150,8 +153,11 @@ def _live_signature(spec: SignatureSpec) -> Tuple[Optional[inspect.Signature], s
             return None, "", CheckResult("signature", spec.target, False, "%s has no attribute %r" % (what, part))
         owner, obj = obj, getattr(obj, part)
     if not callable(obj):
-        return None, "", CheckResult("signature", spec.target, False, "%s is a %s, not callable"
-                                     % (spec.attr, type(obj).__name__))
+        return (
+            None,
+            "",
+            CheckResult("signature", spec.target, False, "%s is a %s, not callable" % (spec.attr, type(obj).__name__)),
+        )
     if spec.keywords is None:
         return None, "callable %s" % type(obj).__name__, None
     try:
@@ -191,8 +197,9 @@ def check_signature(spec: SignatureSpec) -> CheckResult:
     except TypeError as exc:
         detail = "%s; signature is %s (%s)" % (exc, sig, origin)
         return CheckResult("signature", spec.target, False, _short(detail, 600), log=detail)
-    return CheckResult("signature", spec.target, True,
-                       _short("binds %s (%s)" % (", ".join(spec.keywords) or "no arguments", origin)))
+    return CheckResult(
+        "signature", spec.target, True, _short("binds %s (%s)" % (", ".join(spec.keywords) or "no arguments", origin))
+    )
 
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -201,6 +208,7 @@ _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 def _call_table(value: object, where: str) -> Tuple[str, List[str], List[str], List[List[str]]]:
     """(function, modules, keywords, groups) from a call table, or SourceSignatureError saying what is wrong."""
+
     def names(v, pattern):
         return isinstance(v, (list, tuple)) and all(isinstance(x, str) and pattern.match(x) for x in v)
 
@@ -283,6 +291,7 @@ def check_resolved_signature(spec: SignatureSpec) -> CheckResult:
 
 # --- platform ------------------------------------------------------------------------------------------------
 
+
 def cuda_wheels() -> List[str]:
     """Installed distributions named like ``nvidia-*-cu*`` (CUDA runtime wheels that must not be in a ROCm image)."""
     import importlib.metadata  # only the rocm gate needs it; it costs ~15 ms of start-up
@@ -319,12 +328,18 @@ def check_platform(platform: str) -> CheckResult:
     elif platform == "cuda" and not cuda:
         problems.append("torch.version.cuda is not set")
     if problems:
-        return CheckResult("platform", platform, False, _short("; ".join(problems) + " (%s)" % build),
-                           log=failure.log if failure else "")
+        return CheckResult(
+            "platform",
+            platform,
+            False,
+            _short("; ".join(problems) + " (%s)" % build),
+            log=failure.log if failure else "",
+        )
     return CheckResult("platform", platform, True, build)
 
 
 # --- pip check -----------------------------------------------------------------------------------------------
+
 
 class PipRun:
     """A ``pip check`` started in the background (it is read-only, so it can overlap the in-process checks)."""
@@ -336,8 +351,14 @@ class PipRun:
         self.error: Optional[str] = None
         self.proc: Optional[subprocess.Popen] = None
         try:
-            self.proc = subprocess.Popen([sys.executable, "-m", "pip", "check"], stdout=subprocess.PIPE,
-                                         stderr=subprocess.PIPE, env=env, universal_newlines=True, errors="replace")
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "pip", "check"],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+                universal_newlines=True,
+                errors="replace",
+            )
         except OSError as exc:
             self.error = str(exc)
 
@@ -363,27 +384,35 @@ class PipRun:
         lines = [ln.strip() for ln in stdout.splitlines() if ln.strip()]
         lines = [ln for ln in lines if not ln.startswith("No broken requirements found")]
         if "No module named pip" in stderr:
-            return [CheckResult("pip-check", "pip check", False, "pip is not installed for %s" % sys.executable,
-                                log=log)]
+            return [
+                CheckResult("pip-check", "pip check", False, "pip is not installed for %s" % sys.executable, log=log)
+            ]
         if not lines:
             if self.proc.returncode == 0:
                 return [CheckResult("pip-check", "pip check", True, "No broken requirements found.", log=log)]
             last = (stderr.strip().splitlines() or ["(no output)"])[-1]
-            return [CheckResult("pip-check", "pip check", False,
-                                _short("exit %d: %s" % (self.proc.returncode, last)), log=log)]
+            return [
+                CheckResult(
+                    "pip-check", "pip check", False, _short("exit %d: %s" % (self.proc.returncode, last)), log=log
+                )
+            ]
         results = []
         for line in lines:
             pkg = line.split()[0]
             rule = next((r for r in allow if r.match in line), None)
             if rule is not None:
-                results.append(CheckResult("pip-check", pkg, True, _short("allowed (%s): %s" % (rule.reason, line)),
-                                           log=line, allowed=True))
+                results.append(
+                    CheckResult(
+                        "pip-check", pkg, True, _short("allowed (%s): %s" % (rule.reason, line)), log=line, allowed=True
+                    )
+                )
             else:
                 results.append(CheckResult("pip-check", pkg, False, _short(line), log=log))
         return results
 
 
 # --- provenance ----------------------------------------------------------------------------------------------
+
 
 def check_provenance(package: str, location: str) -> CheckResult:
     """The package resolves from where the image installed it, not from a checkout earlier on sys.path."""
@@ -408,6 +437,7 @@ def check_provenance(package: str, location: str) -> CheckResult:
 
 # --- commands ------------------------------------------------------------------------------------------------
 
+
 class CommandRun:
     """A gate command started in the background (like pip check, it overlaps the in-process checks)."""
 
@@ -416,8 +446,9 @@ class CommandRun:
         self.argv = [a.replace("{python}", sys.executable) for a in spec.argv]
         self.proc: Optional[subprocess.Popen] = None
         try:
-            self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                         universal_newlines=True, errors="replace")
+            self.proc = subprocess.Popen(
+                self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, errors="replace"
+            )
         except OSError as exc:
             self.error = "cannot run %s: %s" % (self.argv[0], exc.strerror)
 

@@ -6,6 +6,7 @@ toolkit applies ``from_dict`` when a spec loads, so a config the runner would re
 A config may not weaken itself: an explicitly empty check list, a command that swallows its own failure
 (``|| true``) and a ``pip check`` allowance too short to name a conflict are refused.
 """
+
 from __future__ import annotations
 
 import json
@@ -76,8 +77,15 @@ class GateConfig:
     commands: List[CommandSpec] = field(default_factory=list)
 
     def is_empty(self) -> bool:
-        return not (self.imports or self.compile or self.signatures or self.platform or self.provenance
-                    or self.commands or self.pip_check is not None)
+        return not (
+            self.imports
+            or self.compile
+            or self.signatures
+            or self.platform
+            or self.provenance
+            or self.commands
+            or self.pip_check is not None
+        )
 
 
 def _fail(where: str, key: str, msg: str) -> ConfigError:
@@ -121,7 +129,7 @@ def parse_signature_arg(text: str, use_import: bool = True) -> SignatureSpec:
 
 def _location(value: Any, where: str, key: str) -> str:
     if not isinstance(value, str) or not (value == "site-packages" or os.path.isabs(value)):
-        raise _fail(where, key, "must be \"site-packages\" or an absolute directory, got %r" % (value,))
+        raise _fail(where, key, 'must be "site-packages" or an absolute directory, got %r' % (value,))
     return value
 
 
@@ -143,8 +151,9 @@ def _signatures(value: Any, where: str) -> List[SignatureSpec]:
             raise _fail(where, key, "must be an object with 'target'")
         unknown = set(entry) - {"target", "resolve", "keywords", "import"}
         if unknown:
-            raise _fail(where, "%s.%s" % (key, sorted(unknown)[0]),
-                        "is not a known key (target, resolve, keywords, import)")
+            raise _fail(
+                where, "%s.%s" % (key, sorted(unknown)[0]), "is not a known key (target, resolve, keywords, import)"
+            )
         if "target" in entry and "resolve" in entry:
             raise _fail(where, key, "takes 'target' or 'resolve', not both")
         if "target" not in entry and "resolve" not in entry:
@@ -175,10 +184,10 @@ def _pip_check(value: Any, where: str) -> Optional[List[AllowRule]]:
     if value is True:
         return []
     if not isinstance(value, dict) or set(value) - {"allow"}:
-        raise _fail(where, "pip_check", "must be null or an object {\"allow\": [...]}")
+        raise _fail(where, "pip_check", 'must be null or an object {"allow": [...]}')
     allow = value.get("allow") or []
     if not isinstance(allow, list):
-        raise _fail(where, "pip_check.allow", "must be a list of {\"match\", \"reason\"} objects")
+        raise _fail(where, "pip_check.allow", 'must be a list of {"match", "reason"} objects')
     rules = []
     for i, entry in enumerate(allow):
         key = "pip_check.allow[%d]" % i
@@ -188,15 +197,18 @@ def _pip_check(value: Any, where: str) -> Optional[List[AllowRule]]:
             if not isinstance(entry.get(part), str) or not entry[part].strip():
                 raise _fail(where, "%s.%s" % (key, part), "is required and must be a non-empty string")
         if len(entry["match"].strip()) < MIN_ALLOW_MATCH:
-            raise _fail(where, key + ".match", "must name the conflict (at least %d characters), got %r"
-                        % (MIN_ALLOW_MATCH, entry["match"][:40]))
+            raise _fail(
+                where,
+                key + ".match",
+                "must name the conflict (at least %d characters), got %r" % (MIN_ALLOW_MATCH, entry["match"][:40]),
+            )
         rules.append(AllowRule(entry["match"], entry["reason"]))
     return rules
 
 
 def _commands(value: Any, where: str) -> List[CommandSpec]:
     if not isinstance(value, list) or not value:
-        raise _fail(where, "commands", "must be a non-empty list of {\"name\", \"argv\"} objects")
+        raise _fail(where, "commands", 'must be a non-empty list of {"name", "argv"} objects')
     out = []
     for i, entry in enumerate(value):
         key = "commands[%d]" % i
@@ -209,8 +221,11 @@ def _commands(value: Any, where: str) -> List[CommandSpec]:
             raise _fail(where, key + ".argv", "must be a non-empty list of strings")
         for j, arg in enumerate(argv):
             if _SWALLOW_RE.search(arg):
-                raise _fail(where, "%s.argv[%d]" % (key, j), "swallows the command's failure (%r): a gate must "
-                            "be able to fail" % arg[:60])
+                raise _fail(
+                    where,
+                    "%s.argv[%d]" % (key, j),
+                    "swallows the command's failure (%r): a gate must be able to fail" % arg[:60],
+                )
         timeout = entry.get("timeout", 600.0)
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
             raise _fail(where, key + ".timeout", "must be a positive number of seconds")
@@ -256,11 +271,13 @@ def load_config(path: str) -> GateConfig:
         with open(path, encoding="utf-8") as fh:
             text = fh.read()
     except OSError as exc:
-        raise ConfigError("%s: cannot read: %s" % (path, exc.strerror or exc))
+        raise ConfigError("%s: cannot read: %s" % (path, exc.strerror or exc)) from None
     except UnicodeDecodeError as exc:
-        raise ConfigError("%s: not UTF-8 text: %s" % (path, exc))
+        raise ConfigError("%s: not UTF-8 text: %s" % (path, exc)) from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ConfigError("%s: invalid JSON at line %d column %d: %s" % (path, exc.lineno, exc.colno, exc.msg))
+        raise ConfigError(
+            "%s: invalid JSON at line %d column %d: %s" % (path, exc.lineno, exc.colno, exc.msg)
+        ) from None
     return from_dict(data, path)

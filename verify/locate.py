@@ -4,6 +4,7 @@
 and friends). So only the top-level name goes through ``find_spec``; submodules are found by walking directories the
 way the path-based finder does.
 """
+
 from __future__ import annotations
 
 import importlib.machinery

@@ -1,4 +1,5 @@
 """Console lines, JSON and JUnit XML for a list of CheckResults. JUnit is what GitLab/GitHub/Jenkins render."""
+
 from __future__ import annotations
 
 import json
@@ -31,8 +32,15 @@ def to_json(results: List[CheckResult]) -> dict:
     failed = sum(1 for r in results if not r.passed)
     return {
         "checks": [
-            {"status": r.status, "kind": r.kind, "target": r.target, "detail": r.detail,
-             "seconds": round(r.seconds, 4), "allowed": r.allowed, "log": r.log}
+            {
+                "status": r.status,
+                "kind": r.kind,
+                "target": r.target,
+                "detail": r.detail,
+                "seconds": round(r.seconds, 4),
+                "allowed": r.allowed,
+                "log": r.log,
+            }
             for r in results
         ],
         "passed": len(results) - failed,
@@ -60,13 +68,23 @@ def to_junit(results: List[CheckResult], suite: str = "verify") -> "ET.Element":
 
     failed = sum(1 for r in results if not r.passed)
     total_time = "%.3f" % sum(r.seconds for r in results)
-    root = ET.Element("testsuites", name=suite, tests=str(len(results)), failures=str(failed), errors="0",
-                      time=total_time)
-    ts = ET.SubElement(root, "testsuite", name=suite, tests=str(len(results)), failures=str(failed), errors="0",
-                       skipped="0", time=total_time)
+    root = ET.Element(
+        "testsuites", name=suite, tests=str(len(results)), failures=str(failed), errors="0", time=total_time
+    )
+    ts = ET.SubElement(
+        root,
+        "testsuite",
+        name=suite,
+        tests=str(len(results)),
+        failures=str(failed),
+        errors="0",
+        skipped="0",
+        time=total_time,
+    )
     for r in results:
-        case = ET.SubElement(ts, "testcase", classname="%s.%s" % (suite, r.kind), name=_clean(r.target),
-                             time="%.3f" % r.seconds)
+        case = ET.SubElement(
+            ts, "testcase", classname="%s.%s" % (suite, r.kind), name=_clean(r.target), time="%.3f" % r.seconds
+        )
         if not r.passed:
             fail = ET.SubElement(case, "failure", message=_clean(r.detail), type=r.kind)
             fail.text = _clean(r.log or r.detail)

@@ -1,4 +1,5 @@
 """One check's outcome: the unit every report format is built from."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,5 +1,6 @@
 """Runs a GateConfig's checks in the documented order (provenance, compile, import, signature, platform, pip check,
 commands), timing each one."""
+
 from __future__ import annotations
 
 import time

@@ -4,6 +4,7 @@ Importing sglang's kernel module pulls ``sglang.srt.utils`` and heavy dependenci
 notice when the kernel grew required parameters. The file is found with verify.locate (no package code runs),
 parsed, and the ``def`` turned into an ``inspect.Signature`` that ``bind`` can test exactly like a live one.
 """
+
 from __future__ import annotations
 
 import ast
@@ -112,9 +113,9 @@ def _parse(module: str) -> Tuple[ast.Module, str, bool]:
         with open(found.file, "rb") as fh:
             tree = ast.parse(fh.read(), filename=found.file)
     except SyntaxError as exc:
-        raise SourceSignatureError("%s:%s: %s: %s" % (exc.filename, exc.lineno, type(exc).__name__, exc.msg))
+        raise SourceSignatureError("%s:%s: %s: %s" % (exc.filename, exc.lineno, type(exc).__name__, exc.msg)) from None
     except (OSError, ValueError) as exc:
-        raise SourceSignatureError("%s: cannot read: %s" % (found.file, exc))
+        raise SourceSignatureError("%s: cannot read: %s" % (found.file, exc)) from None
     return tree, found.file, found.is_package
 
 
@@ -131,7 +132,7 @@ def literal_from_source(module: str, name: str) -> Tuple[object, str, int]:
     try:
         return ast.literal_eval(node.value), path, node.lineno
     except (ValueError, TypeError, SyntaxError, RecursionError) as exc:
-        raise SourceSignatureError("%s:%d: %s is not a literal: %s" % (path, node.lineno, name, exc))
+        raise SourceSignatureError("%s:%d: %s is not a literal: %s" % (path, node.lineno, name, exc)) from None
 
 
 def signature_from_source(module: str, attr: str) -> Tuple[inspect.Signature, str, int, List[str]]:
@@ -154,8 +155,9 @@ def signature_from_source(module: str, attr: str) -> Tuple[inspect.Signature, st
             if isinstance(node.value, ast.Name):
                 first = node.value.id
                 continue
-            raise SourceSignatureError("%s:%d: %s is assigned from an expression, not a def: use import mode"
-                                       % (path, node.lineno, first))
+            raise SourceSignatureError(
+                "%s:%d: %s is assigned from an expression, not a def: use import mode" % (path, node.lineno, first)
+            )
         return _walk_attrs(node, rest, path)
     raise SourceSignatureError("%s:%s: too many re-exports to follow" % (module, attr))
 
@@ -164,8 +166,9 @@ def _walk_attrs(node: ast.stmt, rest: str, path: str) -> Tuple[inspect.Signature
     in_class = False
     for part in [p for p in rest.split(".") if p]:
         if not isinstance(node, ast.ClassDef):
-            raise SourceSignatureError("%s:%d: %s is not a class, cannot look up %r" % (path, node.lineno,
-                                                                                      getattr(node, "name", "?"), part))
+            raise SourceSignatureError(
+                "%s:%d: %s is not a class, cannot look up %r" % (path, node.lineno, getattr(node, "name", "?"), part)
+            )
         member = None
         for stmt in node.body:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and stmt.name == part:
@@ -179,8 +182,9 @@ def _walk_attrs(node: ast.stmt, rest: str, path: str) -> Tuple[inspect.Signature
             if isinstance(stmt, ast.FunctionDef) and stmt.name == "__init__":
                 init = stmt
         if init is None:
-            raise SourceSignatureError("%s:%d: class %s has no __init__ in its own source: use import mode"
-                                       % (path, node.lineno, node.name))
+            raise SourceSignatureError(
+                "%s:%d: class %s has no __init__ in its own source: use import mode" % (path, node.lineno, node.name)
+            )
         return signature_of_def(init, drop_first=True), path, init.lineno, []
     assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
     decorators = _decorator_names(node)

@@ -15,19 +15,17 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import replace
 import sys
 import time
+from dataclasses import replace
 
 import torch
 import torch.nn.functional as F
-
 from common import causal_flops, interleaved_ms, load_sglang, make_qkv, packed_lengths
-from upstream_baseline import upstream_backward
-
 from sglang_attn_bridge import config, layout, ops
 from sglang_attn_bridge.kernels.backward import dkdv_kernel, dq_kernel
 from sglang_attn_bridge.kernels.forward import attn_fwd_kernel
+from upstream_baseline import upstream_backward
 
 OUT = os.environ.get("OUT", "out")
 
@@ -35,8 +33,11 @@ OUT = os.environ.get("OUT", "out")
 def shapes():
     for hq, hkv in ((32, 8), (16, 16)):
         for d in (128, 64):
-            for name, batch, lens in (("1x8192", 1, [8192]), ("4x4096", 4, [4096] * 4),
-                                      ("16 packed=16384", 1, packed_lengths(16384, 16, seed=7))):
+            for name, batch, lens in (
+                ("1x8192", 1, [8192]),
+                ("4x4096", 4, [4096] * 4),
+                ("16 packed=16384", 1, packed_lengths(16384, 16, seed=7)),
+            ):
                 yield hq, hkv, d, name, batch, lens
 
 
@@ -49,13 +50,13 @@ def inputs(hq, hkv, d, batch, lens):
 
 
 def bridge_fwd(q, k, v, lay, d):
-    return lambda: ops.forward(q, k, v, lay, d ** -0.5, True)
+    return lambda: ops.forward(q, k, v, lay, d**-0.5, True)
 
 
 def bridge_bwd(q, k, v, lay, d):
-    o, lse = ops.forward(q, k, v, lay, d ** -0.5, True)
+    o, lse = ops.forward(q, k, v, lay, d**-0.5, True)
     do = torch.randn_like(o)
-    return lambda: ops.backward(do, q, k, v, o, lse, lay, d ** -0.5, True)
+    return lambda: ops.backward(do, q, k, v, o, lse, lay, d**-0.5, True)
 
 
 def sdpa_pair(q, k, v, cu, backend):
@@ -68,8 +69,9 @@ def sdpa_pair(q, k, v, cu, backend):
     if len(set(lens)) == 1:  # equal lengths: one batched call
         n = lens[0]
         b = len(segs)
-        views.append(tuple(x[0].view(b, n, x.shape[2], x.shape[3]).transpose(1, 2).detach().requires_grad_()
-                           for x in (q, k, v)))
+        views.append(
+            tuple(x[0].view(b, n, x.shape[2], x.shape[3]).transpose(1, 2).detach().requires_grad_() for x in (q, k, v))
+        )
     else:
         for s, e in segs:
             views.append(tuple(x[:, s:e].transpose(1, 2).detach().requires_grad_() for x in (q, k, v)))
@@ -101,8 +103,20 @@ def sglang_fwd(mod, q, k, v, cu, lens, d, out=None):
     idx = torch.arange(t, device="cuda")
     pre = torch.zeros(len(lens), dtype=torch.int32, device="cuda")
     fn = mod.extend_attention_fwd_unified
-    return lambda: fn(q=q[0], o=o, k_buffer=k[0], v_buffer=v[0], k_scale=1.0, v_scale=1.0, qo_indptr=cu,
-                      kv_indptr=cu, kv_indices=idx, prefix_lens=pre, max_len_extend=max(lens), sm_scale=d ** -0.5)
+    return lambda: fn(
+        q=q[0],
+        o=o,
+        k_buffer=k[0],
+        v_buffer=v[0],
+        k_scale=1.0,
+        v_scale=1.0,
+        qo_indptr=cu,
+        kv_indptr=cu,
+        kv_indices=idx,
+        prefix_lens=pre,
+        max_len_extend=max(lens),
+        sm_scale=d**-0.5,
+    )
 
 
 def tflops(flops, ms):
@@ -117,11 +131,22 @@ Fw = config.FwdConfig
 # D64, and its ping-pong, Q-in-registers and two-consumer variants (docs/bridge-h200.md).
 _T128 = Fw(128, 64, 8, 2, 3, max_regs=128, tma=True, exp_ftz=True)
 FWD_CANDIDATES = {
-    128: [replace(_T128, gluon_ws=4, gluon_group_mb=32), replace(_T128, gluon_ws=4, gluon_group_mb=16),
-          replace(_T128, gluon_ws=4), replace(_T128, gluon_ws=3, gluon_group_mb=32),
-          replace(_T128, gluon_ws=4, gluon_group_mb=32, exp_ftz=False), _T128, replace(_T128, exp_ftz=False)],
-    64: [Fw(64, 64, 4, 3, 2, exp_ftz=True), Fw(64, 64, 4, 3, 2), Fw(64, 64, 4, 3, 3, exp_ftz=True),
-         Fw(64, 64, 4, 4, 2, exp_ftz=True), Fw(128, 64, 8, 2, 2, max_regs=128, exp_ftz=True)],
+    128: [
+        replace(_T128, gluon_ws=4, gluon_group_mb=32),
+        replace(_T128, gluon_ws=4, gluon_group_mb=16),
+        replace(_T128, gluon_ws=4),
+        replace(_T128, gluon_ws=3, gluon_group_mb=32),
+        replace(_T128, gluon_ws=4, gluon_group_mb=32, exp_ftz=False),
+        _T128,
+        replace(_T128, exp_ftz=False),
+    ],
+    64: [
+        Fw(64, 64, 4, 3, 2, exp_ftz=True),
+        Fw(64, 64, 4, 3, 2),
+        Fw(64, 64, 4, 3, 3, exp_ftz=True),
+        Fw(64, 64, 4, 4, 2, exp_ftz=True),
+        Fw(128, 64, 8, 2, 2, max_regs=128, exp_ftz=True),
+    ],
 }
 # The fast_fwd column: the same kernel with FlashAttention's arithmetic (exp2, P.V accumulated in place), NOT
 # bit-exact with sglang; the fastest such config of the tuning runs. It shows what exactness costs.
@@ -133,19 +158,49 @@ DKDV_FIELDS = ("block_m1", "block_n1", "num_warps", "num_stages", "tma", "max_re
 # wherever it applies and leaves the Triton fields to the other cases
 GLUON_DKDV = (64, 64, 4), (32, 64, 4), (64, 128, 8)
 DKDV_CANDIDATES = {
-    128: [c + ((),) for c in ((32, 64, 4, 3, True, 0), (32, 64, 4, 3, False, 0), (16, 64, 4, 3, True, 0),
-                              (32, 64, 4, 2, True, 0), (64, 128, 8, 2, True, 0), (64, 128, 8, 1, False, 0))]
+    128: [
+        c + ((),)
+        for c in (
+            (32, 64, 4, 3, True, 0),
+            (32, 64, 4, 3, False, 0),
+            (16, 64, 4, 3, True, 0),
+            (32, 64, 4, 2, True, 0),
+            (64, 128, 8, 2, True, 0),
+            (64, 128, 8, 1, False, 0),
+        )
+    ]
     + [(64, 128, 8, 1, False, 0, g) for g in GLUON_DKDV],
-    64: [c + ((),) for c in ((32, 64, 4, 3, True, 0), (32, 64, 4, 3, False, 0), (16, 64, 4, 3, True, 0),
-                             (32, 64, 4, 3, True, 168), (64, 64, 4, 3, True, 0), (64, 128, 8, 2, True, 0))]
+    64: [
+        c + ((),)
+        for c in (
+            (32, 64, 4, 3, True, 0),
+            (32, 64, 4, 3, False, 0),
+            (16, 64, 4, 3, True, 0),
+            (32, 64, 4, 3, True, 168),
+            (64, 64, 4, 3, True, 0),
+            (64, 128, 8, 2, True, 0),
+        )
+    ]
     + [(32, 64, 4, 3, False, 0, g) for g in GLUON_DKDV],
 }
 DQ_FIELDS = ("block_m2", "block_n2", "num_warps2", "num_stages2", "tma2", "max_regs2")
 DQ_CANDIDATES = {
-    128: [(128, 64, 8, 3, False, 0), (128, 64, 8, 3, True, 0), (128, 32, 8, 3, False, 128),
-          (128, 32, 8, 2, False, 128), (128, 32, 8, 3, False, 0), (128, 64, 8, 4, False, 0)],
-    64: [(64, 64, 4, 3, True, 0), (64, 64, 4, 3, False, 0), (128, 64, 8, 3, True, 0), (128, 64, 8, 3, False, 0),
-         (64, 32, 4, 3, True, 0), (64, 64, 4, 2, True, 0)],
+    128: [
+        (128, 64, 8, 3, False, 0),
+        (128, 64, 8, 3, True, 0),
+        (128, 32, 8, 3, False, 128),
+        (128, 32, 8, 2, False, 128),
+        (128, 32, 8, 3, False, 0),
+        (128, 64, 8, 4, False, 0),
+    ],
+    64: [
+        (64, 64, 4, 3, True, 0),
+        (64, 64, 4, 3, False, 0),
+        (128, 64, 8, 3, True, 0),
+        (128, 64, 8, 3, False, 0),
+        (64, 32, 4, 3, True, 0),
+        (64, 64, 4, 2, True, 0),
+    ],
 }
 KERNEL = {"fwd": attn_fwd_kernel, "dkdv": dkdv_kernel, "dq": dq_kernel}
 TUNE_ONLY = os.environ.get("BENCH_TUNE_ONLY", "fwd,dkdv,dq").split(",")
@@ -165,9 +220,11 @@ def compiled_info(kernel) -> str:
 
 def _with(d, fn, fwd=None, bwd=None):
     """`fn` run under one head dim's candidate config (set_config is a dict store: no time inside the events)."""
+
     def run():
         config.set_config(d, fwd=fwd, bwd=bwd)
         return fn()
+
     return run
 
 
@@ -200,7 +257,7 @@ def tune_fwd(d, cases, ref, log):
         config.set_config(d, fwd=c)
         name, q, k, v, lay = cases[0]
         try:
-            o = ops.forward(q, k, v, lay, d ** -0.5, True)[0][0]  # compiles; then the bits against sglang
+            o = ops.forward(q, k, v, lay, d**-0.5, True)[0][0]  # compiles; then the bits against sglang
         except Exception as e:
             print(f"tune fwd D{d} {c}: ERROR {e!r}"[:300], flush=True)
             continue
@@ -209,8 +266,7 @@ def tune_fwd(d, cases, ref, log):
         log.append(dict(kind=f"fwd D{d}", cfg=str(c), compiled=compiled_info(kernel), bitexact=exact[c]))
         print(f"tune fwd D{d} {c}: bit-exact with sglang: {exact[c]}", flush=True)
         for name, q, k, v, lay in cases:
-            runs[c, name] = _with(d, lambda q=q, k=k, v=v, lay=lay: ops.forward(q, k, v, lay, d ** -0.5, True),
-                                  fwd=c)
+            runs[c, name] = _with(d, lambda q=q, k=k, v=v, lay=lay: ops.forward(q, k, v, lay, d**-0.5, True), fwd=c)
     score = _rank(_timed(runs, f"fwd D{d}", log))
     ok = [c for c in score if exact[c] is not False]
     if ok:
@@ -255,11 +311,17 @@ def tune(mod, log):
         base = config.GPU_BWD[d]
         parts = {"dkdv": [], "dq": []}
         for name, q, k, v, lay in cases:
-            o, lse = ops.forward(q, k, v, lay, d ** -0.5, True)
+            o, lse = ops.forward(q, k, v, lay, d**-0.5, True)
             do = torch.randn_like(o)
             for part, runs in parts.items():
-                runs.append((name, lambda q=q, k=k, v=v, lay=lay, o=o, lse=lse, do=do, part=part: ops.backward(
-                    do, q, k, v, o, lse, lay, d ** -0.5, True, parts=(part,))))
+                runs.append(
+                    (
+                        name,
+                        lambda q=q, k=k, v=v, lay=lay, o=o, lse=lse, do=do, part=part: ops.backward(
+                            do, q, k, v, o, lse, lay, d**-0.5, True, parts=(part,)
+                        ),
+                    )
+                )
         c = base
         if "dkdv" in TUNE_ONLY:
             c = replace(c, **tune_bwd_part("dkdv", DKDV_FIELDS, DKDV_CANDIDATES[d], base, d, parts["dkdv"], log))
@@ -283,7 +345,7 @@ def main():
         config.GPU_FWD.update(defaults[0])  # the table measures what users get: the committed defaults
         config.GPU_BWD.update(defaults[1])
     table = []
-    for hq, hkv, d, name, batch, lens in (shapes() if os.environ.get("BENCH_TABLE", "1") == "1" else ()):
+    for hq, hkv, d, name, batch, lens in shapes() if os.environ.get("BENCH_TABLE", "1") == "1" else ():
         q, k, v, cu, lay = inputs(hq, hkv, d, batch, lens)
         fl = causal_flops(lens, hq, d)
         row = dict(shape=f"{hq}/{hkv} D{d} {name}")
@@ -296,6 +358,7 @@ def main():
             "flash_bwd": lambda: sdpa_pair(q, k, v, cu, "flash")[1],
         }
         if d in FAST:
+
             def fast_fwd(q=q, k=k, v=v, lay=lay, d=d):
                 cfg = FAST[d]
 
@@ -303,16 +366,18 @@ def main():
                     saved = config.GPU_FWD[d]
                     config.GPU_FWD[d] = cfg
                     try:
-                        return ops.forward(q, k, v, lay, d ** -0.5, True)
+                        return ops.forward(q, k, v, lay, d**-0.5, True)
                     finally:
                         config.GPU_FWD[d] = saved
+
                 return run
+
             cols["fast_fwd"] = fast_fwd
         if mod is not None:
             cols["sglang_fwd"] = lambda: sglang_fwd(mod, q, k, v, cu, lens, d)
-        o_up, _ = ops.forward(q, k, v, lay, d ** -0.5, True)
+        o_up, _ = ops.forward(q, k, v, lay, d**-0.5, True)
         do_up = torch.randn_like(o_up)
-        cols["upstream_bwd"] = lambda: (lambda: upstream_backward(do_up, q, k, v, o_up, cu, d ** -0.5))
+        cols["upstream_bwd"] = lambda: lambda: upstream_backward(do_up, q, k, v, o_up, cu, d**-0.5)
         fns = {}
         for col, make in cols.items():
             try:
@@ -338,11 +403,16 @@ def main():
         torch.cuda.empty_cache()
     os.makedirs(OUT, exist_ok=True)
     gpu = torch.cuda.get_device_name(0)
-    meta = dict(date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), gpu=gpu, torch=torch.__version__,
-                triton=__import__("triton").__version__, chosen=chosen,
-                defaults={d: dict(fwd=str(defaults[0][d]), bwd=str(defaults[1][d])) for d in (64, 128)},
-                fast={d: str(c) for d, c in FAST.items()},
-                sglang=getattr(sys.modules.get("sglang"), "__version__", None))
+    meta = dict(
+        date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        gpu=gpu,
+        torch=torch.__version__,
+        triton=__import__("triton").__version__,
+        chosen=chosen,
+        defaults={d: dict(fwd=str(defaults[0][d]), bwd=str(defaults[1][d])) for d in (64, 128)},
+        fast={d: str(c) for d, c in FAST.items()},
+        sglang=getattr(sys.modules.get("sglang"), "__version__", None),
+    )
     with open(os.path.join(OUT, "bench.json"), "w") as f:
         json.dump(dict(meta=meta, table=table, tune=log), f, indent=1)
     md = markdown(meta, table)
@@ -365,28 +435,50 @@ def _cell(row, col):
 
 
 def markdown(meta, table):
-    cols = ["bridge_fwd", "fast_fwd", "sdpa_fwd", "flash_fwd", "sglang_fwd", "bridge_bwd", "sdpa_bwd", "flash_bwd",
-            "upstream_bwd"]
-    lines = [f"{meta['gpu']}, {meta['date']}, torch {meta['torch']}, triton {meta['triton']}, "
-             f"sglang {meta['sglang']}", "",
-             "TFLOP/s (ms) of device time, causal bf16; backward FLOPs = 2.5x forward. Each timed call is queued "
-             "behind a GPU spin longer than its launch, so the CPU's launch overhead is not in it (as in training, "
-             "where the CPU runs ahead); the second table has single calls from an idle GPU, launch included.", "",
-             "| shape | " + " | ".join(cols) + " | bwd/sdpa | bwd/upstream | fwd/sdpa |",
-             "|" + "---|" * (len(cols) + 4)]
+    cols = [
+        "bridge_fwd",
+        "fast_fwd",
+        "sdpa_fwd",
+        "flash_fwd",
+        "sglang_fwd",
+        "bridge_bwd",
+        "sdpa_bwd",
+        "flash_bwd",
+        "upstream_bwd",
+    ]
+    lines = [
+        f"{meta['gpu']}, {meta['date']}, torch {meta['torch']}, triton {meta['triton']}, sglang {meta['sglang']}",
+        "",
+        "TFLOP/s (ms) of device time, causal bf16; backward FLOPs = 2.5x forward. Each timed call is queued "
+        "behind a GPU spin longer than its launch, so the CPU's launch overhead is not in it (as in training, "
+        "where the CPU runs ahead); the second table has single calls from an idle GPU, launch included.",
+        "",
+        "| shape | " + " | ".join(cols) + " | bwd/sdpa | bwd/upstream | fwd/sdpa |",
+        "|" + "---|" * (len(cols) + 4),
+    ]
     for row in table:
+
         def r(a, b):
             try:
                 return f"{row[b]['ms'] / row[a]['ms']:.2f}x"
             except (KeyError, TypeError, ZeroDivisionError):
                 return "-"
-        lines.append(f"| {row['shape']} | " + " | ".join(_cell(row, c) for c in cols)
-                     + f" | {r('bridge_bwd', 'sdpa_bwd')} | {r('bridge_bwd', 'upstream_bwd')} "
-                     f"| {r('bridge_fwd', 'sdpa_fwd')} |")
-    lines += ["", "Single calls from an idle GPU: ms (CPU us to queue the call, worst of 3); the launch is in the time",
-              "",
-              "| shape | " + " | ".join(CALL_COLS) + " | fwd/sdpa | bwd/sdpa |", "|" + "---|" * (len(CALL_COLS) + 3)]
+
+        lines.append(
+            f"| {row['shape']} | "
+            + " | ".join(_cell(row, c) for c in cols)
+            + f" | {r('bridge_bwd', 'sdpa_bwd')} | {r('bridge_bwd', 'upstream_bwd')} "
+            f"| {r('bridge_fwd', 'sdpa_fwd')} |"
+        )
+    lines += [
+        "",
+        "Single calls from an idle GPU: ms (CPU us to queue the call, worst of 3); the launch is in the time",
+        "",
+        "| shape | " + " | ".join(CALL_COLS) + " | fwd/sdpa | bwd/sdpa |",
+        "|" + "---|" * (len(CALL_COLS) + 3),
+    ]
     for row in table:
+
         def call(c):
             x = row.get(c) or {}
             return f"{x['call_ms']:.2f} ({x['launch_us']:.0f})" if "call_ms" in x else "-"
@@ -396,8 +488,12 @@ def markdown(meta, table):
                 return f"{row[b]['call_ms'] / row[a]['call_ms']:.2f}x"
             except (KeyError, TypeError, ZeroDivisionError):
                 return "-"
-        lines.append(f"| {row['shape']} | " + " | ".join(call(c) for c in CALL_COLS)
-                     + f" | {ratio('bridge_fwd', 'sdpa_fwd')} | {ratio('bridge_bwd', 'sdpa_bwd')} |")
+
+        lines.append(
+            f"| {row['shape']} | "
+            + " | ".join(call(c) for c in CALL_COLS)
+            + f" | {ratio('bridge_fwd', 'sdpa_fwd')} | {ratio('bridge_bwd', 'sdpa_bwd')} |"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -23,7 +23,6 @@ import sys
 import time
 
 import torch
-
 from common import load_sglang, packed_lengths
 
 OUT = os.environ.get("OUT", "out")
@@ -47,10 +46,9 @@ class Module(torch.nn.Module):
 def register_varlen(name="varlen"):
     """torch's varlen_attn as a transformers attention function (the packed baseline): sequences from cu_seq_lens
     kwargs or from position_ids restarts, causal as window (-1, 0)."""
+    from sglang_attn_bridge.mask import triton_mask
     from torch.nn.attention.varlen import varlen_attn
     from transformers import AttentionInterface, AttentionMaskInterface
-
-    from sglang_attn_bridge.mask import triton_mask
 
     gqa = "enable_gqa" in inspect.signature(varlen_attn).parameters
     cache = {}
@@ -100,6 +98,7 @@ def do_bench(fn, grad_to_none=None):
 
 def with_forward(mode, fn):
     """fn run with SGLANG_ATTN_BRIDGE_FORWARD=mode (the bridge reads it on every call)."""
+
     def run():
         old = os.environ.get(FWD_ENV)
         os.environ[FWD_ENV] = mode
@@ -110,13 +109,13 @@ def with_forward(mode, fn):
                 os.environ.pop(FWD_ENV, None)
             else:
                 os.environ[FWD_ENV] = old
+
     return run
 
 
 def attn_rows(results):
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
     from sglang_attn_bridge.attention import triton_attention_forward
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     varlen = register_varlen()
     mod = Module()
@@ -139,14 +138,17 @@ def attn_rows(results):
 
         def call(f):
             def run():
-                out, _ = f(mod, q, k, v, None, scaling=d ** -0.5, dropout=0.0, **kw)
+                out, _ = f(mod, q, k, v, None, scaling=d**-0.5, dropout=0.0, **kw)
                 out.backward(do)
+
             return run
 
         mod.num_key_value_groups = hq // hkv  # what sdpa_attention_forward reads to expand K/V
-        cols = {"bridge_triton": with_forward("triton", call(triton_attention_forward)),
-                "bridge_auto": with_forward("auto", call(triton_attention_forward)),
-                "bridge_sglang": with_forward("sglang", call(triton_attention_forward))}
+        cols = {
+            "bridge_triton": with_forward("triton", call(triton_attention_forward)),
+            "bridge_auto": with_forward("auto", call(triton_attention_forward)),
+            "bridge_sglang": with_forward("sglang", call(triton_attention_forward)),
+        }
         if packed:
             cols["varlen"] = call(varlen)
         else:
@@ -174,8 +176,16 @@ def qwen3(attn):
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     if not _MODEL:
-        cfg = Qwen3Config(vocab_size=32000, hidden_size=2048, intermediate_size=6144, num_hidden_layers=8,
-                          num_attention_heads=16, num_key_value_heads=8, head_dim=128, max_position_embeddings=32768)
+        cfg = Qwen3Config(
+            vocab_size=32000,
+            hidden_size=2048,
+            intermediate_size=6144,
+            num_hidden_layers=8,
+            num_attention_heads=16,
+            num_key_value_heads=8,
+            head_dim=128,
+            max_position_embeddings=32768,
+        )
         torch.manual_seed(0)
         with torch.device("cuda"):
             _MODEL.append(Qwen3ForCausalLM(cfg).to(torch.bfloat16))
@@ -212,6 +222,18 @@ def train_inputs(kind):
     return dict(input_ids=ids.cuda(), position_ids=pos.cuda())
 
 
+def train_step(fwd, opt, inputs):
+    """One optimizer step of a causal-LM model on `inputs` (the closure holds only what it is given)."""
+
+    def step():
+        out = fwd(**inputs, labels=inputs["input_ids"])
+        out.loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return step
+
+
 def train_rows(results, compiled):
     impls = {"4x4096": ["sdpa", "triton"], "16x1024": ["sdpa", "triton"], "packed": ["sdpa", "varlen", "triton"]}
     if compiled:
@@ -226,14 +248,12 @@ def train_rows(results, compiled):
             opt = torch.optim.SGD(model.parameters(), lr=1e-4)
             fwd = torch.compile(model) if compiled else model
 
-            def step():
-                out = fwd(**inputs, labels=inputs["input_ids"])
-                out.loss.backward()
-                opt.step()
-                opt.zero_grad(set_to_none=True)
-
-            row = {"batch": kind, "attn": "bridge (auto)" if attn == "triton" else attn,
-                   "mode": "compiled" if compiled else "eager"}
+            step = train_step(fwd, opt, inputs)
+            row = {
+                "batch": kind,
+                "attn": "bridge (auto)" if attn == "triton" else attn,
+                "mode": "compiled" if compiled else "eager",
+            }
             try:
                 t0 = time.perf_counter()
                 step()
@@ -241,13 +261,12 @@ def train_rows(results, compiled):
                 row["first_step_s"] = time.perf_counter() - t0
                 torch.cuda.reset_peak_memory_stats()
                 ms = step_ms(step)
-                row.update(ms=ms, tokens_per_s=tokens / ms * 1e3,
-                           peak_gib=torch.cuda.max_memory_allocated() / 2**30)
+                row.update(ms=ms, tokens_per_s=tokens / ms * 1e3, peak_gib=torch.cuda.max_memory_allocated() / 2**30)
             except Exception as e:
                 row["error"] = f"{type(e).__name__}: {str(e)[:200]}"
             rows.append(row)
             print(json.dumps(row), flush=True)
-            del opt, fwd
+            del step, opt, fwd
             model.zero_grad(set_to_none=True)
             torch.cuda.empty_cache()
             torch._dynamo.reset()
@@ -262,10 +281,15 @@ def exact(results):
 
     mod = Module()
     cases = []
-    for b, s, hq, hkv, d, extra in ((2, 1024, 16, 4, 128, {}), (2, 1000, 8, 8, 64, {}),
-                                    (1, 2048, 16, 4, 128, {"packed": True}), (2, 512, 8, 2, 128, {"pad": True}),
-                                    (1, 1024, 8, 2, 128, {"sliding_window": 100}),
-                                    (1, 1024, 8, 2, 64, {"softcap": 20.0}), (2, 512, 8, 2, 128, {"offset": True})):
+    for b, s, hq, hkv, d, extra in (
+        (2, 1024, 16, 4, 128, {}),
+        (2, 1000, 8, 8, 64, {}),
+        (1, 2048, 16, 4, 128, {"packed": True}),
+        (2, 512, 8, 2, 128, {"pad": True}),
+        (1, 1024, 8, 2, 128, {"sliding_window": 100}),
+        (1, 1024, 8, 2, 64, {"softcap": 20.0}),
+        (2, 512, 8, 2, 128, {"offset": True}),
+    ):
         cases.append((b, s, hq, hkv, d, extra))
     out = []
     for b, s, hq, hkv, d, extra in cases:
@@ -288,7 +312,7 @@ def exact(results):
         for enabled in (False, True, True):  # Triton's path, then the direct path's first (miss) and second call
             launch.ENABLED = enabled
             q, k, v = (t.detach().requires_grad_() for t in (q0, k0, v0))
-            o, _ = triton_attention_forward(mod, q, k, v, mask, scaling=d ** -0.5, **kw)
+            o, _ = triton_attention_forward(mod, q, k, v, mask, scaling=d**-0.5, **kw)
             o.backward(do)
             got.append([o.detach().clone(), q.grad, k.grad, v.grad])
         launch.ENABLED = True
@@ -314,7 +338,7 @@ def profile(results):
     do = torch.randn(2, 2048, 32, 128, device="cuda", dtype=torch.bfloat16)
 
     def run():
-        out, _ = triton_attention_forward(mod, q, k, v, None, scaling=128 ** -0.5)
+        out, _ = triton_attention_forward(mod, q, k, v, None, scaling=128**-0.5)
         out.backward(do)
 
     for _ in range(5):
@@ -348,8 +372,15 @@ def check(results):
         print("probe:", *line, sep="  ", flush=True)
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    cfg = LlamaConfig(vocab_size=512, hidden_size=512, intermediate_size=1024, num_hidden_layers=2,
-                      num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=4096)
+    cfg = LlamaConfig(
+        vocab_size=512,
+        hidden_size=512,
+        intermediate_size=1024,
+        num_hidden_layers=2,
+        num_attention_heads=8,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+    )
     torch.manual_seed(0)
     eager = LlamaForCausalLM(cfg).to("cuda", torch.bfloat16)
     eager.set_attn_implementation("triton")
@@ -364,18 +395,27 @@ def check(results):
         out[name] = (r.logits.float(), m.model.layers[0].self_attn.q_proj.weight.grad.float())
     (le, ge), (lc, gc) = out["eager"], out["compiled"]
     results["compile_check"] = {
-        "logits_rel": ((lc - le).norm() / le.norm()).item(), "grad_rel": ((gc - ge).norm() / ge.norm()).item()}
+        "logits_rel": ((lc - le).norm() / le.norm()).item(),
+        "grad_rel": ((gc - ge).norm() / ge.norm()).item(),
+    }
     print("compile check (fullgraph, packed position_ids):", results["compile_check"], flush=True)
 
 
 def markdown(results) -> str:
     meta = results["meta"]
-    out = [f"{meta['gpu']}, {meta['date']}, torch {meta['torch']}, triton {meta['triton']}, transformers "
-           f"{meta['transformers']}, sglang {meta['sglang']}", ""]
+    out = [
+        f"{meta['gpu']}, {meta['date']}, torch {meta['torch']}, triton {meta['triton']}, transformers "
+        f"{meta['transformers']}, sglang {meta['sglang']}",
+        "",
+    ]
     if results.get("attn"):
-        out += ["Attention call, forward+backward, ms (x = baseline time / bridge time; baseline SDPA, packed row: "
-                "varlen_attn)", "",
-                "| shape | baseline | bridge in-tree fwd | bridge sglang fwd | bridge auto |", "|---|---|---|---|---|"]
+        out += [
+            "Attention call, forward+backward, ms (x = baseline time / bridge time; baseline SDPA, packed row: "
+            "varlen_attn)",
+            "",
+            "| shape | baseline | bridge in-tree fwd | bridge sglang fwd | bridge auto |",
+            "|---|---|---|---|---|",
+        ]
         for r in results["attn"]:
             base = r.get("sdpa", r.get("varlen"))
 
@@ -384,18 +424,25 @@ def markdown(results) -> str:
                 return f"{v:.2f} ({r[c + '_x']:.2f}x)" if isinstance(v, float) and c + "_x" in r else str(v)
 
             b = f"{base:.2f}" + (" varlen" if "varlen" in r else " sdpa") if isinstance(base, float) else str(base)
-            out.append(f"| {r['shape']} | {b} | {cell('bridge_triton')} | {cell('bridge_sglang')} | "
-                       f"{cell('bridge_auto')} |")
+            out.append(
+                f"| {r['shape']} | {b} | {cell('bridge_triton')} | {cell('bridge_sglang')} | {cell('bridge_auto')} |"
+            )
         out.append("")
     if results.get("train"):
-        out += ["Training step (Qwen3-style, 8 layers, SGD), tokens/s and peak memory", "",
-                "| batch | attention | mode | ms | tokens/s | peak GiB | first step s |", "|---|---|---|---|---|---|---|"]
+        out += [
+            "Training step (Qwen3-style, 8 layers, SGD), tokens/s and peak memory",
+            "",
+            "| batch | attention | mode | ms | tokens/s | peak GiB | first step s |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for r in results["train"]:
             if "error" in r:
                 out.append(f"| {r['batch']} | {r['attn']} | {r['mode']} | {r['error']} | | | |")
             else:
-                out.append(f"| {r['batch']} | {r['attn']} | {r['mode']} | {r['ms']:.1f} | {r['tokens_per_s']:,.0f} | "
-                           f"{r['peak_gib']:.1f} | {r['first_step_s']:.1f} |")
+                out.append(
+                    f"| {r['batch']} | {r['attn']} | {r['mode']} | {r['ms']:.1f} | {r['tokens_per_s']:,.0f} | "
+                    f"{r['peak_gib']:.1f} | {r['first_step_s']:.1f} |"
+                )
         out.append("")
     if results.get("probe"):
         out += ["Probe decisions (auto forward) per class", "", "| class | forward | reason |", "|---|---|---|"]
@@ -403,19 +450,23 @@ def markdown(results) -> str:
         out.append("")
     if results.get("direct_launch_equal"):
         eq = results["direct_launch_equal"]
-        out.append(f"Direct relaunch vs Triton's launch path, public fwd+bwd: {sum(e['bitwise_equal'] for e in eq)} of "
-                   f"{len(eq)} cases bitwise equal (o, dq, dk, dv)")
+        out.append(
+            f"Direct relaunch vs Triton's launch path, public fwd+bwd: {sum(e['bitwise_equal'] for e in eq)} of "
+            f"{len(eq)} cases bitwise equal (o, dq, dk, dv)"
+        )
         out.append("")
     if results.get("compile_check"):
         c = results["compile_check"]
-        out.append(f"torch.compile(fullgraph=True) vs eager, bf16 Llama 2 layers, packed position_ids: logits rel. "
-                   f"diff {c['logits_rel']:.2e}, q_proj grad rel. diff {c['grad_rel']:.2e}")
+        out.append(
+            f"torch.compile(fullgraph=True) vs eager, bf16 Llama 2 layers, packed position_ids: logits rel. "
+            f"diff {c['logits_rel']:.2e}, q_proj grad rel. diff {c['grad_rel']:.2e}"
+        )
     return "\n".join(out) + "\n"
 
 
 def main():
-    import triton
     import transformers
+    import triton
 
     logging.basicConfig(level=logging.INFO, format="%(name)s %(levelname)s %(message)s")
     os.makedirs(OUT, exist_ok=True)
@@ -423,13 +474,25 @@ def main():
     from sglang_attn_bridge import register
 
     register()
-    results = {"meta": dict(gpu=torch.cuda.get_device_name(), date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                            torch=torch.__version__, triton=triton.__version__,
-                            transformers=transformers.__version__,
-                            sglang=getattr(sys.modules.get("sglang"), "__version__", None) if mod else None)}
+    results = {
+        "meta": dict(
+            gpu=torch.cuda.get_device_name(),
+            date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            torch=torch.__version__,
+            triton=triton.__version__,
+            transformers=transformers.__version__,
+            sglang=getattr(sys.modules.get("sglang"), "__version__", None) if mod else None,
+        )
+    }
     path = os.path.join(OUT, os.environ.get("BENCH_NAME", "bench_public"))
-    steps = [("exact", exact), ("check", check), ("profile", profile), ("attn", attn_rows), ("train", lambda r: train_rows(r, False)),
-             ("compile", lambda r: train_rows(r, True))]
+    steps = [
+        ("exact", exact),
+        ("check", check),
+        ("profile", profile),
+        ("attn", attn_rows),
+        ("train", lambda r: train_rows(r, False)),
+        ("compile", lambda r: train_rows(r, True)),
+    ]
     for part, fn in steps:
         if part in PARTS:
             try:

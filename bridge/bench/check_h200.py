@@ -17,13 +17,10 @@ import json
 import os
 import sys
 import time
-
-import torch
-
-from common import load_sglang, make_qkv, packed_lengths
-
 from dataclasses import replace
 
+import torch
+from common import load_sglang, make_qkv, packed_lengths
 from sglang_attn_bridge import config, layout, ops
 from sglang_attn_bridge.function import attention, sglang_forward
 from sglang_attn_bridge.reference import reference_attention
@@ -48,13 +45,23 @@ def bit_exact(mod):
                 q, k, v, cu = make_qkv(lens, hq, hkv, d, torch.bfloat16)
                 t = sum(lens)
                 o_ref = torch.empty(t, hq, d, device="cuda", dtype=torch.bfloat16)
-                fn(q=q[0], o=o_ref, k_buffer=k[0], v_buffer=v[0], k_scale=1.0, v_scale=1.0, qo_indptr=cu,
-                   kv_indptr=cu, kv_indices=torch.arange(t, device="cuda"),
-                   prefix_lens=torch.zeros(len(lens), dtype=torch.int32, device="cuda"),
-                   max_len_extend=max(lens), sm_scale=d ** -0.5)
+                fn(
+                    q=q[0],
+                    o=o_ref,
+                    k_buffer=k[0],
+                    v_buffer=v[0],
+                    k_scale=1.0,
+                    v_scale=1.0,
+                    qo_indptr=cu,
+                    kv_indptr=cu,
+                    kv_indices=torch.arange(t, device="cuda"),
+                    prefix_lens=torch.zeros(len(lens), dtype=torch.int32, device="cuda"),
+                    max_len_extend=max(lens),
+                    sm_scale=d**-0.5,
+                )
                 lay = layout.from_cu_seqlens(cu, cu, t, t)
-                o_bridge = sglang_forward(kern, q, k, v, lay, d ** -0.5, True, None, 0.0)[0]
-                o_own = ops.forward(q, k, v, lay, d ** -0.5, True)[0][0]
+                o_bridge = sglang_forward(kern, q, k, v, lay, d**-0.5, True, None, 0.0)[0]
+                o_own = ops.forward(q, k, v, lay, d**-0.5, True)[0][0]
                 case = f"{hq}/{hkv} D{d} {name}"
                 record("bitexact-sgl", case, torch.equal(o_bridge, o_ref), "bridge(sglang path) vs sglang")
                 diff = (o_own.float() - o_ref.float()).abs().max().item()
@@ -72,12 +79,13 @@ def bit_exact(mod):
 
 
 def fa_rule(dtype, label, lens, hq, hkv, d, causal=True, hf_window=None, softcap=None, scale=None):
-    scale = scale or d ** -0.5
+    scale = scale or d**-0.5
     q, k, v, cu = make_qkv(lens, hq, hkv, d, dtype, requires_grad=True)
     t = sum(lens)
     lay = layout.from_cu_seqlens(cu, cu, t, t)
-    o = attention(q, k, v, lay, scale, causal=causal, window=None if hf_window is None else hf_window - 1,
-                  softcap=softcap)
+    o = attention(
+        q, k, v, lay, scale, causal=causal, window=None if hf_window is None else hf_window - 1, softcap=softcap
+    )
     do = torch.randn_like(o)
     got = [o] + list(torch.autograd.grad(o, (q, k, v), do))
 
@@ -86,8 +94,11 @@ def fa_rule(dtype, label, lens, hq, hkv, d, causal=True, hf_window=None, softcap
         outs = []
         for b in range(len(lens)):
             s, e = int(cu[b]), int(cu[b + 1])
-            outs.append(reference_attention(*(x[0, s:e].transpose(0, 1) for x in xs), scale, causal=causal,
-                                            window=hf_window, softcap=softcap).transpose(0, 1))
+            outs.append(
+                reference_attention(
+                    *(x[0, s:e].transpose(0, 1) for x in xs), scale, causal=causal, window=hf_window, softcap=softcap
+                ).transpose(0, 1)
+            )
         out = torch.cat(outs)[None]
         return [out] + list(torch.autograd.grad(out, xs, do.to(prec)))
 
@@ -107,22 +118,24 @@ def determinism():
     lens = packed_lengths(4096, 5, seed=3)
     q, k, v, cu = make_qkv(lens, 32, 8, 128, torch.bfloat16, requires_grad=True)
     lay = layout.from_cu_seqlens(cu, cu, sum(lens), sum(lens))
-    o = attention(q, k, v, lay, 128 ** -0.5)
+    o = attention(q, k, v, lay, 128**-0.5)
     do = torch.randn_like(o)
     first = torch.autograd.grad(o, (q, k, v), do, retain_graph=True)
     same = True
     for _ in range(9):
         again = torch.autograd.grad(o, (q, k, v), do, retain_graph=True)
         same &= all(torch.equal(a, b) for a, b in zip(first, again))
-    o2 = attention(q, k, v, lay, 128 ** -0.5)
+    o2 = attention(q, k, v, lay, 128**-0.5)
     record("determinism", "32/8 D128 packed 4096, 10 bwd", same and torch.equal(o, o2), "bitwise dq/dk/dv and o")
 
 
 def tma_paths():
     """Forward and backward through TMA descriptors vs masked loads: bitwise equal (packed, padded, odd D)."""
-    for label, lens, hq, hkv, d in (("32/8 D128 packed", packed_lengths(3000, 5, 4), 32, 8, 128),
-                                     ("16/16 D64 packed", [1, 700, 64, 1000], 16, 16, 64),
-                                     ("8/2 D80 packed", [333, 517], 8, 2, 80)):
+    for label, lens, hq, hkv, d in (
+        ("32/8 D128 packed", packed_lengths(3000, 5, 4), 32, 8, 128),
+        ("16/16 D64 packed", [1, 700, 64, 1000], 16, 16, 64),
+        ("8/2 D80 packed", [333, 517], 8, 2, 80),
+    ):
         q, k, v, cu = make_qkv(lens, hq, hkv, d, torch.bfloat16)
         t = sum(lens)
         lay = layout.from_cu_seqlens(cu, cu, t, t)
@@ -131,10 +144,9 @@ def tma_paths():
         outs = []
         do = torch.randn_like(q)
         for tma in (True, False):  # the Triton forward (the Gluon one always loads by TMA: gluon-fwd below)
-            config.set_config(d, fwd=replace(saved[0], tma=tma, gluon_ws=0),
-                              bwd=replace(saved[1], tma=tma, tma2=tma))
-            o, lse = ops.forward(q, k, v, lay, d ** -0.5, True)
-            outs.append((o, lse, *ops.backward(do, q, k, v, o, lse, lay, d ** -0.5, True)))
+            config.set_config(d, fwd=replace(saved[0], tma=tma, gluon_ws=0), bwd=replace(saved[1], tma=tma, tma2=tma))
+            o, lse = ops.forward(q, k, v, lay, d**-0.5, True)
+            outs.append((o, lse, *ops.backward(do, q, k, v, o, lse, lay, d**-0.5, True)))
         config.set_config(d, fwd=saved[0], bwd=saved[1])
         same = [n for n, a, b in zip(("o", "lse", "dq", "dk", "dv"), *outs) if torch.equal(a, b)]
         record("tma-paths", label, used and len(same) == 5, f"TMA used={used}; bitwise equal: {', '.join(same)}")
@@ -148,11 +160,12 @@ def gluon_fwd():
     instead of a subnormal)."""
     d = 128
     for label, lq, lk, hq, hkv, dtype, causal, mul in (
-            ("32/8 packed q*20", [700, 64, 1, 1500, 333], None, 32, 8, torch.bfloat16, True, 20.0),
-            ("8/2 1x3000 q*40", [3000], None, 8, 2, torch.bfloat16, True, 40.0),
-            ("16/4 prefix 300+200,700+129,1+63", [300, 700, 1], [500, 829, 64], 16, 4, torch.bfloat16, True, 1.0),
-            ("16/16 1x3000 fp16", [3000], None, 16, 16, torch.float16, True, 1.0),
-            ("8/8 non-causal q*20", [513, 640], None, 8, 8, torch.bfloat16, False, 20.0)):
+        ("32/8 packed q*20", [700, 64, 1, 1500, 333], None, 32, 8, torch.bfloat16, True, 20.0),
+        ("8/2 1x3000 q*40", [3000], None, 8, 2, torch.bfloat16, True, 40.0),
+        ("16/4 prefix 300+200,700+129,1+63", [300, 700, 1], [500, 829, 64], 16, 4, torch.bfloat16, True, 1.0),
+        ("16/16 1x3000 fp16", [3000], None, 16, 16, torch.float16, True, 1.0),
+        ("8/8 non-causal q*20", [513, 640], None, 8, 8, torch.bfloat16, False, 20.0),
+    ):
         lk = lk or lq
         q = torch.randn(1, sum(lq), hq, d, device="cuda", dtype=dtype) * mul
         k = torch.randn(1, sum(lk), hkv, d, device="cuda", dtype=dtype)
@@ -162,19 +175,28 @@ def gluon_fwd():
         saved = config.fwd_config(d)
         used = ops._use_gluon_fwd(saved, q, k, v, None, 0.0, True)
         outs = {}
-        for name, cfg in (("gluon", saved), ("gluon-1mb", replace(saved, gluon_group_mb=1)),
-                          ("triton", replace(saved, gluon_ws=0)),
-                          ("triton-noftz", replace(saved, gluon_ws=0, exp_ftz=False))):
+        for name, cfg in (
+            ("gluon", saved),
+            ("gluon-1mb", replace(saved, gluon_group_mb=1)),
+            ("triton", replace(saved, gluon_ws=0)),
+            ("triton-noftz", replace(saved, gluon_ws=0, exp_ftz=False)),
+        ):
             config.set_config(d, fwd=cfg)
-            outs[name] = ops.forward(q, k, v, lay, d ** -0.5, causal)
+            outs[name] = ops.forward(q, k, v, lay, d**-0.5, causal)
         config.set_config(d, fwd=saved)
-        again = ops.forward(q, k, v, lay, d ** -0.5, causal)
-        same = {n: torch.equal(outs[n][0], outs["gluon"][0]) and torch.equal(outs[n][1], outs["gluon"][1])
-                for n in ("gluon-1mb", "triton", "triton-noftz")}
+        again = ops.forward(q, k, v, lay, d**-0.5, causal)
+        same = {
+            n: torch.equal(outs[n][0], outs["gluon"][0]) and torch.equal(outs[n][1], outs["gluon"][1])
+            for n in ("gluon-1mb", "triton", "triton-noftz")
+        }
         repeat = all(torch.equal(a, b) for a, b in zip(again, outs["gluon"]))
-        record("gluon-fwd", label, used and all(same.values()) and repeat,
-               f"used={used} o,lse bitwise equal to Triton: {same['triton']}, to Triton without exp_ftz: "
-               f"{same['triton-noftz']}, in 1 MB groups: {same['gluon-1mb']}; repeatable={repeat}")
+        record(
+            "gluon-fwd",
+            label,
+            used and all(same.values()) and repeat,
+            f"used={used} o,lse bitwise equal to Triton: {same['triton']}, to Triton without exp_ftz: "
+            f"{same['triton-noftz']}, in 1 MB groups: {same['gluon-1mb']}; repeatable={repeat}",
+        )
 
 
 def gluon_dkdv():
@@ -182,21 +204,23 @@ def gluon_dkdv():
     order (equal bits where the tiles match, rounding-level differences where they do not; the FA-rule checks above
     ran through the Gluon kernel), repeatable, and bitwise the same with key blocks in pairs or one per program."""
     for label, lens, hq, hkv, d, dtype, causal in (
-            ("32/8 D128 packed bf16", [1, 700, 64, 1500, 333], 32, 8, 128, torch.bfloat16, True),
-            ("32/8 D128 packed fp16", packed_lengths(3000, 5, 6), 32, 8, 128, torch.float16, True),
-            ("8/2 D64 packed bf16", [1, 700, 64, 1000], 8, 2, 64, torch.bfloat16, True),
-            ("8/2 D64 1x2049 bf16", [2049], 8, 2, 64, torch.bfloat16, True),
-            ("8/8 D128 non-causal bf16", [513, 640], 8, 8, 128, torch.bfloat16, False)):
+        ("32/8 D128 packed bf16", [1, 700, 64, 1500, 333], 32, 8, 128, torch.bfloat16, True),
+        ("32/8 D128 packed fp16", packed_lengths(3000, 5, 6), 32, 8, 128, torch.float16, True),
+        ("8/2 D64 packed bf16", [1, 700, 64, 1000], 8, 2, 64, torch.bfloat16, True),
+        ("8/2 D64 1x2049 bf16", [2049], 8, 2, 64, torch.bfloat16, True),
+        ("8/8 D128 non-causal bf16", [513, 640], 8, 8, 128, torch.bfloat16, False),
+    ):
         q, k, v, cu = make_qkv(lens, hq, hkv, d, dtype)
         t = sum(lens)
         lay = layout.from_cu_seqlens(cu, cu, t, t)
-        o, lse = ops.forward(q, k, v, lay, d ** -0.5, causal)
+        o, lse = ops.forward(q, k, v, lay, d**-0.5, causal)
         do = torch.randn_like(o)
         saved = config.bwd_config(d)
         used = ops._use_gluon_dkdv(saved, q, k, v, do, None, 0.0)
 
         def run():
-            return ops.backward(do, q, k, v, o, lse, lay, d ** -0.5, causal, parts=("dkdv",))[1:]
+            return ops.backward(do, q, k, v, o, lse, lay, d**-0.5, causal, parts=("dkdv",))[1:]
+
         gluon = run()
         repeat = all(torch.equal(a, b) for a, b in zip(gluon, run()))
         config.set_config(d, bwd=replace(saved, gluon_pairs=not saved.gluon_pairs))
@@ -206,50 +230,70 @@ def gluon_dkdv():
         config.set_config(d, bwd=saved)
         diffs = [((a.float() - b.float()).abs().max() / b.float().abs().max()).item() for a, b in zip(gluon, triton_)]
         equal = [n for n, a, b in zip(("dk", "dv"), gluon, triton_) if torch.equal(a, b)]
-        record("gluon-dkdv", label, used and repeat and paired and max(diffs) < 1e-2,
-               f"used={used} repeatable={repeat} pairs={saved.gluon_pairs} equal to pairs={not saved.gluon_pairs}: "
-               f"{paired}; bitwise equal to Triton: {', '.join(equal) or 'none'}; "
-               f"max rel diff dk {diffs[0]:.1e} dv {diffs[1]:.1e}")
+        record(
+            "gluon-dkdv",
+            label,
+            used and repeat and paired and max(diffs) < 1e-2,
+            f"used={used} repeatable={repeat} pairs={saved.gluon_pairs} equal to pairs={not saved.gluon_pairs}: "
+            f"{paired}; bitwise equal to Triton: {', '.join(equal) or 'none'}; "
+            f"max rel diff dk {diffs[0]:.1e} dv {diffs[1]:.1e}",
+        )
 
 
 def streams():
     """The backward with dQ on a second stream beside dK/dV against both on one stream: bitwise equal, read on the
     caller's stream right after the call (so the caller's stream must have waited for the second one)."""
-    for label, lens, hq, hkv, d in (("32/8 D128 packed", packed_lengths(6000, 7, 8), 32, 8, 128),
-                                     ("16/16 D64 packed", [1, 2000, 64, 3000], 16, 16, 64)):
+    for label, lens, hq, hkv, d in (
+        ("32/8 D128 packed", packed_lengths(6000, 7, 8), 32, 8, 128),
+        ("16/16 D64 packed", [1, 2000, 64, 3000], 16, 16, 64),
+    ):
         q, k, v, cu = make_qkv(lens, hq, hkv, d, torch.bfloat16)
         t = sum(lens)
         lay = layout.from_cu_seqlens(cu, cu, t, t)
-        o, lse = ops.forward(q, k, v, lay, d ** -0.5, True)
+        o, lse = ops.forward(q, k, v, lay, d**-0.5, True)
         do = torch.randn_like(o)
         saved = config.bwd_config(d)
         outs = {}
         for overlap in (False, True):
             config.set_config(d, bwd=replace(saved, overlap=overlap))
             torch.cuda._sleep(50_000_000)  # the GPU is busy when the call is queued, so a missing wait would show
-            outs[overlap] = [g.clone() for g in ops.backward(do, q, k, v, o, lse, lay, d ** -0.5, True)]
+            outs[overlap] = [g.clone() for g in ops.backward(do, q, k, v, o, lse, lay, d**-0.5, True)]
         config.set_config(d, bwd=saved)
         same = [n for n, a, b in zip(("dq", "dk", "dv"), outs[False], outs[True]) if torch.equal(a, b)]
-        record("streams", label, saved.overlap and len(same) == 3,
-               f"default overlap={saved.overlap}; bitwise equal to one stream: {', '.join(same) or 'none'}")
+        record(
+            "streams",
+            label,
+            saved.overlap and len(same) == 3,
+            f"default overlap={saved.overlap}; bitwise equal to one stream: {', '.join(same) or 'none'}",
+        )
 
 
 def end_to_end():
     """A few SGD steps of a tiny Qwen3: bf16 bridge and bf16 eager, each measured against an fp32 eager twin."""
     import copy
 
+    from sglang_attn_bridge import register
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    from sglang_attn_bridge import register
-
     register()
-    cfg = Qwen3Config(vocab_size=512, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
-                      num_attention_heads=8, num_key_value_heads=2, head_dim=64, max_position_embeddings=4096)
+    cfg = Qwen3Config(
+        vocab_size=512,
+        hidden_size=256,
+        intermediate_size=512,
+        num_hidden_layers=2,
+        num_attention_heads=8,
+        num_key_value_heads=2,
+        head_dim=64,
+        max_position_embeddings=4096,
+    )
     torch.manual_seed(0)
     base = Qwen3ForCausalLM(copy.deepcopy(cfg))
     models = {}
-    for name, impl, dtype in (("ref32", "eager", torch.float32), ("eager16", "eager", torch.bfloat16),
-                              ("triton16", "triton", torch.bfloat16)):
+    for name, impl, dtype in (
+        ("ref32", "eager", torch.float32),
+        ("eager16", "eager", torch.bfloat16),
+        ("triton16", "triton", torch.bfloat16),
+    ):
         m = Qwen3ForCausalLM(copy.deepcopy(cfg))  # set_attn_implementation edits the config: one copy each
         m.load_state_dict(base.state_dict())
         m = m.to("cuda", dtype)
@@ -271,14 +315,19 @@ def end_to_end():
         # FlashAttention's rule on the loss and the gradients: no further from fp32 than 2x eager bf16 (+ slack)
         loss_err = {n: abs(losses[n] - losses["ref32"]) for n in ("eager16", "triton16")}
         ok = err["triton16"] <= 2 * err["eager16"] + 1e-3 and loss_err["triton16"] <= 2 * loss_err["eager16"] + 1e-3
-        record("e2e-train", f"qwen3 bf16 step {step}", ok,
-               f"loss {losses['triton16']:.4f} (eager bf16 {losses['eager16']:.4f}, fp32 {losses['ref32']:.4f}); "
-               f"grad rel vs fp32: bridge {err['triton16']:.2e}, eager bf16 {err['eager16']:.2e}")
+        record(
+            "e2e-train",
+            f"qwen3 bf16 step {step}",
+            ok,
+            f"loss {losses['triton16']:.4f} (eager bf16 {losses['eager16']:.4f}, fp32 {losses['ref32']:.4f}); "
+            f"grad rel vs fp32: bridge {err['triton16']:.2e}, eager bf16 {err['eager16']:.2e}",
+        )
     m = models["triton16"]
     with torch.no_grad():
         a, b = torch.randint(0, 512, (1, 100), device="cuda"), torch.randint(0, 512, (1, 157), device="cuda")
-        packed = m(input_ids=torch.cat([a, b], 1),
-                   position_ids=torch.cat([torch.arange(100), torch.arange(157)])[None].cuda()).logits
+        packed = m(
+            input_ids=torch.cat([a, b], 1), position_ids=torch.cat([torch.arange(100), torch.arange(157)])[None].cuda()
+        ).logits
         sep = torch.cat([m(input_ids=a).logits, m(input_ids=b).logits], 1)
     diff = (packed.float() - sep.float()).abs().max().item()
     record("e2e-packed", "qwen3 bf16 bridge packed 100+157", diff < 5e-2, f"max|packed - separate| = {diff:.3g}")

@@ -76,8 +76,9 @@ def launch_us(fn, reps: int = 3) -> float:
     return worst * 1e6
 
 
-def interleaved_ms(runs: dict, rounds: int = 6, reps: int = 5, warmup: int = 3, device_only: bool = False,
-                   launch: dict | None = None) -> dict:
+def interleaved_ms(
+    runs: dict, rounds: int = 6, reps: int = 5, warmup: int = 3, device_only: bool = False, launch: dict | None = None
+) -> dict:
     """Median ms of each named run, timed in alternating rounds so that clock and neighbour drift hit every
     candidate alike; a run that raises during warm-up is reported as its exception instead. device_only: each call
     is queued behind a GPU spin twice its launch time (at 2 GHz), so launch overhead drops out (`launch`, if given,

@@ -12,7 +12,6 @@ import time
 import torch
 import triton
 import triton.language as tl
-
 from common import load_sglang
 
 OUT = os.environ.get("OUT", "out")
@@ -62,28 +61,26 @@ def main():
         do = torch.randn(b, s, hq, d, device="cuda", dtype=torch.bfloat16)
         qt, kt, vt = (t.detach().transpose(1, 2) for t in (q, k, v))
         lay = layout.dense(b, s, s, q.device)
-        o, lse = ops.forward(qt, kt, vt, lay, d ** -0.5, True)
+        o, lse = ops.forward(qt, kt, vt, lay, d**-0.5, True)
         x = torch.zeros(1024, device="cuda")
 
         def public():
-            out, _ = triton_attention_forward(mod, q, k, v, None, scaling=d ** -0.5)
+            out, _ = triton_attention_forward(mod, q, k, v, None, scaling=d**-0.5)
             out.backward(do)
             q.grad = k.grad = v.grad = None
 
         def public_fwd():
             with torch.no_grad():
-                triton_attention_forward(mod, q, k, v, None, scaling=d ** -0.5)
+                triton_attention_forward(mod, q, k, v, None, scaling=d**-0.5)
 
         pieces = {
             "public fwd+bwd (auto)": public,
             "public fwd, no grad": public_fwd,
-            "ops.forward (gluon)": lambda: ops.forward(qt, kt, vt, lay, d ** -0.5, True),
-            "ops.forward (triton)": lambda: ops.forward(qt, kt, vt, lay, d ** -0.5, True, gluon=False),
-            "ops.backward": lambda: ops.backward(do, qt, kt, vt, o, lse, lay, d ** -0.5, True),
-            "ops.backward dkdv only": lambda: ops.backward(do, qt, kt, vt, o, lse, lay, d ** -0.5, True,
-                                                           parts=("dkdv",)),
-            "ops.backward dq only": lambda: ops.backward(do, qt, kt, vt, o, lse, lay, d ** -0.5, True,
-                                                         parts=("dq",)),
+            "ops.forward (gluon)": lambda: ops.forward(qt, kt, vt, lay, d**-0.5, True),
+            "ops.forward (triton)": lambda: ops.forward(qt, kt, vt, lay, d**-0.5, True, gluon=False),
+            "ops.backward": lambda: ops.backward(do, qt, kt, vt, o, lse, lay, d**-0.5, True),
+            "ops.backward dkdv only": lambda: ops.backward(do, qt, kt, vt, o, lse, lay, d**-0.5, True, parts=("dkdv",)),
+            "ops.backward dq only": lambda: ops.backward(do, qt, kt, vt, o, lse, lay, d**-0.5, True, parts=("dq",)),
             "select_forward (auto)": lambda: select_forward(qt, kt, vt, True),
             "probe.class_of": lambda: probe.class_of(qt, kt, vt, True, None, 0.0),
             "layout.dense": lambda: layout.dense(b, s, s, q.device),

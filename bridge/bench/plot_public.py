@@ -27,8 +27,13 @@ def main(src: str, dst: str) -> None:
 
     res = json.load(open(src))
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(15, 5.5), gridspec_kw={"width_ratios": [7, 5]})
-    cols = [("sdpa", "transformers sdpa"), ("varlen", "torch varlen_attn"), ("bridge_triton", "bridge, in-tree fwd"),
-            ("bridge_sglang", "bridge, sglang fwd"), ("bridge_auto", "bridge, auto (default)")]
+    cols = [
+        ("sdpa", "transformers sdpa"),
+        ("varlen", "torch varlen_attn"),
+        ("bridge_triton", "bridge, in-tree fwd"),
+        ("bridge_sglang", "bridge, sglang fwd"),
+        ("bridge_auto", "bridge, auto (default)"),
+    ]
     rows = res["attn"]
     width = 0.8 / 4
     for j, (col, label) in enumerate(cols):
@@ -46,9 +51,12 @@ def main(src: str, dst: str) -> None:
     train = [r for r in res.get("train", []) if "tokens_per_s" in r]
     labels = [f"{r['batch']}\n{r['attn'].replace(' (auto)', '')}\n{r['mode']}" for r in train]
     colors = {"sdpa": "C0", "varlen": "C1", "bridge (auto)": "C4"}
-    ax2.bar(range(len(train)), [r["tokens_per_s"] / 1e3 for r in train],
-            color=[colors.get(r["attn"], "C7") for r in train],
-            edgecolor=["black" if r["mode"] == "compiled" else "none" for r in train])
+    ax2.bar(
+        range(len(train)),
+        [r["tokens_per_s"] / 1e3 for r in train],
+        color=[colors.get(r["attn"], "C7") for r in train],
+        edgecolor=["black" if r["mode"] == "compiled" else "none" for r in train],
+    )
     ax2.set_xticks(range(len(train)), labels, fontsize=7)
     ax2.set_ylabel("k tokens/s (SGD step)")
     ax2.set_title("Qwen3-style 8 layers; outlined: torch.compile")

@@ -9,11 +9,8 @@ Kernels compile and warm up outside the profiled range.
 
 from __future__ import annotations
 
-
 import torch
-
 from common import make_qkv
-
 from sglang_attn_bridge import layout, ops
 
 
@@ -25,8 +22,8 @@ def main() -> None:
     do = torch.randn_like(q)
 
     def step():
-        o, lse = ops.forward(q, k, v, lay, d ** -0.5, True)
-        return ops.backward(do, q, k, v, o, lse, lay, d ** -0.5, True)
+        o, lse = ops.forward(q, k, v, lay, d**-0.5, True)
+        return ops.backward(do, q, k, v, o, lse, lay, d**-0.5, True)
 
     for _ in range(3):
         step()

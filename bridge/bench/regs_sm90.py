@@ -20,21 +20,37 @@ import sys
 import tempfile
 
 import triton
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
-
 from sglang_attn_bridge.kernels.backward import dkdv_kernel, dq_kernel
 from sglang_attn_bridge.kernels.forward import attn_fwd_kernel
 from sglang_attn_bridge.ops import attn_fwd_ws_sm90_kernel, dkdv_sm90_kernel
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
 
 S, HQ, HKV = 8192, 32, 8
-KERNELS = {"fwd": attn_fwd_kernel, "dkdv": dkdv_kernel, "dq": dq_kernel, "gluon-dkdv": dkdv_sm90_kernel,
-           "gluon-fwd-ws": attn_fwd_ws_sm90_kernel}
+KERNELS = {
+    "fwd": attn_fwd_kernel,
+    "dkdv": dkdv_kernel,
+    "dq": dq_kernel,
+    "gluon-dkdv": dkdv_sm90_kernel,
+    "gluon-fwd-ws": attn_fwd_ws_sm90_kernel,
+}
 TENSORS = {  # pointer arguments: element type, heads (None: not a [B, S, H, D] tensor)
-    "Q": ("bf16", HQ), "K": ("bf16", HKV), "V": ("bf16", HKV), "O": ("bf16", HQ), "DO": ("bf16", HQ),
-    "DQ": ("bf16", HQ), "DK": ("bf16", HKV), "DV": ("bf16", HKV), "LSE": ("fp32", None), "Delta": ("fp32", None),
-    "Row": ("i32", None), "QStart": ("i32", None), "KStart": ("i32", None), "LenQ": ("i32", None),
-    "LenK": ("i32", None), "Counter": ("i32", None),
+    "Q": ("bf16", HQ),
+    "K": ("bf16", HKV),
+    "V": ("bf16", HKV),
+    "O": ("bf16", HQ),
+    "DO": ("bf16", HQ),
+    "DQ": ("bf16", HQ),
+    "DK": ("bf16", HKV),
+    "DV": ("bf16", HKV),
+    "LSE": ("fp32", None),
+    "Delta": ("fp32", None),
+    "Row": ("i32", None),
+    "QStart": ("i32", None),
+    "KStart": ("i32", None),
+    "LenQ": ("i32", None),
+    "LenK": ("i32", None),
+    "Counter": ("i32", None),
 }
 STRIDE_OF = {"q": "Q", "k": "K", "v": "V", "o": "O", "do": "DO", "dq": "DQ", "dk": "DK", "dv": "DV"}
 
@@ -45,15 +61,37 @@ def _value(name: str, d: int):
     if m:
         heads = TENSORS[STRIDE_OF[m.group(1)]][1]
         return {"b": S * heads * d, "s": heads * d, "h": d}[m.group(2)]
-    return {"sm_scale": 0.09, "v_scale": 1.0, "lse_sh": S, "lse_sb": S, "group": HQ // HKV, "n_heads": HQ, "n_seq": 1,
-            "total": HQ * 43, "n_blocks": 43, "group_pairs": HQ}[name]
+    return {
+        "sm_scale": 0.09,
+        "v_scale": 1.0,
+        "lse_sh": S,
+        "lse_sb": S,
+        "group": HQ // HKV,
+        "n_heads": HQ,
+        "n_seq": 1,
+        "total": HQ * 43,
+        "n_blocks": 43,
+        "group_pairs": HQ,
+    }[name]
 
 
 def compile_report(kind: str, d: int, block_m: int, block_n: int, warps: int, stages: int, **extra) -> tuple:
     fn = KERNELS[kind]
-    consts = dict(HEAD_DIM=d, BLOCK_D=triton.next_power_of_2(d), BLOCK_M=block_m, BLOCK_N=block_n, IS_CAUSAL=True,
-                  WINDOW=-1, SOFTCAP=0.0, DOT_PREC="tf32", TMA=True, COMPUTE_O=True, INTERIOR=1, FAST=False,
-                  PAIRS=True)
+    consts = dict(
+        HEAD_DIM=d,
+        BLOCK_D=triton.next_power_of_2(d),
+        BLOCK_M=block_m,
+        BLOCK_N=block_n,
+        IS_CAUSAL=True,
+        WINDOW=-1,
+        SOFTCAP=0.0,
+        DOT_PREC="tf32",
+        TMA=True,
+        COMPUTE_O=True,
+        INTERIOR=1,
+        FAST=False,
+        PAIRS=True,
+    )
     max_regs = extra.pop("max_regs", 0)
     consts.update(extra)
     sig, attrs, cex = {}, {}, {}
@@ -71,14 +109,16 @@ def compile_report(kind: str, d: int, block_m: int, block_n: int, warps: int, st
     source = ASTSource
     if kind.startswith("gluon"):
         from triton.experimental.gluon._runtime import GluonASTSource as source
-    k = triton.compile(source(fn=fn, signature=sig, constexprs=cex, attrs=attrs),
-                       target=GPUTarget("cuda", 90, 32), options=opts)
+    k = triton.compile(
+        source(fn=fn, signature=sig, constexprs=cex, attrs=attrs), target=GPUTarget("cuda", 90, 32), options=opts
+    )
     ptxas = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
     with tempfile.TemporaryDirectory() as tmp:
         with open(os.path.join(tmp, "k.ptx"), "w") as f:
             f.write(k.asm["ptx"])
-        out = subprocess.run([ptxas, "-v", "--gpu-name", "sm_90a", "k.ptx", "-o", "k.cubin"], cwd=tmp,
-                             capture_output=True, text=True)
+        out = subprocess.run(
+            [ptxas, "-v", "--gpu-name", "sm_90a", "k.ptx", "-o", "k.cubin"], cwd=tmp, capture_output=True, text=True
+        )
     log = out.stdout + out.stderr
     regs = re.search(r"Used (\d+) registers", log)
     spills = re.search(r"(\d+) bytes spill stores", log)
@@ -88,8 +128,9 @@ def compile_report(kind: str, d: int, block_m: int, block_n: int, warps: int, st
 
 
 def main(specs: list[str]) -> int:
-    print(f"triton {triton.__version__}, sm_90a: registers/thread, spill-store bytes, shared bytes, "
-          "TMA descriptor sites")
+    print(
+        f"triton {triton.__version__}, sm_90a: registers/thread, spill-store bytes, shared bytes, TMA descriptor sites"
+    )
     for spec in specs:
         kind, *nums = spec.split(",")
         pos = [int(x) for x in nums if "=" not in x]

@@ -4,7 +4,8 @@ Importing sglang's extend-attention module normally pulls sglang's package __ini
 GPU-stack dependencies we cannot install offline). Here the real kernel files (0.5.23+: extend_attention,
 decode_attention, score_mod under sglang.kernels; earlier: extend_attention, prefill_attention under sglang.srt) are
 extracted from the wheel unchanged and imported under their real module names; only the package __init__s and the
-helper modules they import (`sglang.srt.environ`, `sglang.srt.utils`) are stubbed. So sglang's own kernel code is what runs, and the bridge's normal resolution finds it.
+helper modules they import (`sglang.srt.environ`, `sglang.srt.utils`) are stubbed. So sglang's own kernel code is
+what runs, and the bridge's normal resolution finds it.
 """
 
 from __future__ import annotations
@@ -49,8 +50,10 @@ def load(wheel: str) -> types.ModuleType:
     root = Path(tempfile.mkdtemp(prefix="sglang_kernels_"))
     with zipfile.ZipFile(wheel) as zf:
         names = set(zf.namelist())
-        version = next((n.split("/")[0][len("sglang-"):-len(".dist-info")] for n in names
-                        if n.endswith(".dist-info/METADATA")), "?")
+        version = next(
+            (n.split("/")[0][len("sglang-") : -len(".dist-info")] for n in names if n.endswith(".dist-info/METADATA")),
+            "?",
+        )
         pkg, files = next((p, f) for p, f in LAYOUTS if f"{p}/{f[0]}" in names)
         for f in files:
             (root / f).write_bytes(zf.read(f"{pkg}/{f}"))

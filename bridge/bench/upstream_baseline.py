@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 import torch
-
 from sglang_attn_bridge import config, layout, ops
 
 UPSTREAM_BWD = config.BwdConfig(64, 64, 64, 64, 4, 1, overlap=False)

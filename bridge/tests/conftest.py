@@ -21,9 +21,7 @@ def _seeded():
 @pytest.fixture(autouse=True)
 def no_sglang(monkeypatch):
     """Resolution sees no sglang, whatever the machine has installed (tests that need one install a fake)."""
-    from sglang_attn_bridge import sglang_kernel
-
-    from sglang_attn_bridge import probe
+    from sglang_attn_bridge import probe, sglang_kernel
 
     monkeypatch.setattr(sglang_kernel, "_cached", sglang_kernel.Resolution(None, False, "disabled for the test"))
     monkeypatch.delenv(probe.CACHE_ENV, raising=False)
@@ -31,8 +29,10 @@ def no_sglang(monkeypatch):
     yield
 
 
-SGLANG_MODULES = ("sglang.srt.layers.attention.triton_ops.extend_attention",  # <= 0.5.14
-                  "sglang.kernels.ops.attention.extend_attention")  # 0.5.23+
+SGLANG_MODULES = (
+    "sglang.srt.layers.attention.triton_ops.extend_attention",  # <= 0.5.14
+    "sglang.kernels.ops.attention.extend_attention",
+)  # 0.5.23+
 
 
 @pytest.fixture

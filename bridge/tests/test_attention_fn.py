@@ -2,12 +2,11 @@
 
 import pytest
 import torch
-from torch import nn
-
 from sglang_attn_bridge import BridgeUnsupported
 from sglang_attn_bridge.attention import triton_attention_forward
 from sglang_attn_bridge.mask import triton_mask
 from sglang_attn_bridge.reference import reference_attention
+from torch import nn
 
 
 class Mod(nn.Module):
@@ -37,7 +36,7 @@ def test_output_layout_scaling_and_gqa():
 def test_default_scaling_is_inverse_sqrt_head_dim():
     q, k, v = _qkv()
     out, _ = triton_attention_forward(Mod(), q, k, v, None)
-    assert torch.allclose(out[0].double(), _ref(q[0], k[0], v[0], 64 ** -0.5), atol=1e-5)
+    assert torch.allclose(out[0].double(), _ref(q[0], k[0], v[0], 64**-0.5), atol=1e-5)
 
 
 def test_is_causal_false_and_module_window():

@@ -6,7 +6,6 @@ import copy
 
 import pytest
 import torch
-
 from sglang_attn_bridge import register
 
 VOCAB = 96
@@ -16,8 +15,15 @@ def _model():
     from transformers import LlamaConfig, LlamaForCausalLM
 
     register()
-    cfg = LlamaConfig(vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
+    cfg = LlamaConfig(
+        vocab_size=VOCAB,
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+    )
     torch.manual_seed(0)
     model = LlamaForCausalLM(cfg)
     model.set_attn_implementation("triton")
@@ -58,9 +64,13 @@ def test_custom_op_is_opaque_and_has_fake_shapes():
     q = torch.randn(2, 10, 4, 16)
     k = v = torch.randn(2, 10, 2, 16)
     args = (None, None, None, None, -1, -1, 0.25, True, -1, 0.0, True)
-    torch.library.opcheck(compiled.attention_op, (q, k, v, *args),
-                          test_utils=("test_schema", "test_faketensor", "test_autograd_registration"))
+    torch.library.opcheck(
+        compiled.attention_op,
+        (q, k, v, *args),
+        test_utils=("test_schema", "test_faketensor", "test_autograd_registration"),
+    )
     with torch._subclasses.FakeTensorMode():
-        o, lse = compiled.attention_op(torch.empty(2, 10, 4, 16), torch.empty(2, 10, 2, 16),
-                                       torch.empty(2, 10, 2, 16), *args)
+        o, lse = compiled.attention_op(
+            torch.empty(2, 10, 4, 16), torch.empty(2, 10, 2, 16), torch.empty(2, 10, 2, 16), *args
+        )
         assert o.shape == (2, 10, 4, 16) and lse.shape == (4, 20) and lse.dtype == torch.float32

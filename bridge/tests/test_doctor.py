@@ -38,12 +38,37 @@ def test_doctor_prints_the_forward_per_class(install_sglang, capsys):
     forward with the reason: this fake kernel's fp64 arithmetic differs from the in-tree bits, so sglang's stays."""
     from sglang_attn_bridge.reference import reference_varlen
 
-    def fp64(q, o, k_buffer, v_buffer, k_scale, v_scale, qo_indptr, kv_indptr, kv_indices, prefix_lens,
-             max_len_extend, sm_scale=None, logit_cap=0.0, is_causal=True, sliding_window_size=-1):
+    def fp64(
+        q,
+        o,
+        k_buffer,
+        v_buffer,
+        k_scale,
+        v_scale,
+        qo_indptr,
+        kv_indptr,
+        kv_indices,
+        prefix_lens,
+        max_len_extend,
+        sm_scale=None,
+        logit_cap=0.0,
+        is_causal=True,
+        sliding_window_size=-1,
+    ):
         window = None if sliding_window_size < 0 else sliding_window_size + 1
-        o.copy_(reference_varlen(q.double(), k_buffer[kv_indices].double(), v_buffer[kv_indices].double(),
-                                 qo_indptr, kv_indptr, sm_scale, causal=is_causal, window=window,
-                                 softcap=logit_cap or None))
+        o.copy_(
+            reference_varlen(
+                q.double(),
+                k_buffer[kv_indices].double(),
+                v_buffer[kv_indices].double(),
+                qo_indptr,
+                kv_indptr,
+                sm_scale,
+                causal=is_causal,
+                window=window,
+                softcap=logit_cap or None,
+            )
+        )
 
     install_sglang("sglang.kernels.ops.attention.extend_attention", fp64)
     doctor.main([])

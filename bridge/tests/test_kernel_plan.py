@@ -8,22 +8,25 @@ from dataclasses import replace
 
 import pytest
 import torch
-from triton import cdiv
-
 from sglang_attn_bridge import config, kernel_plan, layout, ops
 from sglang_attn_bridge.kernel_plan import Launch, Target, plan
+from triton import cdiv
 
 HOPPER = Target(ptx=True, tma=True, gluon="", streams=True)  # an H200 with Triton 3.6
 AMPERE = Target(ptx=True, tma=False, gluon="the Gluon kernels need a Hopper (sm_90) GPU: wgmma", streams=True)
 ROCM = Target(ptx=False, tma=False, gluon="the Gluon kernels need a Hopper (sm_90) GPU: wgmma", streams=True)
-needs_gluon_module = pytest.mark.skipif(kernel_plan.WS_ROWS is None,
-                                        reason="this Triton cannot define the Gluon kernels")
+needs_gluon_module = pytest.mark.skipif(
+    kernel_plan.WS_ROWS is None, reason="this Triton cannot define the Gluon kernels"
+)
 
 
 def _qkv(hq, hkv, d, dtype=torch.bfloat16, seq=16):
     """Tensors of a call's shape (the plan does not depend on the sequence length, so a short one serves)."""
-    return (torch.empty(1, seq, hq, d, dtype=dtype), torch.empty(1, seq, hkv, d, dtype=dtype),
-            torch.empty(1, seq, hkv, d, dtype=dtype))
+    return (
+        torch.empty(1, seq, hq, d, dtype=dtype),
+        torch.empty(1, seq, hkv, d, dtype=dtype),
+        torch.empty(1, seq, hkv, d, dtype=dtype),
+    )
 
 
 @pytest.fixture
@@ -55,11 +58,14 @@ def test_hopper_at_d64_keeps_the_triton_forward_and_needs_gqa_for_gluon_dkdv(gpu
 
 
 @needs_gluon_module
-@pytest.mark.parametrize("case, reason", [
-    (dict(window=4095), "sliding window"),
-    (dict(softcap=30.0), "softcap"),
-    (dict(compute_o=False), "LSE only"),
-])
+@pytest.mark.parametrize(
+    "case, reason",
+    [
+        (dict(window=4095), "sliding window"),
+        (dict(softcap=30.0), "softcap"),
+        (dict(compute_o=False), "LSE only"),
+    ],
+)
 def test_hopper_sends_what_gluon_does_not_cover_to_triton(gpu_tables, case, reason):
     p = plan(*_qkv(32, 8, 128), target=HOPPER, **case)
     assert p.forward == Launch("triton", 128, 64, 8, 2, 128, True)  # the D128 Triton fields: TMA, 128-register cap
@@ -133,11 +139,14 @@ def test_set_config_applies_fields_of_either_config_and_the_plan_follows(gpu_tab
     assert p.streams == 1 and "overlap is off" in p.why[2] and p.interior == 1
 
 
-@pytest.mark.parametrize("changes, message", [
-    (dict(num_warps=4), "num_warps is a field of both"),
-    (dict(max_regs2=128, block_m3=8), "unknown field(s) block_m3"),
-    (dict(gluon_pair=True), "unknown field(s) gluon_pair"),
-])
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        (dict(num_warps=4), "num_warps is a field of both"),
+        (dict(max_regs2=128, block_m3=8), "unknown field(s) block_m3"),
+        (dict(gluon_pair=True), "unknown field(s) gluon_pair"),
+    ],
+)
 def test_set_config_refuses_unknown_and_ambiguous_fields(gpu_tables, changes, message):
     before = dict(config.GPU_FWD), dict(config.GPU_BWD)
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -157,6 +166,7 @@ class _Spy:
             self.calls.append((grid, kwargs))
             if self.run:
                 self.kernel[grid](*args, **kwargs)
+
         return launch
 
 
@@ -179,19 +189,28 @@ def test_the_triton_launchers_follow_the_plan(monkeypatch):
     o, lse = ops.forward(q, k, v, lay, 0.125, True)
     grads = ops.backward(do, q, k, v, o, lse, lay, 0.125, True)
     p = plan(q, k, v, do=do)
-    for name, launch, blocks in (("attn_fwd_kernel", p.forward, max(lens)), ("dkdv_kernel", p.dkdv, max(lens)),
-                                 ("dq_kernel", p.dq, max(lens))):
-        (grid, kw), = spies[name].calls
+    for name, launch, blocks in (
+        ("attn_fwd_kernel", p.forward, max(lens)),
+        ("dkdv_kernel", p.dkdv, max(lens)),
+        ("dq_kernel", p.dq, max(lens)),
+    ):
+        ((grid, kw),) = spies[name].calls
         assert (kw["BLOCK_M"], kw["BLOCK_N"], kw["num_warps"], kw["num_stages"], kw["TMA"]) == (
-            launch.rows, launch.keys, launch.warps, launch.stages, launch.tma), name
+            launch.rows,
+            launch.keys,
+            launch.warps,
+            launch.stages,
+            launch.tma,
+        ), name
         per = launch.keys if name == "dkdv_kernel" else launch.rows
         assert grid[2] == cdiv(blocks, per), name
     fwd_kw = spies["attn_fwd_kernel"].calls[0][1]
     assert (fwd_kw["INTERIOR"], fwd_kw["EXP_FTZ"], fwd_kw["FAST"]) == (p.interior, p.exp_ftz, p.fast)
     assert (p.interior, p.exp_ftz, p.fast) == (1, False, False)  # interior=3 runs as 1 in the interpreter
     assert p.dq == Launch("triton", 64, 16, 2, 2, 0, True) and p.dkdv.tma is False
-    for name, got, want in zip(("o", "lse", "dq", "dk", "dv"), (o, lse, *grads), (o_default, lse_default,
-                                                                                 *grads_default)):
+    for name, got, want in zip(
+        ("o", "lse", "dq", "dk", "dv"), (o, lse, *grads), (o_default, lse_default, *grads_default)
+    ):
         assert torch.allclose(got, want, rtol=1e-4, atol=1e-5), name
 
 
@@ -201,14 +220,17 @@ def test_the_gluon_launchers_follow_a_hopper_plan(monkeypatch, gpu_tables):
     dK/dV on a second stream. The Gluon kernels cannot run here, so they are only recorded."""
     real_plan = kernel_plan.plan
     monkeypatch.setattr(kernel_plan, "plan", lambda *a, **kw: real_plan(*a, target=HOPPER, **kw))
-    spies = {name: _Spy(None, run=False) for name in ("attn_fwd_ws_sm90_kernel", "dkdv_sm90_kernel", "dq_kernel",
-                                                      "delta_kernel")}
+    spies = {
+        name: _Spy(None, run=False)
+        for name in ("attn_fwd_ws_sm90_kernel", "dkdv_sm90_kernel", "dq_kernel", "delta_kernel")
+    }
     for name, spy in spies.items():
         monkeypatch.setattr(ops, name, spy)
     monkeypatch.setattr(ops, "_sm_count", lambda device: 132)
     order = []
-    monkeypatch.setattr(ops, "_side_by_side", lambda first, second, device: (order.append("side by side"),
-                                                                            first(), second()))
+    monkeypatch.setattr(
+        ops, "_side_by_side", lambda first, second, device: (order.append("side by side"), first(), second())
+    )
     q = torch.zeros(1, 1000, 32, 128, dtype=torch.bfloat16)
     k = v = torch.zeros(1, 1000, 8, 128, dtype=torch.bfloat16)
     cu = torch.tensor([0, 400, 1000], dtype=torch.int32)
@@ -216,14 +238,17 @@ def test_the_gluon_launchers_follow_a_hopper_plan(monkeypatch, gpu_tables):
     o, lse = ops.forward(q, k, v, lay, 0.1, True)
     ops.backward(torch.zeros_like(o), q, k, v, o, lse, lay, 0.1, True)
     p = real_plan(q, k, v, target=HOPPER)
-    (grid, kw), = spies["attn_fwd_ws_sm90_kernel"].calls
+    ((grid, kw),) = spies["attn_fwd_ws_sm90_kernel"].calls
     items = 32 * 2 * cdiv(600, p.forward.rows)  # (head, sequence) pairs x row blocks of the longest sequence
     assert grid == (min(items, 132),)
-    assert (kw["STAGES"], kw["INTERIOR"], kw["EXP_FTZ"], kw["num_warps"], kw["maxnreg"]) == (
-        p.forward.stages, p.interior, p.exp_ftz, p.forward.warps, p.forward.max_regs) == (4, 3, True, 4, 128)
-    (grid, kw), = spies["dkdv_sm90_kernel"].calls
+    assert (
+        (kw["STAGES"], kw["INTERIOR"], kw["EXP_FTZ"], kw["num_warps"], kw["maxnreg"])
+        == (p.forward.stages, p.interior, p.exp_ftz, p.forward.warps, p.forward.max_regs)
+        == (4, 3, True, 4, 128)
+    )
+    ((grid, kw),) = spies["dkdv_sm90_kernel"].calls
     assert grid == (cdiv(cdiv(600, 64), 2), 8, 2) and kw["PAIRS"] is True  # key blocks in pairs
     assert (kw["BLOCK_M"], kw["BLOCK_N"], kw["num_warps"]) == (64, 64, 4)
-    (grid, kw), = spies["dq_kernel"].calls
+    ((grid, kw),) = spies["dq_kernel"].calls
     assert grid == (32, 2, cdiv(600, 128)) and (kw["BLOCK_N"], kw["maxnreg"], kw["num_stages"]) == (32, 128, 3)
     assert order == ["side by side"]

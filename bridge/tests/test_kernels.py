@@ -5,7 +5,6 @@ Shapes are small because the kernels run in the Triton interpreter here; the sam
 
 import pytest
 import torch
-
 from sglang_attn_bridge import layout
 from sglang_attn_bridge.function import attention
 from sglang_attn_bridge.reference import reference_attention
@@ -32,8 +31,9 @@ def _check(lens_q, lens_k, hq, hkv, d, dtype, scale, causal=True, hf_window=None
     q, k, v, lay, cu_q, cu_k = _packed_case(lens_q, lens_k, hq, hkv, d, dtype)
     for t in (q, k, v):
         t.requires_grad_(grad)
-    o = attention(q, k, v, lay, scale, causal=causal, window=None if hf_window is None else hf_window - 1,
-                  softcap=softcap)
+    o = attention(
+        q, k, v, lay, scale, causal=causal, window=None if hf_window is None else hf_window - 1, softcap=softcap
+    )
     do = torch.randn_like(o)
     if grad:
         o.backward(do)
@@ -41,9 +41,15 @@ def _check(lens_q, lens_k, hq, hkv, d, dtype, scale, causal=True, hf_window=None
     ref = torch.zeros(1, sum(lens_q), hq, d, dtype=torch.float64)
     for b in range(len(lens_q)):
         qs, qe, ks, ke = cu_q[b], cu_q[b + 1], cu_k[b], cu_k[b + 1]
-        r = reference_attention(ref_in[0][0, qs:qe].transpose(0, 1), ref_in[1][0, ks:ke].transpose(0, 1),
-                                ref_in[2][0, ks:ke].transpose(0, 1), scale, causal=causal, window=hf_window,
-                                softcap=softcap)
+        r = reference_attention(
+            ref_in[0][0, qs:qe].transpose(0, 1),
+            ref_in[1][0, ks:ke].transpose(0, 1),
+            ref_in[2][0, ks:ke].transpose(0, 1),
+            scale,
+            causal=causal,
+            window=hf_window,
+            softcap=softcap,
+        )
         ref[0, qs:qe] = r.transpose(0, 1)
     assert torch.isfinite(o).all()
     assert _rel(o.detach(), ref.detach()) < TOL[dtype]
@@ -57,7 +63,7 @@ def _check(lens_q, lens_k, hq, hkv, d, dtype, scale, causal=True, hf_window=None
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 @pytest.mark.parametrize("d", [64, 128])
 def test_gqa_causal_packed(dtype, d):
-    _check([37, 64, 90], [37, 64, 90], 4, 2, d, dtype, scale=d ** -0.5)
+    _check([37, 64, 90], [37, 64, 90], 4, 2, d, dtype, scale=d**-0.5)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
@@ -75,7 +81,7 @@ def test_softcap_and_non_default_scaling():
 
 
 def test_head_dim_not_power_of_two():
-    _check([50], [50], 2, 2, 80, torch.float32, scale=80 ** -0.5)
+    _check([50], [50], 2, 2, 80, torch.float32, scale=80**-0.5)
 
 
 def test_cached_prefix_forward():

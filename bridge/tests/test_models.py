@@ -4,7 +4,6 @@ import copy
 
 import pytest
 import torch
-
 from sglang_attn_bridge import register
 
 VOCAB = 128
@@ -13,19 +12,38 @@ VOCAB = 128
 def _llama():
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    cfg = LlamaConfig(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
+    cfg = LlamaConfig(
+        vocab_size=VOCAB,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+    )
     return LlamaForCausalLM, cfg
 
 
 def _qwen3(sliding=False):
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    kw = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-              num_key_value_heads=2, head_dim=64, max_position_embeddings=256)
+    kw = dict(
+        vocab_size=VOCAB,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=64,
+        max_position_embeddings=256,
+    )
     if sliding:
-        kw.update(use_sliding_window=True, sliding_window=12, max_window_layers=0,
-                  layer_types=["sliding_attention", "full_attention"])
+        kw.update(
+            use_sliding_window=True,
+            sliding_window=12,
+            max_window_layers=0,
+            layer_types=["sliding_attention", "full_attention"],
+        )
     return Qwen3ForCausalLM, Qwen3Config(**kw)
 
 
@@ -71,8 +89,14 @@ def test_packed_batch_equals_separate_sequences(name):
         pos = torch.cat([torch.arange(23), torch.arange(41)])[None]
         packed = bridged(input_ids=torch.cat([a, b], 1), position_ids=pos).logits
         cu = torch.tensor([0, 23, 64], dtype=torch.int32)
-        packed_cu = bridged(input_ids=torch.cat([a, b], 1), position_ids=pos, cu_seq_lens_q=cu, cu_seq_lens_k=cu,
-                            max_length_q=41, max_length_k=41).logits
+        packed_cu = bridged(
+            input_ids=torch.cat([a, b], 1),
+            position_ids=pos,
+            cu_seq_lens_q=cu,
+            cu_seq_lens_k=cu,
+            max_length_q=41,
+            max_length_k=41,
+        ).logits
     assert torch.allclose(packed, sep, atol=1e-5)
     assert torch.allclose(packed_cu, sep, atol=1e-5)
 

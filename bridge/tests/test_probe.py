@@ -7,7 +7,6 @@ import logging
 
 import pytest
 import torch
-
 from sglang_attn_bridge import layout, ops, probe
 from sglang_attn_bridge.function import attention, select_forward
 
@@ -15,16 +14,38 @@ NEW = "sglang.kernels.ops.attention.extend_attention"
 calls = []
 
 
-def _exact(q, o, k_buffer, v_buffer, k_scale, v_scale, qo_indptr, kv_indptr, kv_indices, prefix_lens,
-           max_len_extend, custom_mask=None, mask_indptr=None, sm_scale=None, logit_cap=0.0, is_causal=True,
-           sliding_window_size=-1, sinks=None, window_start_pos=None, xai_temperature_len=-1, page_size: int = 1,
-           score_mod=None, aux_tensors=None):
+def _exact(
+    q,
+    o,
+    k_buffer,
+    v_buffer,
+    k_scale,
+    v_scale,
+    qo_indptr,
+    kv_indptr,
+    kv_indices,
+    prefix_lens,
+    max_len_extend,
+    custom_mask=None,
+    mask_indptr=None,
+    sm_scale=None,
+    logit_cap=0.0,
+    is_causal=True,
+    sliding_window_size=-1,
+    sinks=None,
+    window_start_pos=None,
+    xai_temperature_len=-1,
+    page_size: int = 1,
+    score_mod=None,
+    aux_tensors=None,
+):
     """sglang 0.5.23's signature; computes with the in-tree kernel, so its bits are the in-tree bits."""
     calls.append((is_causal, sliding_window_size, logit_cap))
     lay = layout.from_cu_seqlens(qo_indptr, kv_indptr, q.shape[0], k_buffer.shape[0])
     window = None if sliding_window_size < 0 else sliding_window_size
-    out = ops.forward(q[None], k_buffer[kv_indices][None], v_buffer[kv_indices][None], lay, sm_scale, is_causal,
-                      window, logit_cap)[0]
+    out = ops.forward(
+        q[None], k_buffer[kv_indices][None], v_buffer[kv_indices][None], lay, sm_scale, is_causal, window, logit_cap
+    )[0]
     o.copy_(out[0])
 
 
@@ -81,6 +102,7 @@ def test_env_forces_either_forward(install_sglang, monkeypatch):
 def test_classes_are_decided_apart_and_kept_on_disk(install_sglang, monkeypatch, tmp_path):
     """The window class mismatches, the plain causal class does not: each gets its own decision, and the cache file
     answers a fresh process (here: cleared memory) without probing again."""
+
     @functools.wraps(_exact)
     def window_differs(*args, **kwargs):
         (_seeded_mismatch if kwargs["sliding_window_size"] >= 0 else _exact)(*args, **kwargs)

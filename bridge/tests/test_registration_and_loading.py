@@ -2,11 +2,10 @@
 
 import pytest
 import torch
-from torch import nn
-
 from sglang_attn_bridge import build_model_with_attn_bridge, register
 from sglang_attn_bridge.attention import triton_attention_forward
 from sglang_attn_bridge.mask import triton_mask
+from torch import nn
 
 
 def test_registration_visible_from_new_instances():

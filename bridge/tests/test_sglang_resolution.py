@@ -6,7 +6,6 @@ output * v_scale), so a call that passes the wrong scale, or shifts positionals,
 
 import pytest
 import torch
-
 from sglang_attn_bridge import layout, sglang_kernel
 from sglang_attn_bridge.function import attention, select_forward
 from sglang_attn_bridge.reference import reference_varlen
@@ -16,39 +15,155 @@ NEW = "sglang.kernels.ops.attention.extend_attention"
 calls = []
 
 
-def _compute(q, o, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, sm_scale, is_causal, k_scale=1.0,
-             v_scale=1.0, sliding_window_size=-1, logit_cap=0.0):
+def _compute(
+    q,
+    o,
+    k_buffer,
+    v_buffer,
+    qo_indptr,
+    kv_indptr,
+    kv_indices,
+    sm_scale,
+    is_causal,
+    k_scale=1.0,
+    v_scale=1.0,
+    sliding_window_size=-1,
+    logit_cap=0.0,
+):
     k = k_buffer[kv_indices]
     v = v_buffer[kv_indices]
     window = None if sliding_window_size < 0 else sliding_window_size + 1
-    out = reference_varlen(q.double(), k.double(), v.double(), qo_indptr, kv_indptr, sm_scale * k_scale,
-                           causal=is_causal, window=window, softcap=logit_cap or None)
+    out = reference_varlen(
+        q.double(),
+        k.double(),
+        v.double(),
+        qo_indptr,
+        kv_indptr,
+        sm_scale * k_scale,
+        causal=is_causal,
+        window=window,
+        softcap=logit_cap or None,
+    )
     o.copy_(out * v_scale)
 
 
-def v055(q, o, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, prefix_lens, max_len_extend, custom_mask=None,
-         mask_indptr=None, sm_scale=None, logit_cap=0.0, is_causal=True, sliding_window_size=-1, sinks=None,
-         window_start_pos=None, xai_temperature_len=-1):
+def v055(
+    q,
+    o,
+    k_buffer,
+    v_buffer,
+    qo_indptr,
+    kv_indptr,
+    kv_indices,
+    prefix_lens,
+    max_len_extend,
+    custom_mask=None,
+    mask_indptr=None,
+    sm_scale=None,
+    logit_cap=0.0,
+    is_causal=True,
+    sliding_window_size=-1,
+    sinks=None,
+    window_start_pos=None,
+    xai_temperature_len=-1,
+):
     calls.append(("0.5.5", sm_scale))
-    _compute(q, o, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, sm_scale, is_causal,
-             sliding_window_size=sliding_window_size, logit_cap=logit_cap)
+    _compute(
+        q,
+        o,
+        k_buffer,
+        v_buffer,
+        qo_indptr,
+        kv_indptr,
+        kv_indices,
+        sm_scale,
+        is_causal,
+        sliding_window_size=sliding_window_size,
+        logit_cap=logit_cap,
+    )
 
 
-def v0510(q, o, k_buffer, v_buffer, k_scale, v_scale, qo_indptr, kv_indptr, kv_indices, prefix_lens,
-          max_len_extend, custom_mask=None, mask_indptr=None, sm_scale=None, logit_cap=0.0, is_causal=True,
-          sliding_window_size=-1, sinks=None, window_start_pos=None, xai_temperature_len=-1):
+def v0510(
+    q,
+    o,
+    k_buffer,
+    v_buffer,
+    k_scale,
+    v_scale,
+    qo_indptr,
+    kv_indptr,
+    kv_indices,
+    prefix_lens,
+    max_len_extend,
+    custom_mask=None,
+    mask_indptr=None,
+    sm_scale=None,
+    logit_cap=0.0,
+    is_causal=True,
+    sliding_window_size=-1,
+    sinks=None,
+    window_start_pos=None,
+    xai_temperature_len=-1,
+):
     calls.append(("0.5.10", sm_scale, k_scale, v_scale))
-    _compute(q, o, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, sm_scale, is_causal, k_scale, v_scale,
-             sliding_window_size, logit_cap)
+    _compute(
+        q,
+        o,
+        k_buffer,
+        v_buffer,
+        qo_indptr,
+        kv_indptr,
+        kv_indices,
+        sm_scale,
+        is_causal,
+        k_scale,
+        v_scale,
+        sliding_window_size,
+        logit_cap,
+    )
 
 
-def v0523(q, o, k_buffer, v_buffer, k_scale, v_scale, qo_indptr, kv_indptr, kv_indices, prefix_lens,
-          max_len_extend, custom_mask=None, mask_indptr=None, sm_scale=None, logit_cap=0.0, is_causal=True,
-          sliding_window_size=-1, sinks=None, window_start_pos=None, xai_temperature_len=-1, page_size: int = 1,
-          score_mod=None, aux_tensors=None):
+def v0523(
+    q,
+    o,
+    k_buffer,
+    v_buffer,
+    k_scale,
+    v_scale,
+    qo_indptr,
+    kv_indptr,
+    kv_indices,
+    prefix_lens,
+    max_len_extend,
+    custom_mask=None,
+    mask_indptr=None,
+    sm_scale=None,
+    logit_cap=0.0,
+    is_causal=True,
+    sliding_window_size=-1,
+    sinks=None,
+    window_start_pos=None,
+    xai_temperature_len=-1,
+    page_size: int = 1,
+    score_mod=None,
+    aux_tensors=None,
+):
     calls.append(("0.5.23", sm_scale, k_scale, v_scale))
-    _compute(q, o, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, sm_scale, is_causal, k_scale, v_scale,
-             sliding_window_size, logit_cap)
+    _compute(
+        q,
+        o,
+        k_buffer,
+        v_buffer,
+        qo_indptr,
+        kv_indptr,
+        kv_indices,
+        sm_scale,
+        is_causal,
+        k_scale,
+        v_scale,
+        sliding_window_size,
+        logit_cap,
+    )
 
 
 GENERATIONS = [(OLD, v055, "<=0.5.5"), (OLD, v0510, "0.5.10-0.5.14"), (NEW, v0523, "0.5.16+")]
@@ -108,8 +223,21 @@ def test_old_positional_call_fails_on_new_generations():
 
 
 def test_unknown_signature_is_refused(install_sglang, monkeypatch):
-    def future(q, o, k_buffer, v_buffer, k_scale, v_scale, qo_indptr, kv_indptr, kv_indices, prefix_lens,
-               max_len_extend, new_required_thing, sm_scale=None):
+    def future(
+        q,
+        o,
+        k_buffer,
+        v_buffer,
+        k_scale,
+        v_scale,
+        qo_indptr,
+        kv_indptr,
+        kv_indices,
+        prefix_lens,
+        max_len_extend,
+        new_required_thing,
+        sm_scale=None,
+    ):
         raise AssertionError("must not be called")
 
     install_sglang(NEW, future)

@@ -1,4 +1,5 @@
 """The overlay guard's scan of build steps: Dockerfiles, Jinja2 templates, shell, Makefiles, YAML."""
+
 import textwrap
 
 import pytest
@@ -21,7 +22,9 @@ def test_the_upstream_step_is_rejected_on_every_count():
 
 
 def test_safe_step_is_clean():
-    assert scan("""
+    assert (
+        scan(
+            """
         ARG MEGATRON_REF=%s
         RUN git clone https://example.invalid/megatron /opt/megatron \\
          && cd /opt/megatron && git checkout ${MEGATRON_REF} \\
@@ -30,25 +33,39 @@ def test_safe_step_is_clean():
          && git apply -R --check /patches/megatron.patch
         # patch -p1 < x.patch || true   (comments are not steps)
         RUN patch -p1 --dry-run -i /patches/te.patch && patch -p1 -i /patches/te.patch
-        """ % SHA) == []
+        """
+            % SHA
+        )
+        == []
+    )
 
 
-@pytest.mark.parametrize("ref,pinned", [
-    (SHA, True), ("v0.5.10", False), ("main", False), ("${REF}", False), (SHA[:12], False),
-])
+@pytest.mark.parametrize(
+    "ref,pinned",
+    [
+        (SHA, True),
+        ("v0.5.10", False),
+        ("main", False),
+        ("${REF}", False),
+        (SHA[:12], False),
+    ],
+)
 def test_3way_needs_a_pinned_base(ref, pinned):
-    found = scan("""
+    found = scan(
+        """
         RUN git -C /opt/m checkout %s
         RUN git apply --check p.patch && git -C /opt/m apply -3 p.patch
-        """ % ref)
+        """
+        % ref
+    )
     assert (found == []) == pinned, found
 
 
 def test_3way_pinned_through_a_variable_or_a_template_expression():
-    assert scan("RUN REF=%s; git checkout $REF && git apply --check p && git apply --3way p\n" % SHA,
-                "build.sh") == []
-    assert scan("REF=main\nREF2=%s\ngit checkout $REF\ngit apply --check p\ngit apply --3way p\n" % SHA,
-                "build.sh") == [(5, "3way-unpinned")]
+    assert scan("RUN REF=%s; git checkout $REF && git apply --check p && git apply --3way p\n" % SHA, "build.sh") == []
+    assert scan(
+        "REF=main\nREF2=%s\ngit checkout $REF\ngit apply --check p\ngit apply --3way p\n" % SHA, "build.sh"
+    ) == [(5, "3way-unpinned")]
     template = """
         {# the ref comes from the spec; the rendered Dockerfile is checked again with its value #}
         {% for p in patches %}
@@ -122,7 +139,7 @@ def test_yaml_workflow_steps():
 
 def test_exec_form_run_and_other_instructions():
     assert scan('RUN ["git", "apply", "a.patch"]\n') == [(1, "apply-no-check")]
-    assert scan("LABEL note=\"never git apply --unidiff-zero\"\nCOPY a.patch /tmp/\n") == [(1, "unidiff-zero")]
+    assert scan('LABEL note="never git apply --unidiff-zero"\nCOPY a.patch /tmp/\n') == [(1, "unidiff-zero")]
 
 
 def test_directory_walk_picks_scanned_types(tmp_path):
@@ -133,8 +150,11 @@ def test_directory_walk_picks_scanned_types(tmp_path):
     (tmp_path / ".git").mkdir()
     (tmp_path / ".git" / "hook.sh").write_text("git apply x || true\n")
     found = sorted((f.path.replace(str(tmp_path), ""), f.rule) for f in lint_paths([str(tmp_path)]))
-    assert found == [("/Dockerfile.rocm", "patch-no-dry-run"), ("/templates/partials/overlay.j2", "apply-no-check"),
-                     ("/templates/partials/overlay.j2", "unidiff-zero")]
+    assert found == [
+        ("/Dockerfile.rocm", "patch-no-dry-run"),
+        ("/templates/partials/overlay.j2", "apply-no-check"),
+        ("/templates/partials/overlay.j2", "unidiff-zero"),
+    ]
 
 
 def test_template_statements_inside_a_continued_run_keep_it_one_step():
@@ -157,12 +177,15 @@ def test_steps_inside_sh_c_strings_are_scanned():
     assert scan("RUN echo 'git apply --unidiff-zero x'\n") == [(1, "unidiff-zero")]  # the flag is flagged anywhere
 
 
-@pytest.mark.parametrize("check,pinned", [
-    ('test "$(git -C /opt/m rev-parse HEAD)" = "%s"' % SHA, True),
-    ('[ "$(git rev-parse --verify HEAD)" == %s ]' % SHA, True),
-    ('test "$(git -C /opt/m rev-parse HEAD)" = "main"', False),
-    ('echo "$(git rev-parse HEAD)"', False),
-])
+@pytest.mark.parametrize(
+    "check,pinned",
+    [
+        ('test "$(git -C /opt/m rev-parse HEAD)" = "%s"' % SHA, True),
+        ('[ "$(git rev-parse --verify HEAD)" == %s ]' % SHA, True),
+        ('test "$(git -C /opt/m rev-parse HEAD)" = "main"', False),
+        ('echo "$(git rev-parse HEAD)"', False),
+    ],
+)
 def test_3way_pinned_by_asserting_head(check, pinned):
     found = scan("RUN %s && git apply --check p.patch && git apply --3way p.patch\n" % check)
     assert (found == []) == pinned, found

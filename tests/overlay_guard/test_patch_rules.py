@@ -1,11 +1,12 @@
 """The overlay guard on patches made by real git and real diff -u (plus hand-edited ones)."""
+
 import os
 import subprocess
 import sys
 
 import pytest
-
 from support import ROOT, git, git_init
+
 from overlay_guard import lint_patch_text, lint_paths
 
 BASE = "".join("line %d\n" % i for i in range(1, 21))
@@ -63,9 +64,12 @@ def test_plain_diff_u(tmp_path):
     (tmp_path / "new").mkdir()
     (tmp_path / "orig" / "f.py").write_text(BASE)
     (tmp_path / "new" / "f.py").write_text(insert_after(BASE, 5, "x\n"))
+
     def diff(*opts):
-        return subprocess.run(["diff", *opts, "orig/f.py", "new/f.py"], cwd=tmp_path, stdout=subprocess.PIPE,
-                              text=True).stdout
+        return subprocess.run(
+            ["diff", *opts, "orig/f.py", "new/f.py"], cwd=tmp_path, stdout=subprocess.PIPE, text=True
+        ).stdout
+
     assert lint_patch_text(diff("-u"), "plain.diff") == []
     (finding,) = lint_patch_text(diff("-U0"), "plain0.diff")
     assert finding.rule == "zero-context" and "f.py" in finding.message
@@ -81,11 +85,14 @@ def test_format_patch_with_signature_is_parsed(repo):
     assert rules(lint_patch_text(zero, "0001.patch")) == ["zero-context"]
 
 
-@pytest.mark.parametrize("edit,expect", [
-    (lambda p: p.replace("@@ -8,6 +8,7 @@", "@@ -8,6 +8,9 @@"), "announces -6/+9 lines but the body has -6/+7"),
-    (lambda p: p.replace("@@ -8,6 +8,7 @@", "@@ -8,4 +8,5 @@"), "surplus"),
-    (lambda p: p.replace(" line 13\n", ""), "announces -6/+7 lines but the body has -5/+6"),
-])
+@pytest.mark.parametrize(
+    "edit,expect",
+    [
+        (lambda p: p.replace("@@ -8,6 +8,7 @@", "@@ -8,6 +8,9 @@"), "announces -6/+9 lines but the body has -6/+7"),
+        (lambda p: p.replace("@@ -8,6 +8,7 @@", "@@ -8,4 +8,5 @@"), "surplus"),
+        (lambda p: p.replace(" line 13\n", ""), "announces -6/+7 lines but the body has -5/+6"),
+    ],
+)
 def test_hunk_counts_that_disagree(repo, edit, expect):
     (repo / "src" / "a.txt").write_text(insert_after(BASE, 10, "inserted\n"))
     patch = git(repo, "diff").stdout
@@ -128,8 +135,9 @@ def test_not_a_diff_and_malformed_header():
 
 def guard(*args):
     """``python -m overlay_guard ARGS`` from the repository root, as CI runs it."""
-    return subprocess.run([sys.executable, "-m", "overlay_guard", *map(str, args)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "overlay_guard", *map(str, args)], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_cli_and_directory_walk(tmp_path, repo):
@@ -143,7 +151,8 @@ def test_cli_and_directory_walk(tmp_path, repo):
     assert proc.returncode == 1
     assert proc.stdout.splitlines() == [
         "%s:1(5) zero-context: pure insertion @@ -10,0 +11 @@ into src/a.txt with no context: git places it by "
-        "line number alone (regenerate with context, e.g. git diff -U3)" % (overlays / "megatron" / "zero.diff")]
+        "line number alone (regenerate with context, e.g. git diff -U3)" % (overlays / "megatron" / "zero.diff")
+    ]
     os.remove(overlays / "megatron" / "zero.diff")
     assert guard(overlays).returncode == 0
     proc = guard("--tree-root", "megatron", overlays)

@@ -1,5 +1,6 @@
 """The overlay guard lets through a hunk that empties a whole file (upstream's tile_kernels patch has one), because
 git anchors it at both ends; any other context-free hunk is still a finding."""
+
 from overlay_guard import lint_patch_text
 
 WHOLE = "--- a/m/__init__.py\n+++ b/m/__init__.py\n@@ -1,2 +0,0 @@\n-from . import a\n-from . import b\n"

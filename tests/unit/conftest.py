@@ -45,6 +45,7 @@ def demo_text():
 @pytest.fixture
 def write_spec(images_dir):
     """write_spec(text, name="demo") -> the path `images/NAME.yaml` holding `text`."""
+
     def write(text: str, name: str = "demo"):
         path = images_dir / f"{name}.yaml"
         path.write_text(text)

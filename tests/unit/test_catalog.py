@@ -43,15 +43,23 @@ def test_no_spec_files_is_a_usage_error(images_dir):
 
 def _other(demo_text, alias):
     """A second family, `other`, with variants x and y and the given alias."""
-    return (demo_text.replace("family: demo", "family: other").replace("alias: dm", f"alias: {alias}")
-            .replace("default: a", "default: x").replace("  a: {}", "  x: {}").replace("  b:\n", "  y:\n"))
+    return (
+        demo_text.replace("family: demo", "family: other")
+        .replace("alias: dm", f"alias: {alias}")
+        .replace("default: a", "default: x")
+        .replace("  a: {}", "  x: {}")
+        .replace("  b:\n", "  y:\n")
+    )
 
 
-@pytest.mark.parametrize("alias,problem", [
-    ("b", "'b' is also a variant in images/demo.yaml"),  # resolve() reads aliases first: `--target b` would
-                                                         # build the other family's default
-    ("dm", "'dm' is also an alias in images/demo.yaml"),  # otherwise the file that sorts last would win silently
-])
+@pytest.mark.parametrize(
+    "alias,problem",
+    [
+        ("b", "'b' is also a variant in images/demo.yaml"),  # resolve() reads aliases first: `--target b` would
+        # build the other family's default
+        ("dm", "'dm' is also an alias in images/demo.yaml"),  # otherwise the file that sorts last would win silently
+    ],
+)
 def test_an_alias_means_one_thing(write_spec, demo_text, images_dir, alias, problem):
     write_spec(demo_text)
     write_spec(_other(demo_text, alias), "other")

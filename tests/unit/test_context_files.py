@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from support import ROOT
+
 from toolkit.context import INPUT_HASH_LABEL, Context, build_labels, context_files
 from toolkit.plan import make_plan
 from toolkit.sources import LABEL_PREFIX, remote
@@ -45,7 +45,8 @@ def test_a_variant_adds_exactly_its_patches_by_file_name(catalog):
     rocm = context_files(rocm_plan)
     assert rocm_plan.variant.patches
     assert {k: v for k, v in rocm.items() if k not in smoke} == {
-        f"patches/{Path(p['file']).name}": ROOT / p["file"] for p in rocm_plan.variant.patches}
+        f"patches/{Path(p['file']).name}": ROOT / p["file"] for p in rocm_plan.variant.patches
+    }
 
 
 def test_build_labels_add_the_hash_and_each_source_sorted(demo, tmp_path):
@@ -53,8 +54,11 @@ def test_build_labels_add_the_hash_and_each_source_sorted(demo, tmp_path):
     lib = remote("lib", demo["a"].components["lib"])
     ctx = Context(path=tmp_path, dockerfile=tmp_path / "Dockerfile", input_hash="ab" * 32, sources=(lib,))
     labels = build_labels(plan, ctx)
-    assert labels == {**plan.labels, INPUT_HASH_LABEL: "ab" * 32,
-                      LABEL_PREFIX + "lib": "https://example.com/org/lib.git#" + demo["a"].components["lib"]["ref"]}
+    assert labels == {
+        **plan.labels,
+        INPUT_HASH_LABEL: "ab" * 32,
+        LABEL_PREFIX + "lib": "https://example.com/org/lib.git#" + demo["a"].components["lib"]["ref"],
+    }
     assert list(labels) == sorted(labels)
     assert INPUT_HASH_LABEL not in plan.labels  # the plan's own labels are left alone
     assert ctx.short_hash == "ab" * 6

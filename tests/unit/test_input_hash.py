@@ -8,8 +8,8 @@ import dataclasses
 
 import pytest
 import yaml
-
 from support import ROOT
+
 from toolkit import render as render_mod
 from toolkit.context import plan_hash
 from toolkit.plan import make_plan
@@ -36,12 +36,15 @@ def test_the_same_inputs_give_the_same_hash(catalog):
     assert hashed(load_catalog().resolve("rocm")) == h
 
 
-@pytest.mark.parametrize("target,item", [
-    ("smoke", "pip.torch=2.13.1"),
-    ("rocm", "pip.numpy=1.26.3"),
-    ("rocm", f"components.miles.ref={OTHER_COMMIT}"),
-    ("rocm", "base=rocm/sgl-dev:v0.5.16-rocm720-mi35x-20260731"),
-])
+@pytest.mark.parametrize(
+    "target,item",
+    [
+        ("smoke", "pip.torch=2.13.1"),
+        ("rocm", "pip.numpy=1.26.3"),
+        ("rocm", f"components.miles.ref={OTHER_COMMIT}"),
+        ("rocm", "base=rocm/sgl-dev:v0.5.16-rocm720-mi35x-20260731"),
+    ],
+)
 def test_one_pin_changes_the_hash(catalog, target, item):
     assert hashed(catalog.resolve(target), sets=[item]) != hashed(catalog.resolve(target))
 
@@ -116,8 +119,15 @@ def test_nothing_about_the_host_or_the_moving_tag_is_hashed(catalog, tmp_path):
     variant = catalog.resolve("cuda")
     ca = tmp_path / "ca.pem"
     ca.write_text("x")
-    assert hashed(variant, tag="elsewhere/miles:mine", revision="other-dirty", secrets=[("tok", str(ca))],
-                  pip_ca=str(ca), no_cache=True, progress="plain") == hashed(variant)
+    assert hashed(
+        variant,
+        tag="elsewhere/miles:mine",
+        revision="other-dirty",
+        secrets=[("tok", str(ca))],
+        pip_ca=str(ca),
+        no_cache=True,
+        progress="plain",
+    ) == hashed(variant)
 
 
 def _reversed(node):

@@ -23,7 +23,9 @@ def test_the_content_addressed_tag_follows_the_variant_not_the_moving_tag(demo):
 
 def test_labels_record_the_revision(demo):
     assert make_plan(demo["a"], revision="abc-dirty").labels == {
-        "org.opencontainers.image.revision": "abc-dirty", "org.opencontainers.image.source": "miles-image-toolkit"}
+        "org.opencontainers.image.revision": "abc-dirty",
+        "org.opencontainers.image.source": "miles-image-toolkit",
+    }
 
 
 def test_the_host_ca_is_a_secret_unless_one_is_named_already(demo):
@@ -49,7 +51,11 @@ def test_parse_secret(tmp_path):
     src.write_text("t")
     assert parse_secret(f"id=tok,src={src}") == ("tok", str(src))
     assert parse_secret(f"type=file,id=tok,source={src}") == ("tok", str(src))
-    for text, problem in [(f"src={src}", "expected id=NAME,src=FILE"), (f"id=tok,src={src},mode=1", "expected"),
-                          (f"id=a b,src={src}", "the id is letters"), ("id=tok,src=/no/such", "no such file")]:
+    for text, problem in [
+        (f"src={src}", "expected id=NAME,src=FILE"),
+        (f"id=tok,src={src},mode=1", "expected"),
+        (f"id=a b,src={src}", "the id is letters"),
+        ("id=tok,src=/no/such", "no such file"),
+    ]:
         with pytest.raises(UsageError, match=f"^--secret '{text}': {problem}"):
             parse_secret(text)

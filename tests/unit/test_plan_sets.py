@@ -27,8 +27,9 @@ def test_platforms_are_a_comma_list(demo):
 
 
 def test_a_component_can_be_added_key_by_key(demo):
-    v = apply_sets(demo["a"], ["components.extra.git=https://example.com/org/extra.git",
-                               f"components.extra.ref={COMMIT}"])
+    v = apply_sets(
+        demo["a"], ["components.extra.git=https://example.com/org/extra.git", f"components.extra.ref={COMMIT}"]
+    )
     assert v.components["extra"] == {"git": "https://example.com/org/extra.git", "ref": COMMIT}
     assert set(v.components) == {"lib", "extra"}
 
@@ -44,12 +45,18 @@ def test_the_variant_given_is_left_as_it_was(demo):
 
 
 USAGE_CASES = [
-    ("not settable", "gates.imports=x",
-     "--set 'gates.imports=x': expected KEY=VALUE with KEY one of base, args, env, pip, components, tag_suffix, "
-     "platforms (dotted)"),
-    ("no value", "args.MAX_JOBS",
-     "--set 'args.MAX_JOBS': expected KEY=VALUE with KEY one of base, args, env, pip, components, tag_suffix, "
-     "platforms (dotted)"),
+    (
+        "not settable",
+        "gates.imports=x",
+        "--set 'gates.imports=x': expected KEY=VALUE with KEY one of base, args, env, pip, components, tag_suffix, "
+        "platforms (dotted)",
+    ),
+    (
+        "no value",
+        "args.MAX_JOBS",
+        "--set 'args.MAX_JOBS': expected KEY=VALUE with KEY one of base, args, env, pip, components, tag_suffix, "
+        "platforms (dotted)",
+    ),
     ("into a scalar", "base.tag=1", "--set 'base.tag=1': base is not a mapping"),
     ("into a value", "args.GPU_ARCH.x=1", "--set 'args.GPU_ARCH.x=1': GPU_ARCH is not a mapping"),
 ]
@@ -63,13 +70,19 @@ def test_a_malformed_set_is_a_usage_error(demo, item, message):
 
 
 SPEC_CASES = [
-    ("latest base", "base=debian:latest",
-     "base: unpinned base image 'debian:latest': 'latest' moves; name a fixed tag or a digest"),
+    (
+        "latest base",
+        "base=debian:latest",
+        "base: unpinned base image 'debian:latest': 'latest' moves; name a fixed tag or a digest",
+    ),
     ("unpinned pip", "pip.torch=*", "pip.torch: pip package must be pinned to an exact version, got '*'"),
     ("nested value", "args.X.Y=1", "args.X: expected a string, got dict {'Y': '1'}"),
     ("platform", "platforms=linux/amd64,windows/amd64", "platforms[1]: unknown platform 'windows/amd64'"),
-    ("tag", "tag_suffix=a b", "tag_suffix: not an image tag ([A-Za-z0-9_][A-Za-z0-9_.-]*, at most 115 characters): "
-                              "'a b'"),
+    (
+        "tag",
+        "tag_suffix=a b",
+        "tag_suffix: not an image tag ([A-Za-z0-9_][A-Za-z0-9_.-]*, at most 115 characters): 'a b'",
+    ),
 ]
 
 

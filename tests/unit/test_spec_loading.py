@@ -14,8 +14,12 @@ from toolkit.spec import MAX_SPEC_BYTES, REQUIRED_FAMILY, load_family, merge
 def test_mappings_merge_key_by_key_and_everything_else_replaces():
     base = {"args": {"A": "1", "B": "2"}, "platforms": ["linux/amd64"], "base": "x:1", "gates": {"p": {"q": 1}}}
     over = {"args": {"B": "3"}, "platforms": ["linux/arm64"], "base": "y:2", "gates": {"p": {"r": 2}}}
-    assert merge(base, over) == {"args": {"A": "1", "B": "3"}, "platforms": ["linux/arm64"], "base": "y:2",
-                                 "gates": {"p": {"q": 1, "r": 2}}}
+    assert merge(base, over) == {
+        "args": {"A": "1", "B": "3"},
+        "platforms": ["linux/arm64"],
+        "base": "y:2",
+        "gates": {"p": {"q": 1, "r": 2}},
+    }
 
 
 def test_merge_copies_so_variants_never_share_a_mapping():
@@ -74,33 +78,65 @@ def refusal(path) -> str:
 
 
 EDIT_CASES = [
-    ("family name differs from the file", ("family: demo", "family: other"),
-     "family: must match the file name 'demo', got 'other'"),
-    ("family name", ("family: demo", "family: Demo"),
-     "family: family names are lower-case letters, digits, '.', '_', '-': 'Demo'"),
+    (
+        "family name differs from the file",
+        ("family: demo", "family: other"),
+        "family: must match the file name 'demo', got 'other'",
+    ),
+    (
+        "family name",
+        ("family: demo", "family: Demo"),
+        "family: family names are lower-case letters, digits, '.', '_', '-': 'Demo'",
+    ),
     ("default names no variant", ("default: a", "default: c"), "default: names no variant: 'c'"),
     ("alias", ("alias: dm", "alias: D M"), "alias: not a target name: 'D M'"),
     ("variant name", ("  b:\n", "  B:\n"), "variants.B: variant names are lower-case letters, digits, '.', '_', '-'"),
-    ("template outside templates/", ("template: smoke.Dockerfile.j2", "template: ../build.py"),
-     "template: not a relative normalised path inside the repository: '../build.py'"),
-    ("missing template", ("template: smoke.Dockerfile.j2", "template: none.j2"),
-     "template: no such file in the repository: 'none.j2'"),
-    ("python as a shell fragment", ("python: /opt/venv/bin/python", "python: 'exit 0; :'"),
-     "python: not an absolute normalised path: 'exit 0; :'"),
-    ("repository with a tag", ("repository: miles", "repository: miles:1"),
-     "repository: not an image name (lower-case, no tag): 'miles:1'"),
-    ("variant pin", ("base: debian:13", "base: debian:latest"),
-     "variants.b.base: unpinned base image 'debian:latest': 'latest' moves; name a fixed tag or a digest"),
-    ("gates without the bridge", ("imports: [sglang_attn_bridge]", "imports: [torch]"),
-     "gates.imports: must import sglang_attn_bridge (every image installs the bridge)"),
-    ("a variant's gates drop pip check", ("  a: {}", "  a: {gates: {pip_check: null}}"),
-     "variants.a.gates.pip_check: the variant declares packages: `pip check` must run over them "
-     "(pip_check: {allow: []})"),
-    ("wheelhouse without platform", ("variants:", "wheelhouse: {python_version: '3.11'}\nvariants:"),
-     "wheelhouse.platform: missing required key"),
-    ("patch names no git component", ("  a: {}", "  a: {patches: [{file: images/patches/rocm-megatron.patch, "
-                                                 "tree: /x, component: nope}]}"),
-     "variants.a.patches[0].component: names no git component: 'nope'"),
+    (
+        "template outside templates/",
+        ("template: smoke.Dockerfile.j2", "template: ../build.py"),
+        "template: not a relative normalised path inside the repository: '../build.py'",
+    ),
+    (
+        "missing template",
+        ("template: smoke.Dockerfile.j2", "template: none.j2"),
+        "template: no such file in the repository: 'none.j2'",
+    ),
+    (
+        "python as a shell fragment",
+        ("python: /opt/venv/bin/python", "python: 'exit 0; :'"),
+        "python: not an absolute normalised path: 'exit 0; :'",
+    ),
+    (
+        "repository with a tag",
+        ("repository: miles", "repository: miles:1"),
+        "repository: not an image name (lower-case, no tag): 'miles:1'",
+    ),
+    (
+        "variant pin",
+        ("base: debian:13", "base: debian:latest"),
+        "variants.b.base: unpinned base image 'debian:latest': 'latest' moves; name a fixed tag or a digest",
+    ),
+    (
+        "gates without the bridge",
+        ("imports: [sglang_attn_bridge]", "imports: [torch]"),
+        "gates.imports: must import sglang_attn_bridge (every image installs the bridge)",
+    ),
+    (
+        "a variant's gates drop pip check",
+        ("  a: {}", "  a: {gates: {pip_check: null}}"),
+        "variants.a.gates.pip_check: the variant declares packages: `pip check` must run over them "
+        "(pip_check: {allow: []})",
+    ),
+    (
+        "wheelhouse without platform",
+        ("variants:", "wheelhouse: {python_version: '3.11'}\nvariants:"),
+        "wheelhouse.platform: missing required key",
+    ),
+    (
+        "patch names no git component",
+        ("  a: {}", "  a: {patches: [{file: images/patches/rocm-megatron.patch, tree: /x, component: nope}]}"),
+        "variants.a.patches[0].component: names no git component: 'nope'",
+    ),
 ]
 
 
@@ -140,8 +176,10 @@ def test_a_duplicate_key_is_refused_not_last_wins(write_spec, demo_text):
 def test_an_alias_bomb_is_refused_before_it_expands(write_spec):
     lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
     lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 9)]
-    assert refusal(write_spec("\n".join(lines) + "\n")) == \
-        "images/demo.yaml: refusing the YAML: aliases expand to more than 100000 values"
+    assert (
+        refusal(write_spec("\n".join(lines) + "\n"))
+        == "images/demo.yaml: refusing the YAML: aliases expand to more than 100000 values"
+    )
 
 
 def test_unreadable_files(images_dir, write_spec):
@@ -158,8 +196,11 @@ NON_STRING_KEYS = [
     ("bool env name", ("env: {", "env: {true: x, "), "env.True: a key must be a string, got bool True"),
     ("float pip name", ("pip: {", "pip: {1.5: '1.0', "), "pip.1.5: a key must be a string, got float 1.5"),
     ("int variant name", ("  a: {}", "  a: {}\n  7: {}"), "variants.7: a key must be a string, got int 7"),
-    ("null component name", ("components:", "components:\n  ~: {version: '1.0'}"),
-     "components.None: a key must be a string, got NoneType None"),
+    (
+        "null component name",
+        ("components:", "components:\n  ~: {version: '1.0'}"),
+        "components.None: a key must be a string, got NoneType None",
+    ),
     ("int gate key", ("platform: cpu", "platform: cpu, 3: x"), "gates.3: a key must be a string, got int 3"),
 ]
 
@@ -177,7 +218,9 @@ def test_two_patch_files_may_not_share_a_name(write_spec, demo_text):
     first, and both steps would apply it."""
     one, two = "toolkit/__init__.py", "bridge/src/sglang_attn_bridge/__init__.py"  # any repository files will do
     text = demo_text.replace("  a: {}", f"  a: {{patches: [{{file: {one}, tree: /a}}, {{file: {two}, tree: /b}}]}}")
-    assert refusal(write_spec(text)) == ("images/demo.yaml: variants.a.patches[1].file: the same file name as "
-                                         "'toolkit/__init__.py' (the build context holds patches by name)")
+    assert refusal(write_spec(text)) == (
+        "images/demo.yaml: variants.a.patches[1].file: the same file name as "
+        "'toolkit/__init__.py' (the build context holds patches by name)"
+    )
     same = demo_text.replace("  a: {}", f"  a: {{patches: [{{file: {one}, tree: /a}}, {{file: {one}, tree: /b}}]}}")
     assert len(load_family(write_spec(same))["a"].patches) == 2  # one file applied to two trees is fine

@@ -1,4 +1,5 @@
 """Fixtures for the verify/ tests: run the gate runner as a subprocess, write throwaway packages."""
+
 import os
 import subprocess
 import sys
@@ -23,8 +24,14 @@ def run_verify():
     """Run ``python -m verify ARGS`` from the repo root, as an image would (cwd = verify/'s parent)."""
 
     def run(*args, pythonpath=(), python=sys.executable, env=None, module="verify"):
-        return subprocess.run([str(python), "-m", module, *map(str, args)], cwd=REPO, env=_clean_env(pythonpath, env),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
+        return subprocess.run(
+            [str(python), "-m", module, *map(str, args)],
+            cwd=REPO,
+            env=_clean_env(pythonpath, env),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
 
     return run
 

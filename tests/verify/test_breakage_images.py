@@ -4,6 +4,7 @@ Each case: create a container (network disabled), copy verify/ and the breakage 
 `python -m verify` from verify/'s parent directory, and expect a non-zero exit whose output names the culprit.
 The untouched image must pass every gate. Containers are always removed.
 """
+
 import io
 import json
 import shutil
@@ -29,8 +30,19 @@ def extend_attention_fwd_unified(q, o, k_buffer, v_buffer, k_scale, v_scale, qo_
     return o
 """
 KERNEL_MOD = "sglang.srt.layers.attention.triton_ops.extend_attention"
-BRIDGE_CALL = ["q", "o", "k_buffer", "v_buffer", "qo_indptr", "kv_indptr", "kv_indices", "prefix_lens",
-               "max_len_extend", "sm_scale", "is_causal"]  # a <= 0.5.5 call: no k_scale/v_scale
+BRIDGE_CALL = [
+    "q",
+    "o",
+    "k_buffer",
+    "v_buffer",
+    "qo_indptr",
+    "kv_indptr",
+    "kv_indices",
+    "prefix_lens",
+    "max_len_extend",
+    "sm_scale",
+    "is_causal",
+]  # a <= 0.5.5 call: no k_scale/v_scale
 
 GOOD_GATES = {
     "imports": ["torch", "triton", "transformers", "sglang_attn_bridge", "sglang_attn_bridge.doctor"],
@@ -38,12 +50,16 @@ GOOD_GATES = {
     "signatures": [
         {"target": "sglang_attn_bridge:register", "keywords": ["name"]},
         {"target": "sglang_attn_bridge:register", "keywords": ["name"], "import": False},
-        {"target": "sglang_attn_bridge:build_model_with_attn_bridge",
-         "keywords": ["model_cls", "checkpoint_path", "attn_implementation", "init_context", "torch_dtype"]},
+        {
+            "target": "sglang_attn_bridge:build_model_with_attn_bridge",
+            "keywords": ["model_cls", "checkpoint_path", "attn_implementation", "init_context", "torch_dtype"],
+        },
         {"target": "transformers:AttentionInterface.register", "keywords": ["key", "value"]},
-        {"target": "transformers.integrations.sdpa_attention:sdpa_attention_forward",
-         "keywords": ["module", "query", "key", "value", "attention_mask", "scaling", "dropout", "is_causal"],
-         "import": False},
+        {
+            "target": "transformers.integrations.sdpa_attention:sdpa_attention_forward",
+            "keywords": ["module", "query", "key", "value", "attention_mask", "scaling", "dropout", "is_causal"],
+            "import": False,
+        },
     ],
     "platform": "cpu",
     "pip_check": {"allow": []},
@@ -75,8 +91,13 @@ def _tar(files):
 
 def run_gate(client, image, args, files=None, env=None, fetch=None):
     """Run the runner in a fresh container; return (exit code, output, {fetched path: bytes})."""
-    container = client.containers.create(image, command=[PYTHON, "-m", "verify", *args], working_dir=RUNNER_DIR,
-                                         network_disabled=True, environment=env or {})
+    container = client.containers.create(
+        image,
+        command=[PYTHON, "-m", "verify", *args],
+        working_dir=RUNNER_DIR,
+        network_disabled=True,
+        environment=env or {},
+    )
     try:
         runner = {"%s/%s" % (RUNNER_DIR, name): data for name, data in bundle.payload_bytes().items()}
         runner.update({p: textwrap.dedent(t) if isinstance(t, str) else t for p, t in (files or {}).items()})
@@ -115,8 +136,14 @@ def _fail_lines(output):
 
 
 def test_good_image_passes_every_gate(gate):
-    code, out, fetched = gate("--config", "%s/gates.json" % RUNNER_DIR, "--json", "/tmp/report.json",
-                              files={RUNNER_DIR + "/gates.json": json.dumps(GOOD_GATES)}, fetch=["/tmp/report.json"])
+    code, out, fetched = gate(
+        "--config",
+        "%s/gates.json" % RUNNER_DIR,
+        "--json",
+        "/tmp/report.json",
+        files={RUNNER_DIR + "/gates.json": json.dumps(GOOD_GATES)},
+        fetch=["/tmp/report.json"],
+    )
     assert code == 0, out
     report = json.loads(fetched["/tmp/report.json"])
     kinds = {c["kind"] for c in report["checks"]}
@@ -134,7 +161,8 @@ def test_missing_module(gate):
 
 def test_syntax_error_in_lazily_imported_submodule(gate, site):
     lazy = site + "/sglang_attn_bridge/_seeded_lazy.py"
-    files = {lazy: """
+    files = {
+        lazy: """
         class Late:
             def first(self):
                 if self:
@@ -143,7 +171,8 @@ def test_syntax_error_in_lazily_imported_submodule(gate, site):
                 return 2
 
                     return 3
-        """}
+        """
+    }
     code, out, _ = gate("--import", "sglang_attn_bridge", "--compile", "sglang_attn_bridge", files=files)
     assert code == 1
     assert [ln.split()[1] for ln in _fail_lines(out)] == ["compile"]  # the start-up import still passes
@@ -152,12 +181,14 @@ def test_syntax_error_in_lazily_imported_submodule(gate, site):
 
 @pytest.mark.parametrize("flag", ["--signature", "--signature-source"])
 def test_signature_drift(gate, site, flag):
-    files = {site + "/sglang/__init__.py": "",
-             site + "/sglang/srt/__init__.py": "",
-             site + "/sglang/srt/layers/__init__.py": "",
-             site + "/sglang/srt/layers/attention/__init__.py": "",
-             site + "/sglang/srt/layers/attention/triton_ops/__init__.py": "",
-             site + "/sglang/srt/layers/attention/triton_ops/extend_attention.py": KERNEL_0_5_10}
+    files = {
+        site + "/sglang/__init__.py": "",
+        site + "/sglang/srt/__init__.py": "",
+        site + "/sglang/srt/layers/__init__.py": "",
+        site + "/sglang/srt/layers/attention/__init__.py": "",
+        site + "/sglang/srt/layers/attention/triton_ops/__init__.py": "",
+        site + "/sglang/srt/layers/attention/triton_ops/extend_attention.py": KERNEL_0_5_10,
+    }
     if flag == "--signature-source":  # importing sglang would pull heavy deps: source mode must not import it
         files[site + "/sglang/__init__.py"] = "raise ImportError('sglang.srt.utils needs a GPU runtime')\n"
     target = "%s:extend_attention_fwd_unified=%s" % (KERNEL_MOD, ",".join(BRIDGE_CALL))
@@ -171,16 +202,23 @@ def test_signature_drift(gate, site, flag):
 
 def test_shadowing_copy_earlier_on_sys_path(gate, site):
     files = {"/work/checkout/sglang_attn_bridge/__init__.py": "def register(name='triton'):\n    return name\n"}
-    code, out, _ = gate("--provenance", "sglang_attn_bridge=site-packages", "--import", "sglang_attn_bridge",
-                        files=files, env={"PYTHONPATH": "/work/checkout"})
+    code, out, _ = gate(
+        "--provenance",
+        "sglang_attn_bridge=site-packages",
+        "--import",
+        "sglang_attn_bridge",
+        files=files,
+        env={"PYTHONPATH": "/work/checkout"},
+    )
     assert code == 1
     (fail,) = _fail_lines(out)
     assert "provenance" in fail and "/work/checkout/sglang_attn_bridge" in fail
     assert "shadows %s/sglang_attn_bridge" % site in fail
 
 
-@pytest.mark.parametrize("platform,needle", [("cuda", "torch.version.cuda is not set"),
-                                              ("rocm", "torch.version.hip is not set")])
+@pytest.mark.parametrize(
+    "platform,needle", [("cuda", "torch.version.cuda is not set"), ("rocm", "torch.version.hip is not set")]
+)
 def test_wrong_platform(gate, platform, needle):
     code, out, _ = gate("--platform", platform)
     assert code == 1
@@ -217,14 +255,24 @@ def _cst_binary():
 def test_container_structure_test_with_exported_config(smoke_image, tmp_path):
     good, bad = tmp_path / "good.json", tmp_path / "bad.json"
     write_cst(GOOD_GATES, PYTHON, str(good))
-    proc = subprocess.run([_cst_binary(), "test", "--image", smoke_image, "--config", str(good)],
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900)
+    proc = subprocess.run(
+        [_cst_binary(), "test", "--image", smoke_image, "--config", str(good)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert "Passes:      %d" % len(json.loads(good.read_text())["commandTests"]) in proc.stdout
 
     write_cst({"imports": ["sglang_attn_bridge", "sglang"], "compile": ["sglang"]}, PYTHON, str(bad))
-    proc = subprocess.run([_cst_binary(), "test", "--image", smoke_image, "--config", str(bad)],
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900)
+    proc = subprocess.run(
+        [_cst_binary(), "test", "--image", smoke_image, "--config", str(bad)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode != 0
     assert "Failures:    2" in proc.stdout and "No module named 'sglang'" in proc.stdout
     assert "package sglang not found on sys.path" in proc.stdout

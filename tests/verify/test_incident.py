@@ -1,4 +1,5 @@
-"""The upstream incident (docs/architecture.md, "Why gates"), reproduced for real with git, then caught by the overlay guard and the gate.
+"""The upstream incident (docs/architecture.md, "Why gates"), reproduced for real with git, then caught by the
+overlay guard and the gate.
 
 Observed with git 2.39.5 on this machine: in the repository that made the patch (the pre-image blob is present),
 `git apply --3way --unidiff-zero` does a real three-way merge and puts the method where it belongs. The incident
@@ -6,16 +7,17 @@ needs what upstream's build had: a clone WITHOUT the pre-image blob. A `git clon
 clone; there git prints "repository lacks the necessary blob to perform 3-way merge. Falling back to direct
 application...", places the zero-context insertion by line number alone, and exits 0.
 """
+
 import ast
 import re
 import subprocess
 
 import pytest
-
 from support import git, git_init
+
 from overlay_guard import lint_paths
 
-REV_A = '''\
+REV_A = """\
 class Engine:
     def start(self):
         self.running = True
@@ -30,17 +32,20 @@ class Helper:
     def assist(self, x):
         y = x + 1
         return y * 2
-'''
-RESTART = '''\
+"""
+RESTART = """\
     def restart(self):
         self.stop()
         return self.start()
 
-'''
+"""
 # Revision B: start() grew a nested block, so old line 5 (where the insertion goes) is now inside it.
-REV_B = REV_A.replace("        self.running = True\n        return self\n",
-                      "        self.running = True\n        if self.verbose:\n            self.log('start')\n"
-                      "            self.log('really')\n        return self\n", 1)
+REV_B = REV_A.replace(
+    "        self.running = True\n        return self\n",
+    "        self.running = True\n        if self.verbose:\n            self.log('start')\n"
+    "            self.log('really')\n        return self\n",
+    1,
+)
 # A harmless drift: only Helper changed; a context patch must still land in Engine.
 REV_B_BENIGN = REV_A.replace("        return y * 2\n", "        z = y * 2\n        return z\n")
 # The line-drift only: two lines added above, nothing the patch's context mentions changed.
@@ -48,7 +53,7 @@ REV_B_SHIFT = "import os\nimport sys\n" + REV_A
 
 
 def sh(args, cwd, check=True):
-    return subprocess.run(args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=check)
+    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, check=check)
 
 
 def compiles(path):
@@ -72,8 +77,9 @@ def upstream(tmp_path):
     (repo / "mod.py").write_text(REV_A)
     git(repo, "add", "mod.py")
     git(repo, "commit", "-qm", "A")
-    (repo / "mod.py").write_text(REV_A.replace("        return self\n\n    def stop",
-                                               "        return self\n\n" + RESTART + "    def stop", 1))
+    (repo / "mod.py").write_text(
+        REV_A.replace("        return self\n\n    def stop", "        return self\n\n" + RESTART + "    def stop", 1)
+    )
     patches = tmp_path / "patches"
     patches.mkdir()
     (patches / "zero.patch").write_text(git(repo, "diff", "-U0").stdout)
@@ -130,8 +136,11 @@ def test_incident_reproduced_and_caught(upstream, tmp_path, run_verify):
 STEP = "git apply --check {p} && git apply {p} && git apply --reverse --check {p}"
 
 
-@pytest.mark.parametrize("text,lands", [(REV_B, False), (REV_B_BENIGN, True), (REV_B_SHIFT, True)],
-                         ids=["drift-into-method", "drift-elsewhere", "lines-shifted"])
+@pytest.mark.parametrize(
+    "text,lands",
+    [(REV_B, False), (REV_B_BENIGN, True), (REV_B_SHIFT, True)],
+    ids=["drift-into-method", "drift-elsewhere", "lines-shifted"],
+)
 def test_context_patch_lands_right_or_fails(upstream, tmp_path, text, lands):
     repo, patches = upstream
     drift(repo, text, "B")

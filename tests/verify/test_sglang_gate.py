@@ -5,6 +5,7 @@ PyPI wheel (read in source mode, never imported) and the bridge's source on the 
 keyword, an added required parameter, a removed function) must fail. Wheels are downloaded into .cache/sglang-wheels
 when missing; a test skips, saying why, only when the download is impossible.
 """
+
 import json
 import re
 import shutil
@@ -14,9 +15,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 from support import sglang_wheel
-from toolkit.spec import ROOT as REPO, load_catalog
+
+from toolkit.spec import ROOT as REPO
+from toolkit.spec import load_catalog
 
 BRIDGE_SRC = REPO / "bridge" / "src"
 NEWEST = ("0.5.22", "0.5.23")
@@ -115,11 +117,12 @@ def _drifted(unpacked, tmp_path, version, edit) -> Path:
 
 DRIFTS = {
     "renamed keyword": (lambda d: d.replace("sliding_window_size", "window_size"), "sliding_window_size"),
-    "new required parameter": (lambda d: d.replace("max_len_extend,", "max_len_extend, page_table,", 1),
-                               "page_table"),
+    "new required parameter": (lambda d: d.replace("max_len_extend,", "max_len_extend, page_table,", 1), "page_table"),
     "removed function": (lambda d: d.replace(FUNCTION, FUNCTION + "_v2", 1), "no top-level definition"),
-    "keyword only through **kwargs": (lambda d: d.replace("logit_cap=0.0,", "", 1).rstrip().rstrip(",") + ", **kwargs",
-                                      "no parameter named logit_cap"),
+    "keyword only through **kwargs": (
+        lambda d: d.replace("logit_cap=0.0,", "", 1).rstrip().rstrip(",") + ", **kwargs",
+        "no parameter named logit_cap",
+    ),
 }
 
 
@@ -137,11 +140,19 @@ def test_seeded_drift_fails(run_verify, tmp_path, unpacked, version, drift):
 def test_bridge_resolves_from_the_same_table():
     """The bridge's own resolution order and keywords are the table's (one home, nothing copied)."""
     # A child without site-packages (-S): an editable install of some other checkout cannot answer for this one.
-    code = ("import json; from verify.source_signature import literal_from_source; "
-            "t, p, _ = literal_from_source('sglang_attn_bridge.sglang_api', 'EXTEND_ATTENTION'); "
-            "print(json.dumps([t, p]))")
-    run = subprocess.run([sys.executable, "-S", "-c", code], cwd=REPO, env={"PYTHONPATH": f"{REPO}:{BRIDGE_SRC}"},
-                         capture_output=True, text=True, timeout=60)
+    code = (
+        "import json; from verify.source_signature import literal_from_source; "
+        "t, p, _ = literal_from_source('sglang_attn_bridge.sglang_api', 'EXTEND_ATTENTION'); "
+        "print(json.dumps([t, p]))"
+    )
+    run = subprocess.run(
+        [sys.executable, "-S", "-c", code],
+        cwd=REPO,
+        env={"PYTHONPATH": f"{REPO}:{BRIDGE_SRC}"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert run.returncode == 0, run.stderr
     table, path = json.loads(run.stdout)
     assert Path(path).resolve() == (BRIDGE_SRC / "sglang_attn_bridge" / "sglang_api.py").resolve()
@@ -150,17 +161,24 @@ def test_bridge_resolves_from_the_same_table():
     assert table["modules"] == [NEW_MODULE, OLD_MODULE] and table["function"] == FUNCTION
 
 
-TABLE = '''
+TABLE = """
 CALL = {"function": "kernel", "modules": ["pkg.new", "pkg.old"], "keywords": ["q", "scale"],
         "groups": [["k_scale", "v_scale"]]}
-'''
+"""
 
 
 @pytest.mark.parametrize("mode", [True, False])
 def test_resolve_falls_back_like_the_caller(run_verify, write_tree, tmp_path, mode):
     """Import and source mode agree: the new module wins when present, else the old one; a group is all or none."""
-    write_tree(tmp_path, {"table/__init__.py": "", "table/api.py": TABLE, "pkg/__init__.py": "",
-                          "pkg/old.py": "def kernel(q, k_scale, v_scale, scale=None):\n    pass\n"})
+    write_tree(
+        tmp_path,
+        {
+            "table/__init__.py": "",
+            "table/api.py": TABLE,
+            "pkg/__init__.py": "",
+            "pkg/old.py": "def kernel(q, k_scale, v_scale, scale=None):\n    pass\n",
+        },
+    )
     cfg = tmp_path / "gates.json"
     cfg.write_text(json.dumps({"signatures": [{"resolve": "table.api:CALL", "import": mode}]}))
     run = run_verify("--config", cfg, pythonpath=[tmp_path])
@@ -173,11 +191,14 @@ def test_resolve_falls_back_like_the_caller(run_verify, write_tree, tmp_path, mo
     assert run.returncode == 1 and "pkg.new:kernel: no parameter named v_scale" in run.stdout
 
 
-@pytest.mark.parametrize("entry,key", [
-    ({"resolve": "a.b:T", "target": "a.b:f"}, "signatures[0]"),
-    ({"resolve": "a.b:T", "keywords": ["q"]}, "signatures[0].keywords"),
-    ({"resolve": "no_colon"}, "signatures[0].resolve"),
-])
+@pytest.mark.parametrize(
+    "entry,key",
+    [
+        ({"resolve": "a.b:T", "target": "a.b:f"}, "signatures[0]"),
+        ({"resolve": "a.b:T", "keywords": ["q"]}, "signatures[0].keywords"),
+        ({"resolve": "no_colon"}, "signatures[0].resolve"),
+    ],
+)
 def test_resolve_entry_is_validated(entry, key):
     from verify.config import ConfigError, from_dict
 
@@ -187,8 +208,7 @@ def test_resolve_entry_is_validated(entry, key):
 
 def test_table_that_is_not_a_literal_fails(run_verify, write_tree, tmp_path):
     write_tree(tmp_path, {"table/__init__.py": "", "table/api.py": "import os\nCALL = dict(function=os.name)\n"})
-    run = run_verify("--signature-source", "x.y:z", "--config", _cfg(tmp_path, "table.api:CALL"),
-                     pythonpath=[tmp_path])
+    run = run_verify("--signature-source", "x.y:z", "--config", _cfg(tmp_path, "table.api:CALL"), pythonpath=[tmp_path])
     assert run.returncode == 1 and "CALL is not a literal" in run.stdout, run.stdout
 
 
@@ -211,15 +231,25 @@ def test_gate_and_bridge_agree_inside_an_image_with_real_sglang(docker_client, t
         pytest.skip("%s is not built here (python3 build.py --target miles-cpu)" % image)
     shutil.copytree(REPO / "verify", tmp_path / "verify")
     entry = {"resolve": "sglang_attn_bridge.sglang_api:EXTEND_ATTENTION"}
-    (tmp_path / "gates.json").write_text(json.dumps({"signatures": [dict(entry, **{"import": False}),
-                                                                     dict(entry, **{"import": True})]}))
-    script = ("python -m verify --config gates.json && python -c 'from sglang_attn_bridge.sglang_kernel import "
-              "resolve; print(\"BRIDGE\", resolve().kernel.module)'")
+    (tmp_path / "gates.json").write_text(
+        json.dumps({"signatures": [dict(entry, **{"import": False}), dict(entry, **{"import": True})]})
+    )
+    script = (
+        "python -m verify --config gates.json && python -c 'from sglang_attn_bridge.sglang_kernel import "
+        'resolve; print("BRIDGE", resolve().kernel.module)\''
+    )
     out = docker_client.containers.run(
-        image, ["bash", "-c", script], remove=True, network_mode="none", working_dir="/tmp/gates",
+        image,
+        ["bash", "-c", script],
+        remove=True,
+        network_mode="none",
+        working_dir="/tmp/gates",
         environment={"PYTHONPATH": "/tmp/bridge-src"},
-        volumes={str(tmp_path): {"bind": "/tmp/gates", "mode": "ro"},
-                 str(BRIDGE_SRC): {"bind": "/tmp/bridge-src", "mode": "ro"}}).decode()
+        volumes={
+            str(tmp_path): {"bind": "/tmp/gates", "mode": "ro"},
+            str(BRIDGE_SRC): {"bind": "/tmp/bridge-src", "mode": "ro"},
+        },
+    ).decode()
     passed = result_lines(out, "PASS", "signature")
     bridge = [ln.split()[1] for ln in out.splitlines() if ln.startswith("BRIDGE ")]
     assert len(passed) == 2 and bridge, out
@@ -235,10 +265,12 @@ def test_cst_export_keeps_the_resolve_entry(unpacked):
 
     gates = {"signatures": _gpu_variants()[DEFAULT].gates["signatures"]}
     test = to_cst(gates, sys.executable)["commandTests"][0]
-    assert json.loads(test["args"][2]) == {"signatures": [{"resolve": "sglang_attn_bridge.sglang_api:EXTEND_ATTENTION",
-                                                           "import": False}]}
+    assert json.loads(test["args"][2]) == {
+        "signatures": [{"resolve": "sglang_attn_bridge.sglang_api:EXTEND_ATTENTION", "import": False}]
+    }
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(unpacked("0.5.16")), str(BRIDGE_SRC)]))
-    run = subprocess.run([test["command"], *test["args"]], capture_output=True, text=True, env=env, cwd="/",
-                         timeout=300)
+    run = subprocess.run(
+        [test["command"], *test["args"]], capture_output=True, text=True, env=env, cwd="/", timeout=300
+    )
     assert run.returncode == test["exitCode"] and re.search(test["expectedOutput"][0], run.stdout), run.stdout
     assert NEW_MODULE in run.stdout

@@ -1,4 +1,5 @@
 """Config validation: exit 2 and one line on stderr naming the file and the key."""
+
 import json
 
 import pytest
@@ -52,15 +53,18 @@ def test_unreadable_and_invalid_json(tmp_path, run_verify):
     assert proc.returncode == 2 and "top level must be a JSON object" in proc.stderr
 
 
-@pytest.mark.parametrize("args,needle", [
-    ([], "nothing to check"),
-    (["--platform", "tpu"], "--platform"),
-    (["--signature", "nocolon"], "nocolon"),
-    (["--signature", "m:f=q,not-a-name"], "not-a-name"),
-    (["--provenance", "miles"], "PKG=site-packages"),
-    (["--provenance", "miles=relative/dir"], "provenance"),
-    (["--bogus"], "--bogus"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        ([], "nothing to check"),
+        (["--platform", "tpu"], "--platform"),
+        (["--signature", "nocolon"], "nocolon"),
+        (["--signature", "m:f=q,not-a-name"], "not-a-name"),
+        (["--provenance", "miles"], "PKG=site-packages"),
+        (["--provenance", "miles=relative/dir"], "provenance"),
+        (["--bogus"], "--bogus"),
+    ],
+)
 def test_bad_usage_exit_2_one_line(run_verify, args, needle):
     proc = run_verify(*args)
     assert proc.returncode == 2
@@ -72,8 +76,10 @@ def test_full_shape_round_trip(tmp_path):
     data = {
         "imports": ["sglang", "miles.backends.fsdp_utils"],
         "compile": ["miles", "sglang_attn_bridge", "/opt/extra"],
-        "signatures": [{"target": "pkg.mod:func", "keywords": ["q", "o"], "import": False},
-                       {"target": "pkg.mod:Cls.method"}],
+        "signatures": [
+            {"target": "pkg.mod:func", "keywords": ["q", "o"], "import": False},
+            {"target": "pkg.mod:Cls.method"},
+        ],
         "platform": "rocm",
         "pip_check": {"allow": [{"match": "somepkg 1.0 has requirement", "reason": "why"}]},
         "provenance": {"sglang_attn_bridge": "site-packages", "miles": "/opt/miles"},

@@ -1,12 +1,13 @@
 """toolkit.cst_export without Docker: the shape of the export, and its embedded runner executed for real on the host."""
+
 import json
 import subprocess
 import sys
 
 import pytest
 
-from verify.config import ConfigError
 from toolkit.cst_export import to_cst, write_cst
+from verify.config import ConfigError
 
 GATES = {
     "imports": ["json", "no_such_module_xyz"],
@@ -20,16 +21,30 @@ GATES = {
 
 
 def _run(test):
-    return subprocess.run([test["command"], *test["args"]], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, timeout=300, cwd="/")
+    return subprocess.run(
+        [test["command"], *test["args"]],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=300,
+        cwd="/",
+    )
 
 
 def test_shape_and_order():
     cst = to_cst(GATES, sys.executable)
     assert cst["schemaVersion"] == "2.0.0"
     names = [t["name"] for t in cst["commandTests"]]
-    assert names == ["provenance json", "compile json", "import json", "import no_such_module_xyz",
-                     "signature json:dumps", "platform cpu", "pip check", "command hello"]
+    assert names == [
+        "provenance json",
+        "compile json",
+        "import json",
+        "import no_such_module_xyz",
+        "signature json:dumps",
+        "platform cpu",
+        "pip check",
+        "command hello",
+    ]
     assert all(t["command"] == sys.executable for t in cst["commandTests"])
     assert json.loads(json.dumps(cst)) == cst
     one_check = json.loads(cst["commandTests"][4]["args"][2])

@@ -1,4 +1,5 @@
 """--json and --junit reports, parsed back."""
+
 import json
 import xml.etree.ElementTree as ET
 
@@ -7,8 +8,19 @@ def test_json_and_junit_reports(tmp_path, run_verify, write_tree):
     write_tree(tmp_path, {"goodpkg/__init__.py": "X = 1\n", "brokenpkg/__init__.py": "def f(:\n    pass\n"})
     js, xml = tmp_path / "out" / "report.json", tmp_path / "out" / "report.xml"
     js.parent.mkdir()
-    proc = run_verify("--import", "goodpkg", "--import", "brokenpkg", "--compile", "brokenpkg",
-                      "--json", js, "--junit", xml, pythonpath=[tmp_path])
+    proc = run_verify(
+        "--import",
+        "goodpkg",
+        "--import",
+        "brokenpkg",
+        "--compile",
+        "brokenpkg",
+        "--json",
+        js,
+        "--junit",
+        xml,
+        pythonpath=[tmp_path],
+    )
     assert proc.returncode == 1
 
     report = json.loads(js.read_text())
@@ -26,7 +38,10 @@ def test_json_and_junit_reports(tmp_path, run_verify, write_tree):
     assert root.tag == "testsuites" and suite.get("tests") == "3" and suite.get("failures") == "2"
     cases = suite.findall("testcase")
     assert [(c.get("classname"), c.get("name")) for c in cases] == [
-        ("verify.compile", "brokenpkg"), ("verify.import", "goodpkg"), ("verify.import", "brokenpkg")]
+        ("verify.compile", "brokenpkg"),
+        ("verify.import", "goodpkg"),
+        ("verify.import", "brokenpkg"),
+    ]
     assert cases[1].find("failure") is None
     failure = cases[2].find("failure")
     assert "SyntaxError" in failure.get("message") and "Traceback" in failure.text

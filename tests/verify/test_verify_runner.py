@@ -1,4 +1,5 @@
 """The gate runner against throwaway packages on PYTHONPATH, run as `python -m verify` in a subprocess."""
+
 import os
 import subprocess
 import sys
@@ -46,16 +47,18 @@ def test_long_message_keeps_the_location(tmp_path, run_verify, write_tree, lines
 
 
 def test_lazy_submodule_syntax_error_passes_import_fails_compile(tmp_path, run_verify, write_tree, lines):
-    write_tree(tmp_path, {
-        "lazypkg/__init__.py": """
+    write_tree(
+        tmp_path,
+        {
+            "lazypkg/__init__.py": """
             import os
             open(os.environ["SENTINEL"], "w").close()  # proves whether the package code ran
             def load():
                 from . import kernels
                 return kernels
             """,
-        "lazypkg/kernels/__init__.py": "",
-        "lazypkg/kernels/attn.py": """
+            "lazypkg/kernels/__init__.py": "",
+            "lazypkg/kernels/attn.py": """
             class Bridge:
                 def forward(self):
                     if True:
@@ -65,7 +68,8 @@ def test_lazy_submodule_syntax_error_passes_import_fails_compile(tmp_path, run_v
 
                         y = 3
             """,
-    })
+        },
+    )
     sentinel = tmp_path / "imported"
     proc = run_verify("--compile", "lazypkg", pythonpath=[tmp_path], env={"SENTINEL": str(sentinel)})
     assert proc.returncode == 1, proc.stdout
@@ -100,10 +104,14 @@ def test_compile_unknown_target_fails(tmp_path, run_verify, lines):
 
 @pytest.mark.parametrize("mode", ["--signature", "--signature-source"])
 def test_signature_drift_k_scale_v_scale(tmp_path, run_verify, write_tree, lines, mode):
-    files = {"fakesgl/__init__.py": "", "fakesgl/srt/__init__.py": "", "fakesgl/srt/layers/__init__.py": "",
-             "fakesgl/srt/layers/attention/__init__.py": "",
-             "fakesgl/srt/layers/attention/triton_ops/__init__.py": "",
-             "fakesgl/srt/layers/attention/triton_ops/extend_attention.py": SGLANG_0_5_10}
+    files = {
+        "fakesgl/__init__.py": "",
+        "fakesgl/srt/__init__.py": "",
+        "fakesgl/srt/layers/__init__.py": "",
+        "fakesgl/srt/layers/attention/__init__.py": "",
+        "fakesgl/srt/layers/attention/triton_ops/__init__.py": "",
+        "fakesgl/srt/layers/attention/triton_ops/extend_attention.py": SGLANG_0_5_10,
+    }
     write_tree(tmp_path, files)
     proc = run_verify(mode, "%s:extend_attention_fwd_unified=%s" % (KERNEL, OLD_CALL), pythonpath=[tmp_path])
     assert proc.returncode == 1
@@ -111,21 +119,24 @@ def test_signature_drift_k_scale_v_scale(tmp_path, run_verify, write_tree, lines
     assert "missing a required argument: 'k_scale'" in fail
     proc = run_verify(mode, "%s:extend_attention_fwd_unified=%s" % (KERNEL, NEW_CALL), pythonpath=[tmp_path])
     assert proc.returncode == 0, proc.stdout
-    proc = run_verify(mode, "%s:extend_attention_fwd_unified=%s,page_size" % (KERNEL, NEW_CALL),
-                      pythonpath=[tmp_path])
+    proc = run_verify(mode, "%s:extend_attention_fwd_unified=%s,page_size" % (KERNEL, NEW_CALL), pythonpath=[tmp_path])
     assert proc.returncode == 1
     assert "unexpected keyword argument 'page_size'" in lines(proc, "FAIL")[0]
 
 
 def test_signature_source_mode_never_imports(tmp_path, run_verify, write_tree, lines):
-    write_tree(tmp_path, {
-        "heavy/__init__.py": "raise RuntimeError('heavy deps: importing this package is forbidden in the test')\n",
-        "heavy/ops/__init__.py": "from .kernel import fwd as fwd_alias\n",
-        "heavy/ops/kernel.py": SGLANG_0_5_5.replace("extend_attention_fwd_unified", "fwd"),
-    })
+    write_tree(
+        tmp_path,
+        {
+            "heavy/__init__.py": "raise RuntimeError('heavy deps: importing this package is forbidden in the test')\n",
+            "heavy/ops/__init__.py": "from .kernel import fwd as fwd_alias\n",
+            "heavy/ops/kernel.py": SGLANG_0_5_5.replace("extend_attention_fwd_unified", "fwd"),
+        },
+    )
     target = "heavy.ops.kernel:fwd=" + OLD_CALL
-    proc = run_verify("--signature-source", target, "--signature-source", "heavy.ops:fwd_alias=" + OLD_CALL,
-                      pythonpath=[tmp_path])
+    proc = run_verify(
+        "--signature-source", target, "--signature-source", "heavy.ops:fwd_alias=" + OLD_CALL, pythonpath=[tmp_path]
+    )
     assert proc.returncode == 0, proc.stdout
     assert "kernel.py" in lines(proc, "PASS")[1]  # the re-export was followed to its def
     proc = run_verify("--signature", target, pythonpath=[tmp_path])
@@ -134,7 +145,10 @@ def test_signature_source_mode_never_imports(tmp_path, run_verify, write_tree, l
 
 
 def test_signature_existence_and_callable(tmp_path, run_verify, write_tree, lines):
-    write_tree(tmp_path, {"sigmod.py": """
+    write_tree(
+        tmp_path,
+        {
+            "sigmod.py": """
         LIMIT = 3
         class Box:
             def __init__(self, size, *, color="red"):
@@ -143,7 +157,9 @@ def test_signature_existence_and_callable(tmp_path, run_verify, write_tree, line
                 return size
         def plain(a, b=1):
             return a
-        """})
+        """
+        },
+    )
     ok = ["sigmod:plain", "sigmod:plain=a", "sigmod:Box=size,color", "sigmod:Box.resize=size"]
     for mode in ("--signature", "--signature-source"):
         args = [x for t in ok for x in (mode, t)]
@@ -162,8 +178,12 @@ def _venv(tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
-    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          check=True, stdout=subprocess.PIPE, text=True).stdout.strip()
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        stdout=subprocess.PIPE,
+        text=True,
+    ).stdout.strip()
     return python, site
 
 
@@ -178,16 +198,22 @@ def test_provenance_shadowing_checkout(tmp_path, run_verify, write_tree, lines):
     (fail,) = lines(proc, "FAIL", "provenance")
     assert os.path.realpath(tmp_path / "checkout" / "bridgepkg") in fail
     assert os.path.realpath(os.path.join(site, "bridgepkg")) in fail and "shadows" in fail
-    proc = run_verify("--provenance", "bridgepkg=%s" % (tmp_path / "checkout"), python=python,
-                      pythonpath=[tmp_path / "checkout"])
+    proc = run_verify(
+        "--provenance", "bridgepkg=%s" % (tmp_path / "checkout"), python=python, pythonpath=[tmp_path / "checkout"]
+    )
     assert proc.returncode == 0, proc.stdout
     proc = run_verify("--provenance", "absent_pkg_xyz=site-packages", python=python)
     assert proc.returncode == 1 and "not found" in lines(proc, "FAIL")[0]
 
 
 def _fake_torch(root, write_tree, hip=None, cuda=None):
-    write_tree(root, {"torch/__init__.py": "__version__ = '2.9.0+fake'\nfrom . import version\n",
-                      "torch/version.py": "hip = %r\ncuda = %r\n" % (hip, cuda)})
+    write_tree(
+        root,
+        {
+            "torch/__init__.py": "__version__ = '2.9.0+fake'\nfrom . import version\n",
+            "torch/version.py": "hip = %r\ncuda = %r\n" % (hip, cuda),
+        },
+    )
 
 
 def _dist_info(root, name, version, requires=()):
@@ -243,8 +269,10 @@ def test_pip_check_allowed_and_not(tmp_path, run_verify, lines, pip_venv):
     (fail,) = lines(proc, "FAIL", "pip-check")
     assert "fakeneedy 1.0 requires nosuchdep-xyz" in fail and fail.split()[2] == "fakeneedy"
     cfg = tmp_path / "gates.json"
-    cfg.write_text('{"pip_check": {"allow": [{"match": "fakeneedy 1.0 requires nosuchdep-xyz", '
-                   '"reason": "optional extra, never imported"}]}}')
+    cfg.write_text(
+        '{"pip_check": {"allow": [{"match": "fakeneedy 1.0 requires nosuchdep-xyz", '
+        '"reason": "optional extra, never imported"}]}}'
+    )
     proc = run_verify("--config", cfg, pythonpath=[tmp_path], python=pip_venv)
     assert proc.returncode == 0, proc.stdout
     (ok,) = lines(proc, "PASS", "pip-check")
@@ -255,7 +283,8 @@ def test_pip_check_allowed_and_not(tmp_path, run_verify, lines, pip_venv):
 def test_commands_and_check_order(tmp_path, run_verify, write_tree, lines, pip_venv):
     write_tree(tmp_path, {"orderpkg/__init__.py": "def f(a):\n    return a\n"})
     cfg = tmp_path / "gates.json"
-    cfg.write_text("""{
+    cfg.write_text(
+        """{
       "commands": [{"name": "doctor-ok", "argv": ["{python}", "-c", "print('resolved triton kernels')"]},
                    {"name": "doctor-bad",
                     "argv": ["{python}", "-c", "import sys; print('one'); print('no kernel'); sys.exit(3)"]}],
@@ -265,7 +294,9 @@ def test_commands_and_check_order(tmp_path, run_verify, write_tree, lines, pip_v
       "imports": ["orderpkg"],
       "compile": ["orderpkg"],
       "provenance": {"orderpkg": "%s"}
-    }""" % tmp_path)
+    }"""
+        % tmp_path
+    )
     proc = run_verify("--config", cfg, pythonpath=[tmp_path], python=pip_venv)
     assert proc.returncode == 1
     kinds = [ln.split()[1] for ln in lines(proc)]
@@ -287,7 +318,16 @@ def test_runs_on_python_3_9_when_present(tmp_path, run_verify, lines):
     py39 = "/root/.pyenv/versions/3.9.18/bin/python3.9"
     if not os.path.exists(py39):
         pytest.skip("no Python 3.9 interpreter on this machine")
-    proc = run_verify("--import", "json", "--compile", "json", "--signature-source", "json:dumps=obj,indent",
-                      "--platform", "cpu", python=py39)
+    proc = run_verify(
+        "--import",
+        "json",
+        "--compile",
+        "json",
+        "--signature-source",
+        "json:dumps=obj,indent",
+        "--platform",
+        "cpu",
+        python=py39,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert len(lines(proc, "PASS")) == 4

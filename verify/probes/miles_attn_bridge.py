@@ -31,9 +31,17 @@ def fail(message: str) -> int:
 
 
 def tiny_checkpoint(path: str) -> None:
-    config = transformers.Qwen3Config(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, head_dim=16,
-                                      max_position_embeddings=64, tie_word_embeddings=False)
+    config = transformers.Qwen3Config(
+        vocab_size=128,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        max_position_embeddings=64,
+        tie_word_embeddings=False,
+    )
     torch.manual_seed(0)
     transformers.Qwen3ForCausalLM(config).save_pretrained(path)
 
@@ -93,8 +101,10 @@ def main() -> int:
     ref_grad = reference.model.layers[0].self_attn.q_proj.weight.grad
     ran = forward_calls.get(fn.__name__, 0)
     if ran != 2:
-        return fail("the bridge's %s ran %d times for 2 layers (bridge calls seen: %s)"
-                    % (fn.__name__, ran, sorted(forward_calls)))
+        return fail(
+            "the bridge's %s ran %d times for 2 layers (bridge calls seen: %s)"
+            % (fn.__name__, ran, sorted(forward_calls))
+        )
     if not backward_calls:
         return fail("no function of the bridge ran during backward: autograd did not use the bridge's backward")
     if any(name == VENDORED or name.startswith(VENDORED + ".") for name in sys.modules):
@@ -103,10 +113,13 @@ def main() -> int:
     if not torch.allclose(loss, ref_loss, rtol=1e-4, atol=1e-5):
         return fail("loss %.6f differs from eager attention's %.6f" % (loss, ref_loss))
     if not torch.allclose(grad, ref_grad, rtol=1e-3, atol=1e-5) or not grad.abs().sum() > 0:
-        return fail("q_proj gradient differs from eager attention's (max abs diff %.3g)"
-                    % (grad - ref_grad).abs().max())
-    print("PASS miles actor -> sglang_attn_bridge: %d layers bridged, %s ran %d times, %d bridge calls in backward, "
-          "loss %.6f = eager %.6f" % (bridged, fn.__name__, ran, sum(backward_calls.values()), loss, ref_loss))
+        return fail(
+            "q_proj gradient differs from eager attention's (max abs diff %.3g)" % (grad - ref_grad).abs().max()
+        )
+    print(
+        "PASS miles actor -> sglang_attn_bridge: %d layers bridged, %s ran %d times, %d bridge calls in backward, "
+        "loss %.6f = eager %.6f" % (bridged, fn.__name__, ran, sum(backward_calls.values()), loss, ref_loss)
+    )
     return 0
 
 

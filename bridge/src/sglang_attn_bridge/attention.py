@@ -45,8 +45,9 @@ def triton_attention_forward(module, query, key, value, attention_mask, scaling=
         _refuse("chunked attention (config.attention_chunk_size)")
 
     if query.dim() != 4 or key.dim() != 4 or value.dim() != 4:
-        raise BridgeUnsupported(f"expected [B, H, S, D] query/key/value, got {tuple(query.shape)}, "
-                                f"{tuple(key.shape)}, {tuple(value.shape)}")
+        raise BridgeUnsupported(
+            f"expected [B, H, S, D] query/key/value, got {tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}"
+        )
     batch, hq, seq_q, head_dim = query.shape
     hkv, seq_k = key.shape[1], key.shape[2]
     if value.shape[-1] != head_dim or key.shape[-1] != head_dim:
@@ -71,13 +72,18 @@ def triton_attention_forward(module, query, key, value, attention_mask, scaling=
     softcap = kwargs.get("softcap")
     if softcap is not None and softcap <= 0:
         softcap = None
-    scale = head_dim ** -0.5 if scaling is None else float(scaling)
+    scale = head_dim**-0.5 if scaling is None else float(scaling)
 
     window = None if window is None else window - 1  # sglang's convention from here on
     q, k, v = query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2)
-    seqs = dict(attention_mask=attention_mask, position_ids=kwargs.get("position_ids"),
-                cu_seq_lens_q=kwargs.get("cu_seq_lens_q"), cu_seq_lens_k=kwargs.get("cu_seq_lens_k"),
-                max_length_q=kwargs.get("max_length_q"), max_length_k=kwargs.get("max_length_k"))
+    seqs = dict(
+        attention_mask=attention_mask,
+        position_ids=kwargs.get("position_ids"),
+        cu_seq_lens_q=kwargs.get("cu_seq_lens_q"),
+        cu_seq_lens_k=kwargs.get("cu_seq_lens_k"),
+        max_length_q=kwargs.get("max_length_q"),
+        max_length_k=kwargs.get("max_length_k"),
+    )
     if torch.compiler.is_compiling():  # one opaque op: the layout is built inside it, where lengths may be read
         return compiled.attention(q, k, v, scale, bool(is_causal), window, softcap, **seqs), None
     lay = layout.build(batch, seq_q, seq_k, query.device, **seqs)

@@ -9,8 +9,6 @@ eager path's functions, so compiled and eager results are the same bits.
 
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 from torch import Tensor
 
@@ -20,8 +18,14 @@ from .function import forward_impl
 
 def _layout(q, k, attention_mask, position_ids, cu_seq_lens_q, cu_seq_lens_k, max_length_q, max_length_k):
     return layout.build(
-        q.shape[0], q.shape[1], k.shape[1], q.device, attention_mask=attention_mask, position_ids=position_ids,
-        cu_seq_lens_q=cu_seq_lens_q, cu_seq_lens_k=cu_seq_lens_k,
+        q.shape[0],
+        q.shape[1],
+        k.shape[1],
+        q.device,
+        attention_mask=attention_mask,
+        position_ids=position_ids,
+        cu_seq_lens_q=cu_seq_lens_q,
+        cu_seq_lens_k=cu_seq_lens_k,
         max_length_q=None if max_length_q < 0 else max_length_q,
         max_length_k=None if max_length_k < 0 else max_length_k,
     )
@@ -32,10 +36,22 @@ def _window(window: int):
 
 
 @torch.library.custom_op("sglang_attn_bridge::attention", mutates_args=())
-def attention_op(q: Tensor, k: Tensor, v: Tensor, attention_mask: Optional[Tensor], position_ids: Optional[Tensor],
-                 cu_seq_lens_q: Optional[Tensor], cu_seq_lens_k: Optional[Tensor], max_length_q: int,
-                 max_length_k: int, scale: float, causal: bool, window: int, softcap: float,
-                 need_lse: bool) -> tuple[Tensor, Tensor]:
+def attention_op(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    attention_mask: Tensor | None,
+    position_ids: Tensor | None,
+    cu_seq_lens_q: Tensor | None,
+    cu_seq_lens_k: Tensor | None,
+    max_length_q: int,
+    max_length_k: int,
+    scale: float,
+    causal: bool,
+    window: int,
+    softcap: float,
+    need_lse: bool,
+) -> tuple[Tensor, Tensor]:
     """q [B, Sq, Hq, D], k/v [B, Sk, Hkv, D] -> (o [B, Sq, Hq, D], lse [Hq, B*Sq] fp32, or empty if not need_lse)."""
     lay = _layout(q, k, attention_mask, position_ids, cu_seq_lens_q, cu_seq_lens_k, max_length_q, max_length_k)
     o, lse = forward_impl(q, k, v, lay, scale, causal, _window(window), softcap, need_lse)
@@ -45,26 +61,69 @@ def attention_op(q: Tensor, k: Tensor, v: Tensor, attention_mask: Optional[Tenso
 
 
 @attention_op.register_fake
-def _(q, k, v, attention_mask, position_ids, cu_seq_lens_q, cu_seq_lens_k, max_length_q, max_length_k, scale,
-      causal, window, softcap, need_lse):
+def _(
+    q,
+    k,
+    v,
+    attention_mask,
+    position_ids,
+    cu_seq_lens_q,
+    cu_seq_lens_k,
+    max_length_q,
+    max_length_k,
+    scale,
+    causal,
+    window,
+    softcap,
+    need_lse,
+):
     b, sq, hq, d = q.shape
     lse = q.new_empty((hq, b * sq) if need_lse else (0,), dtype=torch.float32)
     return q.new_empty((b, sq, hq, d)), lse
 
 
 @torch.library.custom_op("sglang_attn_bridge::attention_backward", mutates_args=())
-def attention_backward_op(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor,
-                          attention_mask: Optional[Tensor], position_ids: Optional[Tensor],
-                          cu_seq_lens_q: Optional[Tensor], cu_seq_lens_k: Optional[Tensor], max_length_q: int,
-                          max_length_k: int, scale: float, causal: bool, window: int,
-                          softcap: float) -> tuple[Tensor, Tensor, Tensor]:
+def attention_backward_op(
+    do: Tensor,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    o: Tensor,
+    lse: Tensor,
+    attention_mask: Tensor | None,
+    position_ids: Tensor | None,
+    cu_seq_lens_q: Tensor | None,
+    cu_seq_lens_k: Tensor | None,
+    max_length_q: int,
+    max_length_k: int,
+    scale: float,
+    causal: bool,
+    window: int,
+    softcap: float,
+) -> tuple[Tensor, Tensor, Tensor]:
     lay = _layout(q, k, attention_mask, position_ids, cu_seq_lens_q, cu_seq_lens_k, max_length_q, max_length_k)
     return ops.backward(do, q, k, v, o, lse, lay, scale, causal, _window(window), softcap)
 
 
 @attention_backward_op.register_fake
-def _(do, q, k, v, o, lse, attention_mask, position_ids, cu_seq_lens_q, cu_seq_lens_k, max_length_q, max_length_k,
-      scale, causal, window, softcap):
+def _(
+    do,
+    q,
+    k,
+    v,
+    o,
+    lse,
+    attention_mask,
+    position_ids,
+    cu_seq_lens_q,
+    cu_seq_lens_k,
+    max_length_q,
+    max_length_k,
+    scale,
+    causal,
+    window,
+    softcap,
+):
     return tuple(torch.empty_like(t if t.stride(-1) == 1 else t.contiguous()) for t in (q, k, v))
 
 
@@ -84,13 +143,37 @@ def _backward(ctx, do, _dlse):
 attention_op.register_autograd(_backward, setup_context=_setup_context)
 
 
-def attention(q, k, v, scale: float, causal: bool, window, softcap, attention_mask=None, position_ids=None,
-              cu_seq_lens_q=None, cu_seq_lens_k=None, max_length_q=None, max_length_k=None):
+def attention(
+    q,
+    k,
+    v,
+    scale: float,
+    causal: bool,
+    window,
+    softcap,
+    attention_mask=None,
+    position_ids=None,
+    cu_seq_lens_q=None,
+    cu_seq_lens_k=None,
+    max_length_q=None,
+    max_length_k=None,
+):
     """The compiled path's counterpart of function.attention (same conventions; window in sglang's)."""
     need_lse = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
-    o, _ = attention_op(q, k, v, attention_mask, position_ids, cu_seq_lens_q, cu_seq_lens_k,
-                        -1 if max_length_q is None else int(max_length_q),
-                        -1 if max_length_k is None else int(max_length_k),
-                        float(scale), bool(causal), -1 if window is None else int(window), float(softcap or 0.0),
-                        need_lse)
+    o, _ = attention_op(
+        q,
+        k,
+        v,
+        attention_mask,
+        position_ids,
+        cu_seq_lens_q,
+        cu_seq_lens_k,
+        -1 if max_length_q is None else int(max_length_q),
+        -1 if max_length_k is None else int(max_length_k),
+        float(scale),
+        bool(causal),
+        -1 if window is None else int(window),
+        float(softcap or 0.0),
+        need_lse,
+    )
     return o

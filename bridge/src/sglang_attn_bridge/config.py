@@ -123,14 +123,14 @@ def _bucket(head_dim: int) -> int:
 
 def fwd_config(head_dim: int, interpreter: bool | None = None) -> FwdConfig:
     """The forward's config for `head_dim`; the interpreter's (small tiles) under TRITON_INTERPRET=1 or when asked."""
-    if (interpreting() if interpreter is None else interpreter):
+    if interpreting() if interpreter is None else interpreter:
         return INTERPRETER_FWD
     return GPU_FWD[_bucket(head_dim)]
 
 
 def bwd_config(head_dim: int, interpreter: bool | None = None) -> BwdConfig:
     """The backward's config for `head_dim`, as `fwd_config` chooses."""
-    if (interpreting() if interpreter is None else interpreter):
+    if interpreting() if interpreter is None else interpreter:
         return INTERPRETER_BWD
     return GPU_BWD[_bucket(head_dim)]
 
@@ -145,13 +145,17 @@ def set_config(head_dim: int, fwd: FwdConfig | None = None, bwd: BwdConfig | Non
     tma, max_regs) or of neither raises ValueError, and nothing changes."""
     ambiguous = sorted(_FWD_KEYS & _BWD_KEYS & changes.keys())
     if ambiguous:
-        raise ValueError(f"set_config: {', '.join(ambiguous)} is a field of both FwdConfig and BwdConfig; pass "
-                         f"fwd=replace(fwd_config(d), ...) or bwd=replace(bwd_config(d), ...) instead")
+        raise ValueError(
+            f"set_config: {', '.join(ambiguous)} is a field of both FwdConfig and BwdConfig; pass "
+            f"fwd=replace(fwd_config(d), ...) or bwd=replace(bwd_config(d), ...) instead"
+        )
     unknown = sorted(changes.keys() - _FWD_KEYS - _BWD_KEYS)
     if unknown:
-        raise ValueError(f"set_config: unknown field(s) {', '.join(unknown)}; FwdConfig has "
-                         f"{', '.join(FwdConfig.__dataclass_fields__)}; BwdConfig has "
-                         f"{', '.join(BwdConfig.__dataclass_fields__)}")
+        raise ValueError(
+            f"set_config: unknown field(s) {', '.join(unknown)}; FwdConfig has "
+            f"{', '.join(FwdConfig.__dataclass_fields__)}; BwdConfig has "
+            f"{', '.join(BwdConfig.__dataclass_fields__)}"
+        )
     b = _bucket(head_dim)
     new_fwd = replace(fwd or GPU_FWD[b], **{k: v for k, v in changes.items() if k in _FWD_KEYS})
     new_bwd = replace(bwd or GPU_BWD[b], **{k: v for k, v in changes.items() if k in _BWD_KEYS})

@@ -14,7 +14,6 @@ import os
 import platform
 import sys
 
-
 # (label, query heads, KV heads, head dim, window): GQA and not at both tuned head dims, a window, a padded head dim
 PLAN_SHAPES = (
     ("32/8 D128", 32, 8, 128, None),
@@ -72,15 +71,18 @@ def _self_check(device: str) -> tuple[bool, str]:
     q, k, v = (torch.randn(1, t, h, d, generator=gen).to(device, dtype).requires_grad_() for h in (hq, hkv, hkv))
     cu = torch.tensor([0, 48, 128], dtype=torch.int32, device=device)
     lay = layout.from_cu_seqlens(cu, cu, t, t)
-    o = attention(q, k, v, lay, d ** -0.5)
+    o = attention(q, k, v, lay, d**-0.5)
     do = torch.randn(o.shape, generator=gen).to(device, dtype)
     o.backward(do)
     qd, kd, vd = (x.detach().double().cpu().requires_grad_() for x in (q, k, v))
     worst = 0.0
     outs = []
     for s, e in ((0, 48), (48, 128)):
-        outs.append(reference_attention(qd[0, s:e].transpose(0, 1), kd[0, s:e].transpose(0, 1),
-                                        vd[0, s:e].transpose(0, 1), d ** -0.5).transpose(0, 1))
+        outs.append(
+            reference_attention(
+                qd[0, s:e].transpose(0, 1), kd[0, s:e].transpose(0, 1), vd[0, s:e].transpose(0, 1), d**-0.5
+            ).transpose(0, 1)
+        )
     ref = torch.cat(outs)[None]
     ref.backward(do.double().cpu())
     for name, got, want in (("o", o, ref), ("dq", q.grad, qd.grad), ("dk", k.grad, kd.grad), ("dv", v.grad, vd.grad)):
@@ -134,8 +136,13 @@ def main(argv=None) -> int:
     kernel = None
     try:
         kernel = select_forward()
-        _line("PASS", "forward", f"sglang ({res.kernel.generation})" if kernel else
-              f"in-tree (BLOCK_N 64, natural exp, fp32 acc; {FORWARD_ENV}={os.environ.get(FORWARD_ENV, 'auto')})")
+        _line(
+            "PASS",
+            "forward",
+            f"sglang ({res.kernel.generation})"
+            if kernel
+            else f"in-tree (BLOCK_N 64, natural exp, fp32 acc; {FORWARD_ENV}={os.environ.get(FORWARD_ENV, 'auto')})",
+        )
     except Exception as e:
         _line("FAIL", "forward", str(e))
         problems += 1

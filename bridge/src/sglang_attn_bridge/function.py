@@ -34,9 +34,11 @@ def select_forward(q=None, k=None, v=None, causal=True, window=None, softcap=0.0
     res = resolve()
     if res.kernel is None:
         if mode == "sglang" or res.installed:
-            raise RuntimeError(f"sglang's {'' if res.installed else 'kernel is required but '}"
-                               f"extend_attention_fwd_unified cannot be used: {res.reason}. "
-                               f"Set {FORWARD_ENV}=triton to use the in-tree forward.")
+            raise RuntimeError(
+                f"sglang's {'' if res.installed else 'kernel is required but '}"
+                f"extend_attention_fwd_unified cannot be used: {res.reason}. "
+                f"Set {FORWARD_ENV}=triton to use the in-tree forward."
+            )
         return None
     if mode == "sglang" or q is None:
         return res.kernel
@@ -61,8 +63,21 @@ def sglang_forward(kernel: SglangKernel, q, k, v, lay: Varlen, scale, causal, wi
         op = torch.empty_like(qp)
     kv_indices = torch.arange(kp.shape[0], device=q.device, dtype=torch.int64)
     prefix = (lay.len_k - lay.len_q).to(torch.int32)
-    kernel.call(qp, op, kp, vp, cu_q, cu_k, kv_indices, prefix, lay.max_q, scale, causal=causal,
-                sliding_window_size=-1 if window is None else window, logit_cap=softcap or 0.0)
+    kernel.call(
+        qp,
+        op,
+        kp,
+        vp,
+        cu_q,
+        cu_k,
+        kv_indices,
+        prefix,
+        lay.max_q,
+        scale,
+        causal=causal,
+        sliding_window_size=-1 if window is None else window,
+        logit_cap=softcap or 0.0,
+    )
     if not one_row:
         o.view(B * Sq, Hq, D).index_copy_(0, qi, op)
     return o

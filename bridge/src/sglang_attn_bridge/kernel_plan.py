@@ -10,7 +10,6 @@ launcher reads numbers and never decides, and every decision carries its reason.
 from __future__ import annotations
 
 import functools
-
 from dataclasses import dataclass
 
 import torch
@@ -23,7 +22,8 @@ from . import config
 GLUON_TRITON = (3, 6)
 try:
     from .kernels.dkdv_sm90 import dkdv_sm90_kernel
-    from .kernels.forward_ws_sm90 import ROWS as WS_ROWS, attn_fwd_ws_sm90_kernel
+    from .kernels.forward_ws_sm90 import ROWS as WS_ROWS
+    from .kernels.forward_ws_sm90 import attn_fwd_ws_sm90_kernel
 except Exception:  # a Triton without Gluon, or whose Gluon cannot define them: the Triton kernels serve
     dkdv_sm90_kernel = attn_fwd_ws_sm90_kernel = WS_ROWS = None
 
@@ -65,23 +65,26 @@ class Target:
     streams: bool = False  # a CUDA (or ROCm) device: a second stream exists
 
     @classmethod
-    def of(cls, device: torch.device) -> "Target":
+    def of(cls, device: torch.device) -> Target:
         """The device's Target, worked out once per device (every attention call asks)."""
         return _target_of(device, config.interpreting())
 
     @classmethod
-    def _probe(cls, device: torch.device, interp: bool) -> "Target":
+    def _probe(cls, device: torch.device, interp: bool) -> Target:
         gpu = device.type == "cuda"
         nvidia = gpu and not torch.version.hip
         sm90 = nvidia and torch.cuda.get_device_capability(device)[0] >= 9
         has_desc = hasattr(tl, "make_tensor_descriptor")
-        return cls(interpreting=interp, ptx=nvidia and not interp,
-                   tma=has_desc and (interp or (sm90 and _allocator_hook())),
-                   gluon="the Triton interpreter runs no Gluon" if interp else gluon_unavailable(device),
-                   streams=gpu)
+        return cls(
+            interpreting=interp,
+            ptx=nvidia and not interp,
+            tma=has_desc and (interp or (sm90 and _allocator_hook())),
+            gluon="the Triton interpreter runs no Gluon" if interp else gluon_unavailable(device),
+            streams=gpu,
+        )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _target_of(device: torch.device, interp: bool) -> Target:
     return Target._probe(device, interp)
 
@@ -120,9 +123,11 @@ class KernelPlan:
     why: tuple  # one line per choice: forward, dK/dV, streams
 
     def describe(self) -> str:
-        return (f"fwd {self.forward} interior={self.interior}{' ftz' if self.exp_ftz else ''}"
-                f"{' fast' if self.fast else ''} | dK/dV {self.dkdv}{' pairs' if self.pairs else ''} | dQ {self.dq}"
-                f" | {self.streams} stream(s)")
+        return (
+            f"fwd {self.forward} interior={self.interior}{' ftz' if self.exp_ftz else ''}"
+            f"{' fast' if self.fast else ''} | dK/dV {self.dkdv}{' pairs' if self.pairs else ''} | dQ {self.dq}"
+            f" | {self.streams} stream(s)"
+        )
 
 
 def tma_aligned(t: torch.Tensor) -> bool:
@@ -157,17 +162,22 @@ def _plan_forward(cfg: config.FwdConfig, target: Target, q, window, softcap, com
         skip = "LSE only"
     else:
         skip = _gluon_skip(target, q, window, softcap) or (
-            "" if tma_ok else "a view that TMA cannot load (16-byte rule)")
+            "" if tma_ok else "a view that TMA cannot load (16-byte rule)"
+        )
     if not skip:
-        return (Launch("gluon", WS_ROWS.value, GLUON_KEYS, GLUON_FWD_WARPS, cfg.gluon_ws, GLUON_FWD_REGS, True),
-                "forward: Gluon (persistent, warp-specialised)")
-    return (Launch("triton", cfg.block_m, cfg.block_n, cfg.num_warps, cfg.num_stages, cfg.max_regs,
-                   cfg.tma and tma_ok),
-            f"forward: Triton: {skip}")
+        return (
+            Launch("gluon", WS_ROWS.value, GLUON_KEYS, GLUON_FWD_WARPS, cfg.gluon_ws, GLUON_FWD_REGS, True),
+            "forward: Gluon (persistent, warp-specialised)",
+        )
+    return (
+        Launch("triton", cfg.block_m, cfg.block_n, cfg.num_warps, cfg.num_stages, cfg.max_regs, cfg.tma and tma_ok),
+        f"forward: Triton: {skip}",
+    )
 
 
-def _plan_dkdv(cfg: config.BwdConfig, target: Target, q, k, window, softcap, do_heads_adjacent: bool,
-               tma_ok: bool) -> tuple:
+def _plan_dkdv(
+    cfg: config.BwdConfig, target: Target, q, k, window, softcap, do_heads_adjacent: bool, tma_ok: bool
+) -> tuple:
     """(Launch, why) of dK/dV: the Gluon kernel where configured and it applies (it also needs a token's query heads
     side by side in memory, as its TMA view spans a GQA group's heads, and GQA groups of at least
     `gluon_min_group`), the Triton kernel elsewhere."""
@@ -188,13 +198,22 @@ def _plan_dkdv(cfg: config.BwdConfig, target: Target, q, k, window, softcap, do_
     if not skip:
         rows, keys, warps = cfg.gluon_dkdv
         return Launch("gluon", rows, keys, warps, GLUON_DKDV_BUFFERS, 0, True), "dK/dV: Gluon (products overlapped)"
-    return (Launch("triton", cfg.block_m1, cfg.block_n1, cfg.num_warps, cfg.num_stages, cfg.max_regs,
-                   cfg.tma and tma_ok),
-            f"dK/dV: Triton: {skip}")
+    return (
+        Launch("triton", cfg.block_m1, cfg.block_n1, cfg.num_warps, cfg.num_stages, cfg.max_regs, cfg.tma and tma_ok),
+        f"dK/dV: Triton: {skip}",
+    )
 
 
-def plan(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window=None, softcap=0.0, compute_o: bool = True,
-         do: torch.Tensor | None = None, target: Target | None = None) -> KernelPlan:
+def plan(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    window=None,
+    softcap=0.0,
+    compute_o: bool = True,
+    do: torch.Tensor | None = None,
+    target: Target | None = None,
+) -> KernelPlan:
     """The kernels that run for attention over q [B, Sq, Hq, D] and k/v [B, Sk, Hkv, D] (views whose last dim is
     contiguous). `compute_o=False` is the LSE-only forward that serves sglang's path; `do` is the output gradient
     (None: plan the backward for a fresh contiguous one, which is what autograd passes for our contiguous output);
@@ -210,16 +229,31 @@ def plan(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window=None, softcap
     tma_ok = target.tma and tma_aligned(q) and tma_aligned(k) and tma_aligned(v)  # TMA can load q, k and v here
     fwd, why_fwd = _plan_forward(fcfg, target, q, window, softcap, compute_o, tma_ok)
     dkdv, why_dkdv = _plan_dkdv(bcfg, target, q, k, window, softcap, do_heads, tma_ok and do_aligned)
-    dq = Launch("triton", bcfg.block_m2, bcfg.block_n2, bcfg.num_warps2 or bcfg.num_warps,
-                bcfg.num_stages2 or bcfg.num_stages, bcfg.max_regs2, bcfg.tma2 and tma_ok and do_aligned)
+    dq = Launch(
+        "triton",
+        bcfg.block_m2,
+        bcfg.block_n2,
+        bcfg.num_warps2 or bcfg.num_warps,
+        bcfg.num_stages2 or bcfg.num_stages,
+        bcfg.max_regs2,
+        bcfg.tma2 and tma_ok and do_aligned,
+    )
     streams = 2 if bcfg.overlap and target.streams else 1
-    why_streams = ("streams: dQ on a second stream beside dK/dV" if streams == 2 else
-                   "streams: one: " + ("overlap is off" if not bcfg.overlap else "no GPU streams here"))
+    why_streams = (
+        "streams: dQ on a second stream beside dK/dV"
+        if streams == 2
+        else "streams: one: " + ("overlap is off" if not bcfg.overlap else "no GPU streams here")
+    )
     # interior=3 and exp_ftz are inline PTX: elsewhere interior=1 gives the same rounding, and the plain exp runs
     return KernelPlan(
-        forward=fwd, dkdv=dkdv, dq=dq,
+        forward=fwd,
+        dkdv=dkdv,
+        dq=dq,
         interior=1 if fcfg.interior == 3 and not target.ptx else fcfg.interior,
-        exp_ftz=fcfg.exp_ftz and target.ptx, fast=not fcfg.exact and not softcap,
-        l2_group_mb=fcfg.gluon_group_mb, pairs=bcfg.gluon_pairs and dkdv.kernel == "gluon", streams=streams,
+        exp_ftz=fcfg.exp_ftz and target.ptx,
+        fast=not fcfg.exact and not softcap,
+        l2_group_mb=fcfg.gluon_group_mb,
+        pairs=bcfg.gluon_pairs and dkdv.kernel == "gluon",
+        streams=streams,
         why=(why_fwd, why_dkdv, why_streams),
     )

@@ -25,7 +25,7 @@ def _spec(a):
     if isinstance(a, bool):
         return "b", a
     if isinstance(a, int):
-        return "i", a == 1, a % 16 == 0, -2**31 <= a < 2**31, a >= 2**63
+        return "i", a == 1, a % 16 == 0, -(2**31) <= a < 2**31, a >= 2**63
     if isinstance(a, float):
         return "f"
     return "o", a
@@ -39,11 +39,11 @@ def launch(fn, grid, args: tuple, kwargs: dict) -> None:
     key = (fn, *map(_spec, args), *kwargs.items())
     hit = _kernels.get(key)
     if hit is None:
-        if any(p.is_constexpr for p in fn.params[:len(args)]):  # their values would need to be in the key
+        if any(p.is_constexpr for p in fn.params[: len(args)]):  # their values would need to be in the key
             raise TypeError(f"{fn.__name__}: pass constexpr parameters by keyword")
         kernel = fn.run(*args, grid=grid, warmup=False, **kwargs)
         params = fn.signature.parameters
-        tail = tuple((name, params[name].default) for name in fn.arg_names[len(args):])
+        tail = tuple((name, params[name].default) for name in fn.arg_names[len(args) :])
         _kernels[key] = (kernel, tail)
         return
     kernel, tail = hit

@@ -35,13 +35,15 @@ class Varlen:
     def cu_seqlens(self):
         """(cu_q, cu_k) int32 for a packed copy of the sequences, in layout order."""
         z = torch.zeros(1, dtype=torch.int32, device=self.len_q.device)
-        return (torch.cat([z, self.len_q.cumsum(0, dtype=torch.int32)]),
-                torch.cat([z, self.len_k.cumsum(0, dtype=torch.int32)]))
+        return (
+            torch.cat([z, self.len_q.cumsum(0, dtype=torch.int32)]),
+            torch.cat([z, self.len_k.cumsum(0, dtype=torch.int32)]),
+        )
 
     def token_index(self, seq_len: int, which: str) -> torch.Tensor:
         """Flat indices (row * seq_len + position) of every token, in layout order (for packing/unpacking copies)."""
         start, length = (self.q_start, self.len_q) if which == "q" else (self.k_start, self.len_k)
-        base = (self.row.long() * seq_len + start.long())
+        base = self.row.long() * seq_len + start.long()
         lens = length.long()
         first = torch.repeat_interleave(base, lens)
         offs = torch.arange(int(lens.sum()), device=lens.device) - torch.repeat_interleave(lens.cumsum(0) - lens, lens)
@@ -61,10 +63,15 @@ def dense(batch: int, seq_q: int, seq_k: int, device) -> Varlen:
 def _dense(batch: int, seq_q: int, seq_k: int, device: torch.device) -> Varlen:
     z = torch.zeros(batch, dtype=torch.int32, device=device)
     return Varlen(
-        torch.arange(batch, dtype=torch.int32, device=device), z, z,
+        torch.arange(batch, dtype=torch.int32, device=device),
+        z,
+        z,
         torch.full((batch,), seq_q, dtype=torch.int32, device=device),
         torch.full((batch,), seq_k, dtype=torch.int32, device=device),
-        batch, seq_q, seq_k, True,
+        batch,
+        seq_q,
+        seq_k,
+        True,
     )
 
 
@@ -79,9 +86,14 @@ def from_cu_seqlens(cu_q, cu_k, seq_q: int, seq_k: int, max_q=None, max_k=None) 
     n = len(lq)
     dev = cu_q.device
     return Varlen(
-        torch.zeros(n, dtype=torch.int32, device=dev), cu_q[:-1].contiguous(), cu_k[:-1].contiguous(),
-        _i32(lq, dev), _i32(lk, dev), n,
-        int(max_q) if max_q is not None else int(lq.max()), int(max_k) if max_k is not None else int(lk.max()),
+        torch.zeros(n, dtype=torch.int32, device=dev),
+        cu_q[:-1].contiguous(),
+        cu_k[:-1].contiguous(),
+        _i32(lq, dev),
+        _i32(lk, dev),
+        n,
+        int(max_q) if max_q is not None else int(lq.max()),
+        int(max_k) if max_k is not None else int(lk.max()),
         bool(host[0, -1] == seq_q and host[1, -1] == seq_k),
     )
 
@@ -99,8 +111,17 @@ def from_position_ids(position_ids: torch.Tensor, batch: int, seq: int) -> Varle
     ends[torch.cat([r[1:] != r[:-1], torch.tensor([True])])] = seq
     lens = ends - s
     dev = position_ids.device
-    return Varlen(_i32(r, dev), _i32(s, dev), _i32(s, dev), _i32(lens, dev), _i32(lens, dev),
-                  len(r), int(lens.max()), int(lens.max()), True)
+    return Varlen(
+        _i32(r, dev),
+        _i32(s, dev),
+        _i32(s, dev),
+        _i32(lens, dev),
+        _i32(lens, dev),
+        len(r),
+        int(lens.max()),
+        int(lens.max()),
+        True,
+    )
 
 
 def from_padding_mask(mask: torch.Tensor, seq_q: int) -> Varlen:
@@ -111,7 +132,7 @@ def from_padding_mask(mask: torch.Tensor, seq_q: int) -> Varlen:
     count = m.sum(1)
     first = torch.where(m, idx, seq_k).amin(1)
     last = torch.where(m, idx, -1).amax(1)
-    qm = m[:, seq_k - seq_q:]
+    qm = m[:, seq_k - seq_q :]
     q_count = qm.sum(1)
     q_first = torch.where(qm, idx[:seq_q], seq_q).amin(1)
     host = torch.stack([count, first, last, q_count, q_first]).cpu()
@@ -129,9 +150,14 @@ def from_padding_mask(mask: torch.Tensor, seq_q: int) -> Varlen:
     q_first = torch.where(q_count > 0, q_first, 0)
     dev = mask.device
     return Varlen(
-        torch.arange(batch, dtype=torch.int32, device=dev), _i32(q_first, dev), _i32(first, dev),
-        _i32(q_count, dev), _i32(count, dev), batch,
-        max(int(q_count.max()), 1), max(int(count.max()), 1),
+        torch.arange(batch, dtype=torch.int32, device=dev),
+        _i32(q_first, dev),
+        _i32(first, dev),
+        _i32(q_count, dev),
+        _i32(count, dev),
+        batch,
+        max(int(q_count.max()), 1),
+        max(int(count.max()), 1),
         bool((q_count == seq_q).all() and (count == seq_k).all()),
     )
 
@@ -163,8 +189,18 @@ _mask_cache = _Cache()
 _pos_cache = _Cache()
 
 
-def build(batch, seq_q, seq_k, device, attention_mask=None, position_ids=None,
-          cu_seq_lens_q=None, cu_seq_lens_k=None, max_length_q=None, max_length_k=None) -> Varlen:
+def build(
+    batch,
+    seq_q,
+    seq_k,
+    device,
+    attention_mask=None,
+    position_ids=None,
+    cu_seq_lens_q=None,
+    cu_seq_lens_k=None,
+    max_length_q=None,
+    max_length_k=None,
+) -> Varlen:
     if attention_mask is not None:
         if not isinstance(attention_mask, torch.Tensor) or attention_mask.dim() != 2:
             raise BridgeUnsupported(
@@ -176,8 +212,9 @@ def build(batch, seq_q, seq_k, device, attention_mask=None, position_ids=None,
             raise BridgeUnsupported("give either a padding attention_mask or cu_seq_lens_q/k, not both")
         mask = attention_mask[:, -seq_k:]
         if mask.shape[0] != batch or mask.shape[1] != seq_k:
-            raise BridgeUnsupported(f"attention_mask of shape {tuple(attention_mask.shape)} does not fit a batch "
-                                    f"of {batch} x {seq_k} keys")
+            raise BridgeUnsupported(
+                f"attention_mask of shape {tuple(attention_mask.shape)} does not fit a batch of {batch} x {seq_k} keys"
+            )
         extra = (batch, seq_q, seq_k)
         hit = _mask_cache.get(attention_mask, extra)
         return hit if hit is not None else _mask_cache.put(attention_mask, extra, from_padding_mask(mask, seq_q))
@@ -196,6 +233,9 @@ def build(batch, seq_q, seq_k, device, attention_mask=None, position_ids=None,
             raise BridgeUnsupported(f"position_ids of shape {tuple(position_ids.shape)} do not fit {batch} x {seq_q}")
         extra = (batch, seq_q)
         hit = _pos_cache.get(position_ids, extra)
-        return hit if hit is not None else _pos_cache.put(position_ids, extra,
-                                                          from_position_ids(position_ids, batch, seq_q))
+        return (
+            hit
+            if hit is not None
+            else _pos_cache.put(position_ids, extra, from_position_ids(position_ids, batch, seq_q))
+        )
     return dense(batch, seq_q, seq_k, device)

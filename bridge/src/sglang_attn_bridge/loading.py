@@ -2,7 +2,7 @@
 
 Three branches, so existing callers keep their behaviour:
   * not "triton"                      -> from_pretrained unchanged, 0 bridged layers;
-  * "triton" off ROCm, not opted in   -> from_pretrained unchanged (transformers rejects the unknown name, as before), 0;
+  * "triton" off ROCm, not opted in   -> from_pretrained unchanged (transformers rejects the unknown name), 0;
   * "triton" on ROCm, or opted in     -> load with "eager", register the bridge, switch to it, n bridged layers.
 Opt-in: enable_bridge=True, or SGLANG_ATTN_BRIDGE_ENABLE=1 (enable_bridge=False / =0 turns it off on ROCm too).
 """
@@ -75,13 +75,21 @@ def count_bridged_layers(model, name: str = DEFAULT_NAME) -> int:
     return n
 
 
-def build_model_with_attn_bridge(model_cls, checkpoint_path, attn_implementation, init_context=nullcontext, *,
-                                 enable_bridge=None, **from_pretrained_kwargs):
+def build_model_with_attn_bridge(
+    model_cls,
+    checkpoint_path,
+    attn_implementation,
+    init_context=nullcontext,
+    *,
+    enable_bridge=None,
+    **from_pretrained_kwargs,
+):
     """-> (model, n_bridged_layers). `init_context` is a callable returning a context manager (e.g. meta init)."""
     if attn_implementation != DEFAULT_NAME or not bridge_enabled(enable_bridge):
         with init_context():
-            model = model_cls.from_pretrained(checkpoint_path, attn_implementation=attn_implementation,
-                                              **from_pretrained_kwargs)
+            model = model_cls.from_pretrained(
+                checkpoint_path, attn_implementation=attn_implementation, **from_pretrained_kwargs
+            )
         return model, 0
     with init_context():
         model = model_cls.from_pretrained(checkpoint_path, attn_implementation="eager", **from_pretrained_kwargs)

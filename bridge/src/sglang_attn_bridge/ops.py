@@ -115,8 +115,20 @@ def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softc
     if compute_o:
         o = (torch.empty if lay.covers_all else torch.zeros)((B, Sq, Hq, D), device=q.device, dtype=q.dtype)
     o_arg = o if o is not None else q
-    strides = (q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
-               v.stride(0), v.stride(1), v.stride(2), o_arg.stride(0), o_arg.stride(1), o_arg.stride(2))
+    strides = (
+        q.stride(0),
+        q.stride(1),
+        q.stride(2),
+        k.stride(0),
+        k.stride(1),
+        k.stride(2),
+        v.stride(0),
+        v.stride(1),
+        v.stride(2),
+        o_arg.stride(0),
+        o_arg.stride(1),
+        o_arg.stride(2),
+    )
     if fwd.kernel == "gluon":
         nblk = triton.cdiv(lay.max_q, fwd.rows)
         pairs = Hq * lay.n
@@ -125,29 +137,83 @@ def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softc
         counter = torch.zeros(1, dtype=torch.int32, device=q.device)  # the next item to take
         # persistent: one program per multiprocessor; 4 warpgroups at maxnreg=128 fill the register file, which the
         # kernel splits between them (setmaxnreg)
-        launch(attn_fwd_ws_sm90_kernel, (min(items, _sm_count(q.device)),), (
-            q, k, v, o, lse, *_lay_args(lay), float(scale), 1.0, *strides, lse.stride(0), Sq, Hq // Hkv, Hq,
-            lay.n, nblk, group_pairs, items, counter,
-        ), dict(
-            HEAD_DIM=D, STAGES=fwd.stages, IS_CAUSAL=bool(causal), INTERIOR=plan.interior, EXP_FTZ=plan.exp_ftz,
-            num_warps=fwd.warps, maxnreg=fwd.max_regs,
-        ))
+        launch(
+            attn_fwd_ws_sm90_kernel,
+            (min(items, _sm_count(q.device)),),
+            (
+                q,
+                k,
+                v,
+                o,
+                lse,
+                *_lay_args(lay),
+                float(scale),
+                1.0,
+                *strides,
+                lse.stride(0),
+                Sq,
+                Hq // Hkv,
+                Hq,
+                lay.n,
+                nblk,
+                group_pairs,
+                items,
+                counter,
+            ),
+            dict(
+                HEAD_DIM=D,
+                STAGES=fwd.stages,
+                IS_CAUSAL=bool(causal),
+                INTERIOR=plan.interior,
+                EXP_FTZ=plan.exp_ftz,
+                num_warps=fwd.warps,
+                maxnreg=fwd.max_regs,
+            ),
+        )
         return o, lse
     grid = (Hq, lay.n, triton.cdiv(lay.max_q, fwd.rows))
-    launch(attn_fwd_kernel, grid, (
-        q, k, v, o_arg, lse, *_lay_args(lay), float(scale), 1.0, *strides, lse.stride(0), Sq, Hq // Hkv,
-    ), dict(
-        HEAD_DIM=D, BLOCK_D=max(16, triton.next_power_of_2(D)), BLOCK_M=fwd.rows, BLOCK_N=fwd.keys,
-        IS_CAUSAL=bool(causal), WINDOW=_window(window), SOFTCAP=float(softcap or 0.0),
-        COMPUTE_O=bool(compute_o), INTERIOR=plan.interior, DOT_PREC=_prec(q.dtype),
-        TMA=fwd.tma, FAST=plan.fast, EXP_FTZ=plan.exp_ftz,
-        num_warps=fwd.warps, num_stages=fwd.stages, **_max_regs(fwd.max_regs),
-    ))
+    launch(
+        attn_fwd_kernel,
+        grid,
+        (
+            q,
+            k,
+            v,
+            o_arg,
+            lse,
+            *_lay_args(lay),
+            float(scale),
+            1.0,
+            *strides,
+            lse.stride(0),
+            Sq,
+            Hq // Hkv,
+        ),
+        dict(
+            HEAD_DIM=D,
+            BLOCK_D=max(16, triton.next_power_of_2(D)),
+            BLOCK_M=fwd.rows,
+            BLOCK_N=fwd.keys,
+            IS_CAUSAL=bool(causal),
+            WINDOW=_window(window),
+            SOFTCAP=float(softcap or 0.0),
+            COMPUTE_O=bool(compute_o),
+            INTERIOR=plan.interior,
+            DOT_PREC=_prec(q.dtype),
+            TMA=fwd.tma,
+            FAST=plan.fast,
+            EXP_FTZ=plan.exp_ftz,
+            num_warps=fwd.warps,
+            num_stages=fwd.stages,
+            **_max_regs(fwd.max_regs),
+        ),
+    )
     return o, lse
 
 
-def backward(do, q, k, v, o, lse, lay: Varlen, scale: float, causal: bool, window=None, softcap=0.0,
-             parts=("dkdv", "dq")):
+def backward(
+    do, q, k, v, o, lse, lay: Varlen, scale: float, causal: bool, window=None, softcap=0.0, parts=("dkdv", "dq")
+):
     """Gradients shaped [B, S, H, D] with the strides of q/k/v (so autograd hands them on without a layout copy),
     each written by exactly one program. `parts` lets the bench time the dK/dV and dQ kernels apart."""
     do, q, k, v, o = (_last_dim_contiguous(t) for t in (do, q, k, v, o))
@@ -156,8 +222,12 @@ def backward(do, q, k, v, o, lse, lay: Varlen, scale: float, causal: bool, windo
     B, Sq, Hq, D = q.shape
     Hkv = k.shape[2]
     plan = kernel_plan.plan(q, k, v, window, softcap, do=do)
-    if ("dkdv" in parts and plan.dkdv.kernel != "gluon" and q.stride(2) != D
-            and not kernel_plan.Target.of(q.device).gluon):
+    if (
+        "dkdv" in parts
+        and plan.dkdv.kernel != "gluon"
+        and q.stride(2) != D
+        and not kernel_plan.Target.of(q.device).gluon
+    ):
         # transformers hands over q as a [B, H, S, D] tensor: one copy with a token's heads side by side lets the
         # Gluon dK/dV kernel run (its TMA view spans a GQA group's heads), which saves far more than the copy costs
         qc = q.contiguous()
@@ -167,51 +237,180 @@ def backward(do, q, k, v, o, lse, lay: Varlen, scale: float, causal: bool, windo
     _ensure_allocator(q.device, plan.dkdv, plan.dq)
     block_d = max(16, triton.next_power_of_2(D))
     delta = torch.empty_like(lse)
-    common = dict(IS_CAUSAL=bool(causal), WINDOW=_window(window), SOFTCAP=float(softcap or 0.0),
-                  DOT_PREC=_prec(q.dtype))
+    common = dict(
+        IS_CAUSAL=bool(causal), WINDOW=_window(window), SOFTCAP=float(softcap or 0.0), DOT_PREC=_prec(q.dtype)
+    )
 
-    launch(delta_kernel, (triton.cdiv(lay.max_q, 64), Hq, lay.n), (
-        o, do, delta, lay.row, lay.q_start, lay.len_q, o.stride(0), o.stride(1), o.stride(2), do.stride(0),
-        do.stride(1), do.stride(2), lse.stride(0), Sq,
-    ), dict(
-        HEAD_DIM=D, BLOCK_D=block_d, BLOCK_M=64,
-    ))
+    launch(
+        delta_kernel,
+        (triton.cdiv(lay.max_q, 64), Hq, lay.n),
+        (
+            o,
+            do,
+            delta,
+            lay.row,
+            lay.q_start,
+            lay.len_q,
+            o.stride(0),
+            o.stride(1),
+            o.stride(2),
+            do.stride(0),
+            do.stride(1),
+            do.stride(2),
+            lse.stride(0),
+            Sq,
+        ),
+        dict(
+            HEAD_DIM=D,
+            BLOCK_D=block_d,
+            BLOCK_M=64,
+        ),
+    )
 
     def dkdv():
         lp = plan.dkdv
         if lp.kernel == "gluon":
             blocks = triton.cdiv(lay.max_k, lp.keys)
             grid = (triton.cdiv(blocks, 2), Hkv, lay.n) if plan.pairs else (Hkv, lay.n, blocks)
-            launch(dkdv_sm90_kernel, grid, (
-                q, k, v, do, dk, dv, lse, delta, *_lay_args(lay), float(scale), q.stride(0), q.stride(1),
-                k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2), do.stride(0),
-                do.stride(1), dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0), dv.stride(1),
-                dv.stride(2), lse.stride(0), Sq, Hq // Hkv,
-            ), dict(
-                HEAD_DIM=D, BLOCK_M=lp.rows, BLOCK_N=lp.keys, IS_CAUSAL=bool(causal), PAIRS=plan.pairs,
-                num_warps=lp.warps,
-            ))
+            launch(
+                dkdv_sm90_kernel,
+                grid,
+                (
+                    q,
+                    k,
+                    v,
+                    do,
+                    dk,
+                    dv,
+                    lse,
+                    delta,
+                    *_lay_args(lay),
+                    float(scale),
+                    q.stride(0),
+                    q.stride(1),
+                    k.stride(0),
+                    k.stride(1),
+                    k.stride(2),
+                    v.stride(0),
+                    v.stride(1),
+                    v.stride(2),
+                    do.stride(0),
+                    do.stride(1),
+                    dk.stride(0),
+                    dk.stride(1),
+                    dk.stride(2),
+                    dv.stride(0),
+                    dv.stride(1),
+                    dv.stride(2),
+                    lse.stride(0),
+                    Sq,
+                    Hq // Hkv,
+                ),
+                dict(
+                    HEAD_DIM=D,
+                    BLOCK_M=lp.rows,
+                    BLOCK_N=lp.keys,
+                    IS_CAUSAL=bool(causal),
+                    PAIRS=plan.pairs,
+                    num_warps=lp.warps,
+                ),
+            )
             return
-        launch(dkdv_kernel, (Hkv, lay.n, triton.cdiv(lay.max_k, lp.keys)), (
-            q, k, v, do, dk, dv, lse, delta, *_lay_args(lay), float(scale), q.stride(0), q.stride(1),
-            q.stride(2), k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2),
-            do.stride(0), do.stride(1), do.stride(2), dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0),
-            dv.stride(1), dv.stride(2), lse.stride(0), Sq, Hq // Hkv,
-        ), dict(
-            HEAD_DIM=D, BLOCK_D=block_d, BLOCK_M=lp.rows, BLOCK_N=lp.keys, **common,
-            TMA=lp.tma, num_warps=lp.warps, num_stages=lp.stages, **_max_regs(lp.max_regs),
-        ))
+        launch(
+            dkdv_kernel,
+            (Hkv, lay.n, triton.cdiv(lay.max_k, lp.keys)),
+            (
+                q,
+                k,
+                v,
+                do,
+                dk,
+                dv,
+                lse,
+                delta,
+                *_lay_args(lay),
+                float(scale),
+                q.stride(0),
+                q.stride(1),
+                q.stride(2),
+                k.stride(0),
+                k.stride(1),
+                k.stride(2),
+                v.stride(0),
+                v.stride(1),
+                v.stride(2),
+                do.stride(0),
+                do.stride(1),
+                do.stride(2),
+                dk.stride(0),
+                dk.stride(1),
+                dk.stride(2),
+                dv.stride(0),
+                dv.stride(1),
+                dv.stride(2),
+                lse.stride(0),
+                Sq,
+                Hq // Hkv,
+            ),
+            dict(
+                HEAD_DIM=D,
+                BLOCK_D=block_d,
+                BLOCK_M=lp.rows,
+                BLOCK_N=lp.keys,
+                **common,
+                TMA=lp.tma,
+                num_warps=lp.warps,
+                num_stages=lp.stages,
+                **_max_regs(lp.max_regs),
+            ),
+        )
 
     def dq_():
         lp = plan.dq
-        launch(dq_kernel, (Hq, lay.n, triton.cdiv(lay.max_q, lp.rows)), (
-            q, k, v, do, dq, lse, delta, *_lay_args(lay), float(scale), q.stride(0), q.stride(1), q.stride(2),
-            k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2), do.stride(0),
-            do.stride(1), do.stride(2), dq.stride(0), dq.stride(1), dq.stride(2), lse.stride(0), Sq, Hq // Hkv,
-        ), dict(
-            HEAD_DIM=D, BLOCK_D=block_d, BLOCK_M=lp.rows, BLOCK_N=lp.keys, **common,
-            TMA=lp.tma, num_warps=lp.warps, num_stages=lp.stages, **_max_regs(lp.max_regs),
-        ))
+        launch(
+            dq_kernel,
+            (Hq, lay.n, triton.cdiv(lay.max_q, lp.rows)),
+            (
+                q,
+                k,
+                v,
+                do,
+                dq,
+                lse,
+                delta,
+                *_lay_args(lay),
+                float(scale),
+                q.stride(0),
+                q.stride(1),
+                q.stride(2),
+                k.stride(0),
+                k.stride(1),
+                k.stride(2),
+                v.stride(0),
+                v.stride(1),
+                v.stride(2),
+                do.stride(0),
+                do.stride(1),
+                do.stride(2),
+                dq.stride(0),
+                dq.stride(1),
+                dq.stride(2),
+                lse.stride(0),
+                Sq,
+                Hq // Hkv,
+            ),
+            dict(
+                HEAD_DIM=D,
+                BLOCK_D=block_d,
+                BLOCK_M=lp.rows,
+                BLOCK_N=lp.keys,
+                **common,
+                TMA=lp.tma,
+                num_warps=lp.warps,
+                num_stages=lp.stages,
+                **_max_regs(lp.max_regs),
+            ),
+        )
 
     if "dkdv" in parts and "dq" in parts and plan.streams == 2:
         _side_by_side(dkdv, dq_, q.device)

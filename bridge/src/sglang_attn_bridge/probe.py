@@ -79,16 +79,27 @@ def _read_environment(device: torch.device, res) -> dict:
         arch = f"{props.name} {arch}"
     else:
         arch = device.type
-    return {"sglang": sglang_version() or "unknown", "sglang_api": res.kernel.generation if res.kernel else "",
-            "triton": triton.__version__, "torch": torch.__version__, "device": arch}
+    return {
+        "sglang": sglang_version() or "unknown",
+        "sglang_api": res.kernel.generation if res.kernel else "",
+        "triton": triton.__version__,
+        "torch": torch.__version__,
+        "device": arch,
+    }
 
 
 def class_of(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, window, softcap) -> ProbeClass:
     """The class of a call on [B, S, H, D] views (no device sync)."""
     from . import ops
 
-    return ProbeClass(str(q.dtype).replace("torch.", ""), int(q.shape[-1]), bool(causal), window is not None,
-                      bool(softcap), ops.forward_kernel(q, k, v, window, softcap))
+    return ProbeClass(
+        str(q.dtype).replace("torch.", ""),
+        int(q.shape[-1]),
+        bool(causal),
+        window is not None,
+        bool(softcap),
+        ops.forward_kernel(q, k, v, window, softcap),
+    )
 
 
 def _key(env: dict, cls: ProbeClass) -> str:
@@ -127,8 +138,11 @@ def _inputs(cls: ProbeClass, device, seed: int):
     from . import config, layout
 
     small = config.interpreting()
-    seqs = [(1, 1), (1, 17), (40, 40), (30, 71), (5, 5)] if small else \
-        [(1, 1), (1, 300), (700, 700), (333, 1500), (64, 64), (1030, 1030)]
+    seqs = (
+        [(1, 1), (1, 17), (40, 40), (30, 71), (5, 5)]
+        if small
+        else [(1, 1), (1, 300), (700, 700), (333, 1500), (64, 64), (1030, 1030)]
+    )
     heads = [(4, 2), (2, 2)] if small else [(16, 4), (8, 8), (8, 1)]
     dtype = getattr(torch, cls.dtype)
     gen = torch.Generator(device="cpu").manual_seed(seed)
@@ -153,7 +167,7 @@ def run_probe(kernel, cls: ProbeClass, device, seed: int = 0) -> Decision:
 
     window = 5 if cls.window else None  # sglang's convention (transformers' sliding_window - 1)
     softcap = 7.5 if cls.softcap else 0.0
-    scale = cls.head_dim ** -0.5
+    scale = cls.head_dim**-0.5
     checked = 0
     for q, k, v, lay in _inputs(cls, device, seed):
         mine = ops.forward(q, k, v, lay, scale, cls.causal, window, softcap, gluon=cls.kernel == "gluon")[0]
@@ -163,9 +177,12 @@ def run_probe(kernel, cls: ProbeClass, device, seed: int = 0) -> Decision:
         if not torch.equal(mine, theirs):
             diff = (mine.float() - theirs.float()).abs()
             bad = int((diff != 0).sum()) + int((mine.isnan() != theirs.isnan()).sum())
-            return Decision(False, f"{bad} of {mine.numel()} output elements differ (max |diff| "
-                                   f"{diff.nan_to_num(float('inf')).max().item():.3g}; Hq/Hkv "
-                                   f"{q.shape[2]}/{k.shape[2]})")
+            return Decision(
+                False,
+                f"{bad} of {mine.numel()} output elements differ (max |diff| "
+                f"{diff.nan_to_num(float('inf')).max().item():.3g}; Hq/Hkv "
+                f"{q.shape[2]}/{k.shape[2]})",
+            )
         checked += 1
     return Decision(True, f"bitwise equal on {checked} probe calls")
 
@@ -197,15 +214,22 @@ def decide(kernel, cls: ProbeClass, device: torch.device) -> Decision:
         what = "in-tree forward" if decision.in_tree else "sglang's kernel"
         (logger.info if decision.in_tree else logger.warning)(
             "sglang_attn_bridge: %s for %s on %s (sglang %s, triton %s): %s",
-            what, describe(cls), env["device"], env["sglang"], env["triton"], decision.reason)
+            what,
+            describe(cls),
+            env["device"],
+            env["sglang"],
+            env["triton"],
+            decision.reason,
+        )
         if path:
             _save_disk(path)
         return decision
 
 
 def describe(cls: ProbeClass) -> str:
-    flags = ["causal" if cls.causal else "non-causal"] + [f for f, on in (("window", cls.window),
-                                                                           ("softcap", cls.softcap)) if on]
+    flags = ["causal" if cls.causal else "non-causal"] + [
+        f for f, on in (("window", cls.window), ("softcap", cls.softcap)) if on
+    ]
     return f"{cls.dtype} D{cls.head_dim} {'+'.join(flags)} ({cls.kernel})"
 
 

@@ -18,8 +18,19 @@ EXTEND_ATTENTION = {
         "sglang.srt.layers.attention.triton_ops.extend_attention",  # sglang up to 0.5.14
     ],
     "keywords": [
-        "q", "o", "k_buffer", "v_buffer", "qo_indptr", "kv_indptr", "kv_indices", "prefix_lens", "max_len_extend",
-        "sm_scale", "is_causal", "sliding_window_size", "logit_cap",
+        "q",
+        "o",
+        "k_buffer",
+        "v_buffer",
+        "qo_indptr",
+        "kv_indptr",
+        "kv_indices",
+        "prefix_lens",
+        "max_len_extend",
+        "sm_scale",
+        "is_causal",
+        "sliding_window_size",
+        "logit_cap",
     ],
     "optional": ["is_causal", "sliding_window_size", "logit_cap"],
     # Required positionals from sglang 0.5.10 on; the bridge passes 1.0 for both.

@@ -32,15 +32,41 @@ class SglangKernel:
     generation: str
     params: frozenset = field(default_factory=frozenset)
 
-    def call(self, q, o, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, prefix_lens, max_len_extend,
-             sm_scale, causal=True, sliding_window_size=-1, logit_cap=0.0):
-        kwargs = dict(q=q, o=o, k_buffer=k_buffer, v_buffer=v_buffer, qo_indptr=qo_indptr, kv_indptr=kv_indptr,
-                      kv_indices=kv_indices, prefix_lens=prefix_lens, max_len_extend=max_len_extend,
-                      sm_scale=float(sm_scale))
+    def call(
+        self,
+        q,
+        o,
+        k_buffer,
+        v_buffer,
+        qo_indptr,
+        kv_indptr,
+        kv_indices,
+        prefix_lens,
+        max_len_extend,
+        sm_scale,
+        causal=True,
+        sliding_window_size=-1,
+        logit_cap=0.0,
+    ):
+        kwargs = dict(
+            q=q,
+            o=o,
+            k_buffer=k_buffer,
+            v_buffer=v_buffer,
+            qo_indptr=qo_indptr,
+            kv_indptr=kv_indptr,
+            kv_indices=kv_indices,
+            prefix_lens=prefix_lens,
+            max_len_extend=max_len_extend,
+            sm_scale=float(sm_scale),
+        )
         if _SCALES[0] in self.params:
             kwargs.update(dict.fromkeys(_SCALES, 1.0))
-        optional = {"is_causal": bool(causal), "sliding_window_size": int(sliding_window_size),
-                    "logit_cap": float(logit_cap)}
+        optional = {
+            "is_causal": bool(causal),
+            "sliding_window_size": int(sliding_window_size),
+            "logit_cap": float(logit_cap),
+        }
         defaults = {"is_causal": True, "sliding_window_size": -1, "logit_cap": 0.0}
         for name, value in optional.items():
             if name in self.params:
@@ -56,13 +82,18 @@ def classify(fn, module: str) -> tuple[str, frozenset]:
     """(generation label, parameter names) from a signature; raises TypeError for one we cannot call safely."""
     params = inspect.signature(fn).parameters
     names = frozenset(params)
-    required = {n for n, p in params.items() if p.default is inspect.Parameter.empty
-                and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+    required = {
+        n
+        for n, p in params.items()
+        if p.default is inspect.Parameter.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    }
     unknown = required - _KNOWN_REQUIRED
     missing = _NEEDED - names
     if unknown or missing:
-        raise TypeError(f"{module}.{FUNCTION} has an unknown signature (unknown required {sorted(unknown)}, "
-                        f"missing {sorted(missing)}): {inspect.signature(fn)}")
+        raise TypeError(
+            f"{module}.{FUNCTION} has an unknown signature (unknown required {sorted(unknown)}, "
+            f"missing {sorted(missing)}): {inspect.signature(fn)}"
+        )
     if ("k_scale" in names) != ("v_scale" in names):
         raise TypeError(f"{module}.{FUNCTION}: k_scale without v_scale (or the reverse) is not a known generation")
     if module == MODULES[0]:

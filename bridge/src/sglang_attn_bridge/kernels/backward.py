@@ -28,9 +28,23 @@ def _tanh(x):
 
 @triton.jit
 def delta_kernel(
-    O, DO, Delta, Row, QStart, LenQ,
-    sob, sos, soh, sdb, sds, sdh, lse_sh, lse_sb,
-    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
+    O,
+    DO,
+    Delta,
+    Row,
+    QStart,
+    LenQ,
+    sob,
+    sos,
+    soh,
+    sdb,
+    sds,
+    sdh,
+    lse_sh,
+    lse_sb,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BLOCK_M: tl.constexpr,
 ):
     m0 = tl.program_id(0) * BLOCK_M
     head = tl.program_id(1)
@@ -67,9 +81,30 @@ def _visible(offs_m, offs_n, prefix, IS_CAUSAL: tl.constexpr, WINDOW: tl.constex
 
 @triton.jit
 def _dkdv_step(
-    dk, dv, k, v, q_rows, do_rows, lse_base, delta_base, start_m, offs_n, len_q, prefix, qk_scale2, sqs, sdos,
-    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, IS_CAUSAL: tl.constexpr,
-    WINDOW: tl.constexpr, SOFTCAP: tl.constexpr, MASK: tl.constexpr, DOT_PREC: tl.constexpr, TMA: tl.constexpr,
+    dk,
+    dv,
+    k,
+    v,
+    q_rows,
+    do_rows,
+    lse_base,
+    delta_base,
+    start_m,
+    offs_n,
+    len_q,
+    prefix,
+    qk_scale2,
+    sqs,
+    sdos,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    IS_CAUSAL: tl.constexpr,
+    WINDOW: tl.constexpr,
+    SOFTCAP: tl.constexpr,
+    MASK: tl.constexpr,
+    DOT_PREC: tl.constexpr,
+    TMA: tl.constexpr,
 ):
     offs_m = start_m + tl.arange(0, BLOCK_M)
     mask_m = offs_m < len_q
@@ -97,14 +132,49 @@ def _dkdv_step(
 
 @triton.jit
 def dkdv_kernel(
-    Q, K, V, DO, DK, DV, LSE, Delta,
-    Row, QStart, KStart, LenQ, LenK,
+    Q,
+    K,
+    V,
+    DO,
+    DK,
+    DV,
+    LSE,
+    Delta,
+    Row,
+    QStart,
+    KStart,
+    LenQ,
+    LenK,
     sm_scale,
-    sqb, sqs, sqh, skb, sks, skh, svb, svs, svh, sdob, sdos, sdoh,
-    sdkb, sdks, sdkh, sdvb, sdvs, sdvh,
-    lse_sh, lse_sb, group,
-    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    IS_CAUSAL: tl.constexpr, WINDOW: tl.constexpr, SOFTCAP: tl.constexpr, DOT_PREC: tl.constexpr,
+    sqb,
+    sqs,
+    sqh,
+    skb,
+    sks,
+    skh,
+    svb,
+    svs,
+    svh,
+    sdob,
+    sdos,
+    sdoh,
+    sdkb,
+    sdks,
+    sdkh,
+    sdvb,
+    sdvs,
+    sdvh,
+    lse_sh,
+    lse_sb,
+    group,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    IS_CAUSAL: tl.constexpr,
+    WINDOW: tl.constexpr,
+    SOFTCAP: tl.constexpr,
+    DOT_PREC: tl.constexpr,
     TMA: tl.constexpr,
 ):
     # grid (KV head, sequence, key block): block 0 holds the first keys, which every query row sees under a causal mask
@@ -144,19 +214,64 @@ def dkdv_kernel(
     for g in range(group):
         head = kv_head * group + g
         q_rows = tiles.rows(Q + row * sqb + head * sqh + q_start * sqs, len_q, sqs, BLOCK_M, BLOCK_D, HEAD_DIM, TMA)
-        do_rows = tiles.rows(DO + row * sdob + head * sdoh + q_start * sdos, len_q, sdos, BLOCK_M, BLOCK_D,
-                             HEAD_DIM, TMA)
+        do_rows = tiles.rows(
+            DO + row * sdob + head * sdoh + q_start * sdos, len_q, sdos, BLOCK_M, BLOCK_D, HEAD_DIM, TMA
+        )
         lse_base = LSE + head * lse_sh + row * lse_sb + q_start
         delta_base = Delta + head * lse_sh + row * lse_sb + q_start
         for start_m in range(lo, full_lo, BLOCK_M):
             dk, dv = _dkdv_step(
-                dk, dv, k, v, q_rows, do_rows, lse_base, delta_base, start_m, offs_n, len_q, prefix, qk_scale2,
-                sqs, sdos, HEAD_DIM, BLOCK_D, BLOCK_M, IS_CAUSAL, WINDOW, SOFTCAP, True, DOT_PREC, TMA,
+                dk,
+                dv,
+                k,
+                v,
+                q_rows,
+                do_rows,
+                lse_base,
+                delta_base,
+                start_m,
+                offs_n,
+                len_q,
+                prefix,
+                qk_scale2,
+                sqs,
+                sdos,
+                HEAD_DIM,
+                BLOCK_D,
+                BLOCK_M,
+                IS_CAUSAL,
+                WINDOW,
+                SOFTCAP,
+                True,
+                DOT_PREC,
+                TMA,
             )
         for start_m in range(full_lo, hi, BLOCK_M):
             dk, dv = _dkdv_step(
-                dk, dv, k, v, q_rows, do_rows, lse_base, delta_base, start_m, offs_n, len_q, prefix, qk_scale2,
-                sqs, sdos, HEAD_DIM, BLOCK_D, BLOCK_M, IS_CAUSAL, WINDOW, SOFTCAP, False, DOT_PREC, TMA,
+                dk,
+                dv,
+                k,
+                v,
+                q_rows,
+                do_rows,
+                lse_base,
+                delta_base,
+                start_m,
+                offs_n,
+                len_q,
+                prefix,
+                qk_scale2,
+                sqs,
+                sdos,
+                HEAD_DIM,
+                BLOCK_D,
+                BLOCK_M,
+                IS_CAUSAL,
+                WINDOW,
+                SOFTCAP,
+                False,
+                DOT_PREC,
+                TMA,
             )
     dk *= sm_scale
     kv_mask = (offs_n < len_k)[:, None] & (offs_d < HEAD_DIM)[None, :]
@@ -166,9 +281,29 @@ def dkdv_kernel(
 
 @triton.jit
 def _dq_step(
-    dq, q, do, lse2, delta, k_rows, v_rows, start_n, offs_m, len_k, prefix, qk_scale2, sks, svs,
-    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr,
-    WINDOW: tl.constexpr, SOFTCAP: tl.constexpr, MASK: tl.constexpr, DOT_PREC: tl.constexpr, TMA: tl.constexpr,
+    dq,
+    q,
+    do,
+    lse2,
+    delta,
+    k_rows,
+    v_rows,
+    start_n,
+    offs_m,
+    len_k,
+    prefix,
+    qk_scale2,
+    sks,
+    svs,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    IS_CAUSAL: tl.constexpr,
+    WINDOW: tl.constexpr,
+    SOFTCAP: tl.constexpr,
+    MASK: tl.constexpr,
+    DOT_PREC: tl.constexpr,
+    TMA: tl.constexpr,
 ):
     offs_n = start_n + tl.arange(0, BLOCK_N)
     k = tiles.load(k_rows, start_n, len_k, sks, BLOCK_N, BLOCK_D, HEAD_DIM, TMA)
@@ -192,13 +327,45 @@ def _dq_step(
 
 @triton.jit
 def dq_kernel(
-    Q, K, V, DO, DQ, LSE, Delta,
-    Row, QStart, KStart, LenQ, LenK,
+    Q,
+    K,
+    V,
+    DO,
+    DQ,
+    LSE,
+    Delta,
+    Row,
+    QStart,
+    KStart,
+    LenQ,
+    LenK,
     sm_scale,
-    sqb, sqs, sqh, skb, sks, skh, svb, svs, svh, sdob, sdos, sdoh, sdqb, sdqs, sdqh,
-    lse_sh, lse_sb, group,
-    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    IS_CAUSAL: tl.constexpr, WINDOW: tl.constexpr, SOFTCAP: tl.constexpr, DOT_PREC: tl.constexpr,
+    sqb,
+    sqs,
+    sqh,
+    skb,
+    sks,
+    skh,
+    svb,
+    svs,
+    svh,
+    sdob,
+    sdos,
+    sdoh,
+    sdqb,
+    sdqs,
+    sdqh,
+    lse_sh,
+    lse_sb,
+    group,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    IS_CAUSAL: tl.constexpr,
+    WINDOW: tl.constexpr,
+    SOFTCAP: tl.constexpr,
+    DOT_PREC: tl.constexpr,
     TMA: tl.constexpr,
 ):
     head, seq, len_q, m0 = varlen.query_block(LenQ, BLOCK_M)
@@ -214,8 +381,7 @@ def dq_kernel(
     offs_d = tl.arange(0, BLOCK_D)
     mask_m = offs_m < len_q
     q_rows = tiles.rows(Q + row * sqb + head * sqh + q_start * sqs, len_q, sqs, BLOCK_M, BLOCK_D, HEAD_DIM, TMA)
-    do_rows = tiles.rows(DO + row * sdob + head * sdoh + q_start * sdos, len_q, sdos, BLOCK_M, BLOCK_D, HEAD_DIM,
-                         TMA)
+    do_rows = tiles.rows(DO + row * sdob + head * sdoh + q_start * sdos, len_q, sdos, BLOCK_M, BLOCK_D, HEAD_DIM, TMA)
     q = tiles.load(q_rows, m0, len_q, sqs, BLOCK_M, BLOCK_D, HEAD_DIM, TMA)
     do = tiles.load(do_rows, m0, len_q, sdos, BLOCK_M, BLOCK_D, HEAD_DIM, TMA)
     lse2 = tl.load(LSE + head * lse_sh + row * lse_sb + q_start + offs_m, mask=mask_m, other=0.0) * 1.4426950408889634
@@ -238,13 +404,55 @@ def dq_kernel(
         full_hi = tl.maximum(tl.minimum(full_hi, hi), lo)
     for start_n in range(lo, full_hi, BLOCK_N):
         dq = _dq_step(
-            dq, q, do, lse2, delta, k_rows, v_rows, start_n, offs_m, len_k, prefix, qk_scale2, sks, svs,
-            HEAD_DIM, BLOCK_D, BLOCK_N, IS_CAUSAL, WINDOW, SOFTCAP, False, DOT_PREC, TMA,
+            dq,
+            q,
+            do,
+            lse2,
+            delta,
+            k_rows,
+            v_rows,
+            start_n,
+            offs_m,
+            len_k,
+            prefix,
+            qk_scale2,
+            sks,
+            svs,
+            HEAD_DIM,
+            BLOCK_D,
+            BLOCK_N,
+            IS_CAUSAL,
+            WINDOW,
+            SOFTCAP,
+            False,
+            DOT_PREC,
+            TMA,
         )
     for start_n in range(full_hi, hi, BLOCK_N):
         dq = _dq_step(
-            dq, q, do, lse2, delta, k_rows, v_rows, start_n, offs_m, len_k, prefix, qk_scale2, sks, svs,
-            HEAD_DIM, BLOCK_D, BLOCK_N, IS_CAUSAL, WINDOW, SOFTCAP, True, DOT_PREC, TMA,
+            dq,
+            q,
+            do,
+            lse2,
+            delta,
+            k_rows,
+            v_rows,
+            start_n,
+            offs_m,
+            len_k,
+            prefix,
+            qk_scale2,
+            sks,
+            svs,
+            HEAD_DIM,
+            BLOCK_D,
+            BLOCK_N,
+            IS_CAUSAL,
+            WINDOW,
+            SOFTCAP,
+            True,
+            DOT_PREC,
+            TMA,
         )
     dq *= sm_scale
     qmask = mask_m[:, None] & (offs_d < HEAD_DIM)[None, :]

@@ -58,13 +58,43 @@ def _tile(it, total_a, lo_a, nblk_a, lo_b, nblk_b, BLOCK_M: gl.constexpr):
 
 @gluon.jit
 def dkdv_sm90_kernel(
-    Q, K, V, DO, DK, DV, LSE, Delta,
-    Row, QStart, KStart, LenQ, LenK,
+    Q,
+    K,
+    V,
+    DO,
+    DK,
+    DV,
+    LSE,
+    Delta,
+    Row,
+    QStart,
+    KStart,
+    LenQ,
+    LenK,
     sm_scale,
-    sqb, sqs, skb, sks, skh, svb, svs, svh, sdob, sdos,
-    sdkb, sdks, sdkh, sdvb, sdvs, sdvh,
-    lse_sh, lse_sb, group,
-    HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, IS_CAUSAL: gl.constexpr,
+    sqb,
+    sqs,
+    skb,
+    sks,
+    skh,
+    svb,
+    svs,
+    svh,
+    sdob,
+    sdos,
+    sdkb,
+    sdks,
+    sdkh,
+    sdvb,
+    sdvs,
+    sdvh,
+    lse_sh,
+    lse_sb,
+    group,
+    HEAD_DIM: gl.constexpr,
+    BLOCK_M: gl.constexpr,
+    BLOCK_N: gl.constexpr,
+    IS_CAUSAL: gl.constexpr,
     PAIRS: gl.constexpr,
 ):
     if PAIRS:
@@ -97,10 +127,12 @@ def dkdv_sm90_kernel(
     num_warps: gl.constexpr = gl.num_warps()
 
     # S^T tiles are [keys, query rows]: the keys are the MMA's M, split across the warps
-    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
-                                                       instr_shape=[16, BLOCK_M, 16])
-    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
-                                                         instr_shape=[16, HEAD_DIM, 16])
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, BLOCK_M, 16]
+    )
+    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, HEAD_DIM, 16]
+    )
     op_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_layout, k_width=2)
     rows_layout: gl.constexpr = gl.SliceLayout(0, s_layout)
     keys_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
@@ -109,17 +141,35 @@ def dkdv_sm90_kernel(
 
     # descriptors bounded by this sequence: TMA fills rows past its end with zeros. The query descriptor spans the
     # group's heads side by side (column g * HEAD_DIM is head kv_head * group + g).
-    k_desc = tma.make_tensor_descriptor(K + row * skb + kv_head * skh + k_start * sks, shape=[len_k, HEAD_DIM],
-                                        strides=[sks, 1], block_shape=[BLOCK_N, HEAD_DIM], layout=kv_smem)
-    v_desc = tma.make_tensor_descriptor(V + row * svb + kv_head * svh + k_start * svs, shape=[len_k, HEAD_DIM],
-                                        strides=[svs, 1], block_shape=[BLOCK_N, HEAD_DIM], layout=kv_smem)
+    k_desc = tma.make_tensor_descriptor(
+        K + row * skb + kv_head * skh + k_start * sks,
+        shape=[len_k, HEAD_DIM],
+        strides=[sks, 1],
+        block_shape=[BLOCK_N, HEAD_DIM],
+        layout=kv_smem,
+    )
+    v_desc = tma.make_tensor_descriptor(
+        V + row * svb + kv_head * svh + k_start * svs,
+        shape=[len_k, HEAD_DIM],
+        strides=[svs, 1],
+        block_shape=[BLOCK_N, HEAD_DIM],
+        layout=kv_smem,
+    )
     head0 = kv_head * group
-    q_desc = tma.make_tensor_descriptor(Q + row * sqb + head0 * HEAD_DIM + q_start * sqs,
-                                        shape=[len_q, group * HEAD_DIM], strides=[sqs, 1],
-                                        block_shape=[BLOCK_M, HEAD_DIM], layout=q_smem_layout)
-    do_desc = tma.make_tensor_descriptor(DO + row * sdob + head0 * HEAD_DIM + q_start * sdos,
-                                         shape=[len_q, group * HEAD_DIM], strides=[sdos, 1],
-                                         block_shape=[BLOCK_M, HEAD_DIM], layout=q_smem_layout)
+    q_desc = tma.make_tensor_descriptor(
+        Q + row * sqb + head0 * HEAD_DIM + q_start * sqs,
+        shape=[len_q, group * HEAD_DIM],
+        strides=[sqs, 1],
+        block_shape=[BLOCK_M, HEAD_DIM],
+        layout=q_smem_layout,
+    )
+    do_desc = tma.make_tensor_descriptor(
+        DO + row * sdob + head0 * HEAD_DIM + q_start * sdos,
+        shape=[len_q, group * HEAD_DIM],
+        strides=[sdos, 1],
+        block_shape=[BLOCK_M, HEAD_DIM],
+        layout=q_smem_layout,
+    )
 
     k_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, HEAD_DIM], kv_smem)
     v_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, HEAD_DIM], kv_smem)
@@ -144,8 +194,7 @@ def dkdv_sm90_kernel(
     tma.async_copy_global_to_shared(k_desc, [n0_a, 0], kv_bar, k_smem)
     tma.async_copy_global_to_shared(v_desc, [n0_a, 0], kv_bar, v_smem)
     g0, m0 = _tile(0, total_a, lo_a, nblk_a, lo_b, nblk_b, BLOCK_M)
-    _issue_tile(q_desc, do_desc, q_smem.index(0), do_smem.index(0), bars.index(0), g0, m0, total > 0,
-                BLOCK_M, HEAD_DIM)
+    _issue_tile(q_desc, do_desc, q_smem.index(0), do_smem.index(0), bars.index(0), g0, m0, total > 0, BLOCK_M, HEAD_DIM)
     s_zero = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, s_layout)
 
     for blk in range(count):
@@ -160,8 +209,18 @@ def dkdv_sm90_kernel(
             # every warp is done with step it-1, the last reader of the other buffer: refill it with step it+1
             gl.thread_barrier()
             g_next, m_next = _tile(it + 1, total_a, lo_a, nblk_a, lo_b, nblk_b, BLOCK_M)
-            _issue_tile(q_desc, do_desc, q_smem.index(1 - slot), do_smem.index(1 - slot), bars.index(1 - slot),
-                        g_next, m_next, it + 1 < total, BLOCK_M, HEAD_DIM)
+            _issue_tile(
+                q_desc,
+                do_desc,
+                q_smem.index(1 - slot),
+                do_smem.index(1 - slot),
+                bars.index(1 - slot),
+                g_next,
+                m_next,
+                it + 1 < total,
+                BLOCK_M,
+                HEAD_DIM,
+            )
             g, start_m = _tile(it, total_a, lo_a, nblk_a, lo_b, nblk_b, BLOCK_M)
             offs_m = start_m + gl.arange(0, BLOCK_M, layout=rows_layout)
             stats = (head0 + g) * lse_sh + row * lse_sb + q_start + offs_m
@@ -174,7 +233,7 @@ def dkdv_sm90_kernel(
 
             sT = warpgroup_mma(k_smem, q_buf.permute((1, 0)), s_zero, use_acc=False, is_async=True)
             dpT = warpgroup_mma(v_smem, do_buf.permute((1, 0)), s_zero, use_acc=False, is_async=True)
-            sT = warpgroup_mma_wait(num_outstanding=1, deps=(sT, ))
+            sT = warpgroup_mma_wait(num_outstanding=1, deps=(sT,))
             pT = gl.exp2(sT * qk_scale2 - gl.expand_dims(lse2, 0))
             if IS_CAUSAL:
                 if start_m < full_lo:
@@ -182,7 +241,7 @@ def dkdv_sm90_kernel(
                     pT = gl.where(vis, pT, 0.0)
             p16 = gl.convert_layout(pT.to(dtype), op_layout)
             dv = warpgroup_mma(p16, do_buf, dv, is_async=True)
-            dpT = warpgroup_mma_wait(num_outstanding=1, deps=(dpT, ))
+            dpT = warpgroup_mma_wait(num_outstanding=1, deps=(dpT,))
             dsT = pT * (dpT - gl.expand_dims(delta, 0))
             ds16 = gl.convert_layout(dsT.to(dtype), op_layout)
             dk = warpgroup_mma(ds16, q_buf, dk, is_async=True)

@@ -44,8 +44,9 @@ def _tanh(x):
 def _mul_rn(x, y):
     """x * y as a PTX mul.rn, which ptxas may not contract into an FMA with a later add: the rounding of the unfused
     multiply, without the select sglang's kernel puts in between (GPU only: inline PTX)."""
-    return tl.inline_asm_elementwise("mul.rn.f32 $0, $1, $2;", "=r,r,r", [x, tl.full(x.shape, y, tl.float32)],
-                                     dtype=tl.float32, is_pure=True, pack=1)
+    return tl.inline_asm_elementwise(
+        "mul.rn.f32 $0, $1, $2;", "=r,r,r", [x, tl.full(x.shape, y, tl.float32)], dtype=tl.float32, is_pure=True, pack=1
+    )
 
 
 @triton.jit
@@ -54,8 +55,14 @@ def exp_ftz(x):
     2^-126 flushed to zero instead of made subnormal: three instructions fewer per score (GPU only: inline PTX). The
     output bits are sglang's wherever no output element's accumulator is itself below ~2^-100 (a subnormal
     probability adds nothing to a denominator of at least 1 nor to a larger accumulator); see config.exp_ftz."""
-    return tl.inline_asm_elementwise("{ .reg .f32 t; mul.f32 t, $1, 0f3FB8AA3B; ex2.approx.ftz.f32 $0, t; }",
-                                     "=r,r", [x], dtype=tl.float32, is_pure=True, pack=1)
+    return tl.inline_asm_elementwise(
+        "{ .reg .f32 t; mul.f32 t, $1, 0f3FB8AA3B; ex2.approx.ftz.f32 $0, t; }",
+        "=r,r",
+        [x],
+        dtype=tl.float32,
+        is_pure=True,
+        pack=1,
+    )
 
 
 @triton.jit
@@ -68,11 +75,31 @@ def _exp(x, FTZ: tl.constexpr):
 
 @triton.jit
 def _fwd_tile(
-    acc, deno, e_max, q, k_rows, v_rows, start_n, offs_m, offs_n, mask_m,
-    len_k, prefix, sm_scale, sks, svs,
-    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr,
-    IS_CAUSAL: tl.constexpr, WINDOW: tl.constexpr, SOFTCAP: tl.constexpr,
-    COMPUTE_O: tl.constexpr, MASK: tl.constexpr, DOT_PREC: tl.constexpr, TMA: tl.constexpr,
+    acc,
+    deno,
+    e_max,
+    q,
+    k_rows,
+    v_rows,
+    start_n,
+    offs_m,
+    offs_n,
+    mask_m,
+    len_k,
+    prefix,
+    sm_scale,
+    sks,
+    svs,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    IS_CAUSAL: tl.constexpr,
+    WINDOW: tl.constexpr,
+    SOFTCAP: tl.constexpr,
+    COMPUTE_O: tl.constexpr,
+    MASK: tl.constexpr,
+    DOT_PREC: tl.constexpr,
+    TMA: tl.constexpr,
     EXP_FTZ: tl.constexpr,
 ):
     offs_kn = start_n + offs_n
@@ -105,11 +132,30 @@ def _fwd_tile(
 
 @triton.jit
 def _fwd_tile_fast(
-    acc, deno, e_max, q, k_rows, v_rows, start_n, offs_m, offs_n, mask_m,
-    len_k, prefix, qk_scale2, sks, svs,
-    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr,
-    IS_CAUSAL: tl.constexpr, WINDOW: tl.constexpr, COMPUTE_O: tl.constexpr, MASK: tl.constexpr,
-    DOT_PREC: tl.constexpr, TMA: tl.constexpr,
+    acc,
+    deno,
+    e_max,
+    q,
+    k_rows,
+    v_rows,
+    start_n,
+    offs_m,
+    offs_n,
+    mask_m,
+    len_k,
+    prefix,
+    qk_scale2,
+    sks,
+    svs,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    IS_CAUSAL: tl.constexpr,
+    WINDOW: tl.constexpr,
+    COMPUTE_O: tl.constexpr,
+    MASK: tl.constexpr,
+    DOT_PREC: tl.constexpr,
+    TMA: tl.constexpr,
 ):
     """Not bit-exact with sglang (exp2 with the scale folded in, P.V accumulated in place): the yardstick for what
     the exact arithmetic costs. e_max is kept in log2 units here."""
@@ -133,20 +179,46 @@ def _fwd_tile_fast(
 
 @triton.jit
 def attn_fwd_kernel(
-    Q, K, V, O, LSE,
-    Row, QStart, KStart, LenQ, LenK,
-    sm_scale, v_scale,
-    sqb, sqs, sqh,
-    skb, sks, skh,
-    svb, svs, svh,
-    sob, sos, soh,
-    lse_sh, lse_sb,
+    Q,
+    K,
+    V,
+    O,
+    LSE,
+    Row,
+    QStart,
+    KStart,
+    LenQ,
+    LenK,
+    sm_scale,
+    v_scale,
+    sqb,
+    sqs,
+    sqh,
+    skb,
+    sks,
+    skh,
+    svb,
+    svs,
+    svh,
+    sob,
+    sos,
+    soh,
+    lse_sh,
+    lse_sb,
     group,
-    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    IS_CAUSAL: tl.constexpr, WINDOW: tl.constexpr, SOFTCAP: tl.constexpr,
-    COMPUTE_O: tl.constexpr, INTERIOR: tl.constexpr, DOT_PREC: tl.constexpr,
-    TMA: tl.constexpr, FAST: tl.constexpr = False, EXP_FTZ: tl.constexpr = False,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    IS_CAUSAL: tl.constexpr,
+    WINDOW: tl.constexpr,
+    SOFTCAP: tl.constexpr,
+    COMPUTE_O: tl.constexpr,
+    INTERIOR: tl.constexpr,
+    DOT_PREC: tl.constexpr,
+    TMA: tl.constexpr,
+    FAST: tl.constexpr = False,
+    EXP_FTZ: tl.constexpr = False,
 ):
     head, seq, len_q, m0 = varlen.query_block(LenQ, BLOCK_M)
     if m0 < 0:
@@ -191,29 +263,119 @@ def attn_fwd_kernel(
         for start_n in range(lo, full_hi, BLOCK_N):
             start_n = tl.multiple_of(start_n, BLOCK_N)
             acc, deno, e_max = _fwd_tile_fast(
-                acc, deno, e_max, q, k_rows, v_rows, start_n, offs_m, offs_n, mask_m, len_k, prefix, qk_scale2,
-                sks, svs, HEAD_DIM, BLOCK_D, BLOCK_N, IS_CAUSAL, WINDOW, COMPUTE_O, False, DOT_PREC, TMA,
+                acc,
+                deno,
+                e_max,
+                q,
+                k_rows,
+                v_rows,
+                start_n,
+                offs_m,
+                offs_n,
+                mask_m,
+                len_k,
+                prefix,
+                qk_scale2,
+                sks,
+                svs,
+                HEAD_DIM,
+                BLOCK_D,
+                BLOCK_N,
+                IS_CAUSAL,
+                WINDOW,
+                COMPUTE_O,
+                False,
+                DOT_PREC,
+                TMA,
             )
         for start_n in range(full_hi, hi, BLOCK_N):
             start_n = tl.multiple_of(start_n, BLOCK_N)
             acc, deno, e_max = _fwd_tile_fast(
-                acc, deno, e_max, q, k_rows, v_rows, start_n, offs_m, offs_n, mask_m, len_k, prefix, qk_scale2,
-                sks, svs, HEAD_DIM, BLOCK_D, BLOCK_N, IS_CAUSAL, WINDOW, COMPUTE_O, True, DOT_PREC, TMA,
+                acc,
+                deno,
+                e_max,
+                q,
+                k_rows,
+                v_rows,
+                start_n,
+                offs_m,
+                offs_n,
+                mask_m,
+                len_k,
+                prefix,
+                qk_scale2,
+                sks,
+                svs,
+                HEAD_DIM,
+                BLOCK_D,
+                BLOCK_N,
+                IS_CAUSAL,
+                WINDOW,
+                COMPUTE_O,
+                True,
+                DOT_PREC,
+                TMA,
             )
         e_max = e_max * 0.6931471805599453  # back to natural-log units for the LSE
     else:
         for start_n in range(lo, full_hi, BLOCK_N):
             start_n = tl.multiple_of(start_n, BLOCK_N)
             acc, deno, e_max = _fwd_tile(
-                acc, deno, e_max, q, k_rows, v_rows, start_n, offs_m, offs_n, mask_m, len_k, prefix, sm_scale,
-                sks, svs, HEAD_DIM, BLOCK_D, BLOCK_N, IS_CAUSAL, WINDOW, SOFTCAP, COMPUTE_O, INTERIOR_MASK,
-                DOT_PREC, TMA, EXP_FTZ,
+                acc,
+                deno,
+                e_max,
+                q,
+                k_rows,
+                v_rows,
+                start_n,
+                offs_m,
+                offs_n,
+                mask_m,
+                len_k,
+                prefix,
+                sm_scale,
+                sks,
+                svs,
+                HEAD_DIM,
+                BLOCK_D,
+                BLOCK_N,
+                IS_CAUSAL,
+                WINDOW,
+                SOFTCAP,
+                COMPUTE_O,
+                INTERIOR_MASK,
+                DOT_PREC,
+                TMA,
+                EXP_FTZ,
             )
         for start_n in range(full_hi, hi, BLOCK_N):
             start_n = tl.multiple_of(start_n, BLOCK_N)
             acc, deno, e_max = _fwd_tile(
-                acc, deno, e_max, q, k_rows, v_rows, start_n, offs_m, offs_n, mask_m, len_k, prefix, sm_scale,
-                sks, svs, HEAD_DIM, BLOCK_D, BLOCK_N, IS_CAUSAL, WINDOW, SOFTCAP, COMPUTE_O, 2, DOT_PREC, TMA,
+                acc,
+                deno,
+                e_max,
+                q,
+                k_rows,
+                v_rows,
+                start_n,
+                offs_m,
+                offs_n,
+                mask_m,
+                len_k,
+                prefix,
+                sm_scale,
+                sks,
+                svs,
+                HEAD_DIM,
+                BLOCK_D,
+                BLOCK_N,
+                IS_CAUSAL,
+                WINDOW,
+                SOFTCAP,
+                COMPUTE_O,
+                2,
+                DOT_PREC,
+                TMA,
                 EXP_FTZ,
             )
 

@@ -49,8 +49,14 @@ def _exp(x, EXP_FTZ: gl.constexpr):
     """Natural exp as Triton lowers it; EXP_FTZ: the same with ex2.approx.ftz, as `forward.exp_ftz` (why it keeps the
     bits: there)."""
     if EXP_FTZ:
-        return gl.inline_asm_elementwise("{ .reg .f32 t; mul.f32 t, $1, 0f3FB8AA3B; ex2.approx.ftz.f32 $0, t; }",
-                                         "=r,r", [x], dtype=gl.float32, is_pure=True, pack=1)
+        return gl.inline_asm_elementwise(
+            "{ .reg .f32 t; mul.f32 t, $1, 0f3FB8AA3B; ex2.approx.ftz.f32 $0, t; }",
+            "=r,r",
+            [x],
+            dtype=gl.float32,
+            is_pure=True,
+            pack=1,
+        )
     else:
         return gl.exp(x)
 
@@ -58,14 +64,32 @@ def _exp(x, EXP_FTZ: gl.constexpr):
 @gluon.jit
 def _mul_rn(x, y):
     """x * y as a PTX mul.rn, which ptxas may not contract into an FMA with the later subtraction (forward.py)."""
-    return gl.inline_asm_elementwise("mul.rn.f32 $0, $1, $2;", "=r,r,r", [x, gl.full(x.shape, y, gl.float32,
-                                                                                     x.type.layout)],
-                                     dtype=gl.float32, is_pure=True, pack=1)
+    return gl.inline_asm_elementwise(
+        "mul.rn.f32 $0, $1, $2;",
+        "=r,r,r",
+        [x, gl.full(x.shape, y, gl.float32, x.type.layout)],
+        dtype=gl.float32,
+        is_pure=True,
+        pack=1,
+    )
 
 
 @gluon.jit
-def _softmax(qk, e_max, deno, start_n, full_hi, offs_m, prefix, len_k, sm_scale,
-             BLOCK_N: gl.constexpr, IS_CAUSAL: gl.constexpr, INTERIOR: gl.constexpr, EXP_FTZ: gl.constexpr):
+def _softmax(
+    qk,
+    e_max,
+    deno,
+    start_n,
+    full_hi,
+    offs_m,
+    prefix,
+    len_k,
+    sm_scale,
+    BLOCK_N: gl.constexpr,
+    IS_CAUSAL: gl.constexpr,
+    INTERIOR: gl.constexpr,
+    EXP_FTZ: gl.constexpr,
+):
     """sglang's online-softmax step on one tile of raw scores: (P, rescale, new max, new denominator)."""
     offs_n = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, qk.type.layout))
     if start_n >= full_hi:  # a tile the mask or the key bound cuts: sglang's full select
@@ -129,17 +153,64 @@ def _take(ring, item_ready, item_free, k):
 
 
 @gluon.jit
-def _consume(p, WG: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, IS_CAUSAL: gl.constexpr,
-             INTERIOR: gl.constexpr, EXP_FTZ: gl.constexpr):
+def _consume(
+    p,
+    WG: gl.constexpr,
+    HEAD_DIM: gl.constexpr,
+    STAGES: gl.constexpr,
+    IS_CAUSAL: gl.constexpr,
+    INTERIOR: gl.constexpr,
+    EXP_FTZ: gl.constexpr,
+):
     """Consumer warpgroup WG: rows m0 + WG * 64 .. + 64 of each of the program's items."""
-    (a, Q, K, V, O, LSE, Row, QStart, KStart, sm_scale, v_scale, sqb, sqs, sqh, skb, sks, skh, svb, svs, svh,
-     sob, sos, soh, lse_sh, lse_sb, group, total, q_smem, k_smem, v_smem, q_bars, q_empty, k_ready, v_ready,
-     kv_empty, Counter, ring, item_ready, item_free) = p
+    (
+        a,
+        Q,
+        K,
+        V,
+        O,
+        LSE,
+        Row,
+        QStart,
+        KStart,
+        sm_scale,
+        v_scale,
+        sqb,
+        sqs,
+        sqh,
+        skb,
+        sks,
+        skh,
+        svb,
+        svs,
+        svh,
+        sob,
+        sos,
+        soh,
+        lse_sh,
+        lse_sb,
+        group,
+        total,
+        q_smem,
+        k_smem,
+        v_smem,
+        q_bars,
+        q_empty,
+        k_ready,
+        v_ready,
+        kv_empty,
+        Counter,
+        ring,
+        item_ready,
+        item_free,
+    ) = p
     dtype: gl.constexpr = q_smem.dtype
-    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                       instr_shape=[16, BLOCK_N, 16])
-    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                         instr_shape=[16, HEAD_DIM, 16])
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16]
+    )
+    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 16]
+    )
     op_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_layout, k_width=2)
     rows_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
     acc_rows: gl.constexpr = gl.SliceLayout(1, acc_layout)
@@ -176,9 +247,10 @@ def _consume(p, WG: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, 
             # tile 0: S alone
             mbarrier.wait(k_ready.index(t % STAGES), (t // STAGES) & 1)
             qk = warpgroup_mma(q, k_smem.index(t % STAGES).permute((1, 0)), s_zero, use_acc=False, is_async=True)
-            qk = warpgroup_mma_wait(num_outstanding=0, deps=(qk, ))
-            pr, re_scale, e_max, deno = _softmax(qk, e_max, deno, 0, full_hi, offs_m, prefix, len_k, sm_scale,
-                                                 BLOCK_N, IS_CAUSAL, INTERIOR, EXP_FTZ)
+            qk = warpgroup_mma_wait(num_outstanding=0, deps=(qk,))
+            pr, re_scale, e_max, deno = _softmax(
+                qk, e_max, deno, 0, full_hi, offs_m, prefix, len_k, sm_scale, BLOCK_N, IS_CAUSAL, INTERIOR, EXP_FTZ
+            )
             acc = acc * gl.expand_dims(gl.convert_layout(re_scale, acc_rows), 1)
 
             for j in range(1, n_own):
@@ -191,9 +263,22 @@ def _consume(p, WG: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, 
                 mbarrier.wait(v_ready.index(prev), ((t + j - 1) // STAGES) & 1)
                 acc = warpgroup_mma(p16, v_smem.index(prev), acc, is_async=True)
                 # softmax(S_j), then the wait for P_j-1 V_j-1 (which ptxas hoists above the softmax)
-                sj = warpgroup_mma_wait(num_outstanding=1, deps=(sj, ))
-                pr, re_scale, e_max, deno = _softmax(sj, e_max, deno, j * BLOCK_N, full_hi, offs_m, prefix, len_k,
-                                                     sm_scale, BLOCK_N, IS_CAUSAL, INTERIOR, EXP_FTZ)
+                sj = warpgroup_mma_wait(num_outstanding=1, deps=(sj,))
+                pr, re_scale, e_max, deno = _softmax(
+                    sj,
+                    e_max,
+                    deno,
+                    j * BLOCK_N,
+                    full_hi,
+                    offs_m,
+                    prefix,
+                    len_k,
+                    sm_scale,
+                    BLOCK_N,
+                    IS_CAUSAL,
+                    INTERIOR,
+                    EXP_FTZ,
+                )
                 acc, p16 = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p16))
                 mbarrier.arrive(kv_empty.index(prev), count=1)  # done with K_j-1 and V_j-1
                 acc = acc * gl.expand_dims(gl.convert_layout(re_scale, acc_rows), 1)
@@ -219,8 +304,7 @@ def _consume(p, WG: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, 
             offs_om = mr + gl.arange(0, BLOCK_M, layout=acc_rows)
             offs_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, acc_layout))
             # rows in int64 (q_start is): a long sequence's row x stride can pass 2^31
-            o_ptrs = (O + row * sob + head * soh + gl.expand_dims(q_start + offs_om, 1) * sos
-                      + gl.expand_dims(offs_d, 0))
+            o_ptrs = O + row * sob + head * soh + gl.expand_dims(q_start + offs_om, 1) * sos + gl.expand_dims(offs_d, 0)
             gl.store(o_ptrs, o.to(dtype), mask=gl.expand_dims(offs_om >= 0, 1))
             t += n
             live += 1
@@ -229,8 +313,24 @@ def _consume(p, WG: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, 
 
 
 @gluon.jit
-def _produce_item(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, kv_empty, qb, m0, n, t,
-                  HEAD_DIM: gl.constexpr, STAGES: gl.constexpr):
+def _produce_item(
+    q_desc,
+    k_desc,
+    v_desc,
+    q_smem,
+    k_smem,
+    v_smem,
+    q_bars,
+    k_ready,
+    v_ready,
+    kv_empty,
+    qb,
+    m0,
+    n,
+    t,
+    HEAD_DIM: gl.constexpr,
+    STAGES: gl.constexpr,
+):
     """One item's copies: the consumers' Q tiles into buffer qb, then K_j and V_j into ring slots once freed."""
     for c in gl.static_range(CONSUMERS):
         # a tile wholly before the sequence: no copy, a plain arrival keeps the barrier's phases in step (a tile
@@ -250,30 +350,92 @@ def _produce_item(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_read
 
 # The partitions; the workers' signatures must match.
 @gluon.jit
-def _consumer0(p, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, IS_CAUSAL: gl.constexpr, INTERIOR: gl.constexpr,
-               EXP_FTZ: gl.constexpr):
+def _consumer0(
+    p,
+    HEAD_DIM: gl.constexpr,
+    STAGES: gl.constexpr,
+    IS_CAUSAL: gl.constexpr,
+    INTERIOR: gl.constexpr,
+    EXP_FTZ: gl.constexpr,
+):
     _consume(p, 0, HEAD_DIM, STAGES, IS_CAUSAL, INTERIOR, EXP_FTZ)
 
 
 @gluon.jit
-def _consumer1(p, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, IS_CAUSAL: gl.constexpr, INTERIOR: gl.constexpr,
-               EXP_FTZ: gl.constexpr):
+def _consumer1(
+    p,
+    HEAD_DIM: gl.constexpr,
+    STAGES: gl.constexpr,
+    IS_CAUSAL: gl.constexpr,
+    INTERIOR: gl.constexpr,
+    EXP_FTZ: gl.constexpr,
+):
     _consume(p, 1, HEAD_DIM, STAGES, IS_CAUSAL, INTERIOR, EXP_FTZ)
 
 
 @gluon.jit
-def _consumer2(p, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, IS_CAUSAL: gl.constexpr, INTERIOR: gl.constexpr,
-               EXP_FTZ: gl.constexpr):
+def _consumer2(
+    p,
+    HEAD_DIM: gl.constexpr,
+    STAGES: gl.constexpr,
+    IS_CAUSAL: gl.constexpr,
+    INTERIOR: gl.constexpr,
+    EXP_FTZ: gl.constexpr,
+):
     _consume(p, 2, HEAD_DIM, STAGES, IS_CAUSAL, INTERIOR, EXP_FTZ)
 
 
 @gluon.jit
-def _producer(p, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, IS_CAUSAL: gl.constexpr, INTERIOR: gl.constexpr,
-              EXP_FTZ: gl.constexpr):
+def _producer(
+    p,
+    HEAD_DIM: gl.constexpr,
+    STAGES: gl.constexpr,
+    IS_CAUSAL: gl.constexpr,
+    INTERIOR: gl.constexpr,
+    EXP_FTZ: gl.constexpr,
+):
     """Per item: wait until its Q buffer's previous item is fully done, build its descriptors, issue its copies."""
-    (a, Q, K, V, O, LSE, Row, QStart, KStart, sm_scale, v_scale, sqb, sqs, sqh, skb, sks, skh, svb, svs, svh,
-     sob, sos, soh, lse_sh, lse_sb, group, total, q_smem, k_smem, v_smem, q_bars, q_empty, k_ready, v_ready,
-     kv_empty, Counter, ring, item_ready, item_free) = p
+    (
+        a,
+        Q,
+        K,
+        V,
+        O,
+        LSE,
+        Row,
+        QStart,
+        KStart,
+        sm_scale,
+        v_scale,
+        sqb,
+        sqs,
+        sqh,
+        skb,
+        sks,
+        skh,
+        svb,
+        svs,
+        svh,
+        sob,
+        sos,
+        soh,
+        lse_sh,
+        lse_sb,
+        group,
+        total,
+        q_smem,
+        k_smem,
+        v_smem,
+        q_bars,
+        q_empty,
+        k_ready,
+        v_ready,
+        kv_empty,
+        Counter,
+        ring,
+        item_ready,
+        item_free,
+    ) = p
     t = 0
     live = 0
     k = 0
@@ -297,24 +459,78 @@ def _producer(p, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, IS_CAUSAL: gl.con
             # bounded by the sequence: rows past its end arrive as zeros
             if qb == 0:
                 t = _produce_item(
-                    tma.make_tensor_descriptor(q_base, shape=[len_q, HEAD_DIM], strides=[sqs, 1],
-                                               block_shape=[BLOCK_M, HEAD_DIM], layout=q_smem.layout),
-                    tma.make_tensor_descriptor(k_base, shape=[len_k, HEAD_DIM], strides=[sks, 1],
-                                               block_shape=[BLOCK_N, HEAD_DIM], layout=k_smem.layout),
-                    tma.make_tensor_descriptor(v_base, shape=[len_k, HEAD_DIM], strides=[svs, 1],
-                                               block_shape=[BLOCK_N, HEAD_DIM], layout=v_smem.layout),
-                    q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, kv_empty, qb, m0, n, t, HEAD_DIM,
-                    STAGES)
+                    tma.make_tensor_descriptor(
+                        q_base,
+                        shape=[len_q, HEAD_DIM],
+                        strides=[sqs, 1],
+                        block_shape=[BLOCK_M, HEAD_DIM],
+                        layout=q_smem.layout,
+                    ),
+                    tma.make_tensor_descriptor(
+                        k_base,
+                        shape=[len_k, HEAD_DIM],
+                        strides=[sks, 1],
+                        block_shape=[BLOCK_N, HEAD_DIM],
+                        layout=k_smem.layout,
+                    ),
+                    tma.make_tensor_descriptor(
+                        v_base,
+                        shape=[len_k, HEAD_DIM],
+                        strides=[svs, 1],
+                        block_shape=[BLOCK_N, HEAD_DIM],
+                        layout=v_smem.layout,
+                    ),
+                    q_smem,
+                    k_smem,
+                    v_smem,
+                    q_bars,
+                    k_ready,
+                    v_ready,
+                    kv_empty,
+                    qb,
+                    m0,
+                    n,
+                    t,
+                    HEAD_DIM,
+                    STAGES,
+                )
             else:
                 t = _produce_item(
-                    tma.make_tensor_descriptor(q_base, shape=[len_q, HEAD_DIM], strides=[sqs, 1],
-                                               block_shape=[BLOCK_M, HEAD_DIM], layout=q_smem.layout),
-                    tma.make_tensor_descriptor(k_base, shape=[len_k, HEAD_DIM], strides=[sks, 1],
-                                               block_shape=[BLOCK_N, HEAD_DIM], layout=k_smem.layout),
-                    tma.make_tensor_descriptor(v_base, shape=[len_k, HEAD_DIM], strides=[svs, 1],
-                                               block_shape=[BLOCK_N, HEAD_DIM], layout=v_smem.layout),
-                    q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, kv_empty, qb, m0, n, t, HEAD_DIM,
-                    STAGES)
+                    tma.make_tensor_descriptor(
+                        q_base,
+                        shape=[len_q, HEAD_DIM],
+                        strides=[sqs, 1],
+                        block_shape=[BLOCK_M, HEAD_DIM],
+                        layout=q_smem.layout,
+                    ),
+                    tma.make_tensor_descriptor(
+                        k_base,
+                        shape=[len_k, HEAD_DIM],
+                        strides=[sks, 1],
+                        block_shape=[BLOCK_N, HEAD_DIM],
+                        layout=k_smem.layout,
+                    ),
+                    tma.make_tensor_descriptor(
+                        v_base,
+                        shape=[len_k, HEAD_DIM],
+                        strides=[svs, 1],
+                        block_shape=[BLOCK_N, HEAD_DIM],
+                        layout=v_smem.layout,
+                    ),
+                    q_smem,
+                    k_smem,
+                    v_smem,
+                    q_bars,
+                    k_ready,
+                    v_ready,
+                    kv_empty,
+                    qb,
+                    m0,
+                    n,
+                    t,
+                    HEAD_DIM,
+                    STAGES,
+                )
             live += 1
         k += 1
         it = gl.atomic_add(Counter, 1)
@@ -323,18 +539,50 @@ def _producer(p, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, IS_CAUSAL: gl.con
 
 @gluon.jit
 def attn_fwd_ws_sm90_kernel(
-    Q, K, V, O, LSE,
-    Row, QStart, KStart, LenQ, LenK,
-    sm_scale, v_scale,
-    sqb, sqs, sqh, skb, sks, skh, svb, svs, svh, sob, sos, soh,
-    lse_sh, lse_sb, group, n_heads, n_seq, n_blocks, group_pairs, total, Counter,
-    HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, IS_CAUSAL: gl.constexpr, INTERIOR: gl.constexpr,
+    Q,
+    K,
+    V,
+    O,
+    LSE,
+    Row,
+    QStart,
+    KStart,
+    LenQ,
+    LenK,
+    sm_scale,
+    v_scale,
+    sqb,
+    sqs,
+    sqh,
+    skb,
+    sks,
+    skh,
+    svb,
+    svs,
+    svh,
+    sob,
+    sos,
+    soh,
+    lse_sh,
+    lse_sb,
+    group,
+    n_heads,
+    n_seq,
+    n_blocks,
+    group_pairs,
+    total,
+    Counter,
+    HEAD_DIM: gl.constexpr,
+    STAGES: gl.constexpr,
+    IS_CAUSAL: gl.constexpr,
+    INTERIOR: gl.constexpr,
     EXP_FTZ: gl.constexpr,
 ):
     # grid: one program per multiprocessor (or per item, if fewer); each takes its next item from Counter
     dtype: gl.constexpr = Q.dtype.element_ty
-    q_smem = gl.allocate_shared_memory(dtype, [2 * CONSUMERS, BLOCK_M, HEAD_DIM],
-                                       gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], dtype))
+    q_smem = gl.allocate_shared_memory(
+        dtype, [2 * CONSUMERS, BLOCK_M, HEAD_DIM], gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], dtype)
+    )
     kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_layout)
     v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_layout)
@@ -358,16 +606,57 @@ def attn_fwd_ws_sm90_kernel(
     for i in gl.static_range(2):
         mbarrier.init(item_ready.index(i), count=1)
         mbarrier.init(item_free.index(i), count=CONSUMERS)
-    p = ((LenQ, LenK, n_heads, n_seq, n_blocks, group_pairs), Q, K, V, O, LSE,
-         Row, QStart, KStart, sm_scale, v_scale, sqb, sqs, sqh, skb, sks, skh, svb, svs, svh, sob, sos, soh,
-         lse_sh, lse_sb, group, total, q_smem, k_smem, v_smem, q_bars, q_empty, k_ready, v_ready, kv_empty,
-         Counter, ring, item_ready, item_free)
+    p = (
+        (LenQ, LenK, n_heads, n_seq, n_blocks, group_pairs),
+        Q,
+        K,
+        V,
+        O,
+        LSE,
+        Row,
+        QStart,
+        KStart,
+        sm_scale,
+        v_scale,
+        sqb,
+        sqs,
+        sqh,
+        skb,
+        sks,
+        skh,
+        svb,
+        svs,
+        svh,
+        sob,
+        sos,
+        soh,
+        lse_sh,
+        lse_sb,
+        group,
+        total,
+        q_smem,
+        k_smem,
+        v_smem,
+        q_bars,
+        q_empty,
+        k_ready,
+        v_ready,
+        kv_empty,
+        Counter,
+        ring,
+        item_ready,
+        item_free,
+    )
     # The producer is a whole warpgroup because setmaxnreg counts registers per warpgroup: with 4 of them at
     # maxnreg=128 the file is full, and Triton gives the default partition (consumer 0) what the workers leave:
     # 4 * 128 - 2 * 160 - 24 = 168. Asking for more than the file holds would stall setmaxnreg forever.
-    gl.warp_specialize([
-        (_consumer0, (p, HEAD_DIM, STAGES, IS_CAUSAL, INTERIOR, EXP_FTZ)),
-        (_consumer1, (p, HEAD_DIM, STAGES, IS_CAUSAL, INTERIOR, EXP_FTZ)),
-        (_consumer2, (p, HEAD_DIM, STAGES, IS_CAUSAL, INTERIOR, EXP_FTZ)),
-        (_producer, (p, HEAD_DIM, STAGES, IS_CAUSAL, INTERIOR, EXP_FTZ)),
-    ], [4, 4, 4], [160, 160, 24])
+    gl.warp_specialize(
+        [
+            (_consumer0, (p, HEAD_DIM, STAGES, IS_CAUSAL, INTERIOR, EXP_FTZ)),
+            (_consumer1, (p, HEAD_DIM, STAGES, IS_CAUSAL, INTERIOR, EXP_FTZ)),
+            (_consumer2, (p, HEAD_DIM, STAGES, IS_CAUSAL, INTERIOR, EXP_FTZ)),
+            (_producer, (p, HEAD_DIM, STAGES, IS_CAUSAL, INTERIOR, EXP_FTZ)),
+        ],
+        [4, 4, 4],
+        [160, 160, 24],
+    )

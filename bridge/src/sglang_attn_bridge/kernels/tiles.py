@@ -12,19 +12,20 @@ import triton.language as tl
 
 
 @triton.jit
-def rows(base, length, stride, BLOCK_R: tl.constexpr, BLOCK_D: tl.constexpr, HEAD_DIM: tl.constexpr,
-         TMA: tl.constexpr):
+def rows(base, length, stride, BLOCK_R: tl.constexpr, BLOCK_D: tl.constexpr, HEAD_DIM: tl.constexpr, TMA: tl.constexpr):
     """A view of `length` rows of HEAD_DIM values starting at `base`, `stride` elements apart."""
     if TMA:
-        return tl.make_tensor_descriptor(base, shape=[length, HEAD_DIM], strides=[stride, 1],
-                                         block_shape=[BLOCK_R, BLOCK_D])
+        return tl.make_tensor_descriptor(
+            base, shape=[length, HEAD_DIM], strides=[stride, 1], block_shape=[BLOCK_R, BLOCK_D]
+        )
     else:
         return base
 
 
 @triton.jit
-def load(view, start, length, stride, BLOCK_R: tl.constexpr, BLOCK_D: tl.constexpr, HEAD_DIM: tl.constexpr,
-         TMA: tl.constexpr):
+def load(
+    view, start, length, stride, BLOCK_R: tl.constexpr, BLOCK_D: tl.constexpr, HEAD_DIM: tl.constexpr, TMA: tl.constexpr
+):
     """Rows start .. start + BLOCK_R of a `rows` view."""
     if TMA:
         return view.load([start, 0])

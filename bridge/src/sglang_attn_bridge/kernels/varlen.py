@@ -24,5 +24,4 @@ def query_block(LenQ, BLOCK_M: tl.constexpr):
 @triton.jit
 def offsets(seq, Row, QStart, KStart):
     """(batch row, first query position, first key position) of a sequence, in int64 for address arithmetic."""
-    return (tl.load(Row + seq).to(tl.int64), tl.load(QStart + seq).to(tl.int64),
-            tl.load(KStart + seq).to(tl.int64))
+    return (tl.load(Row + seq).to(tl.int64), tl.load(QStart + seq).to(tl.int64), tl.load(KStart + seq).to(tl.int64))
