@@ -18,6 +18,7 @@ from toolkit.plan import SECRET_PIP_CA, Plan
 from toolkit.sources import context_name, git_components
 from toolkit.spec import ROOT
 from toolkit.spec_values import CONTROL_RE, IDENT_RE, reference_problem
+from toolkit.steps import ARG_REF_RE, KINDS
 from toolkit.wheelhouse import image_ref
 
 TEMPLATES = ROOT / "templates"
@@ -33,6 +34,40 @@ def dockerfile_quote(value) -> str:
 def shell_quote(value) -> str:
     """One shell word for a RUN line (bash): the value is an argument, never shell syntax."""
     return shlex.quote(str(value))
+
+
+def _pieces(value, args) -> list:
+    """`value` split into literal text and `${NAME}` references to declared build args (str, or ("arg", NAME))."""
+    out, pos, text = [], 0, str(value)
+    for m in ARG_REF_RE.finditer(text):
+        if m.group(1) in args:
+            out += [text[pos : m.start()], ("arg", m.group(1))]
+            pos = m.end()
+    return [*out, text[pos:]]
+
+
+@jinja2.pass_context
+def shell_word(ctx, value) -> str:
+    """One shell word in which each `${NAME}` of a declared build arg is expanded by the shell (as `"${NAME}"`)
+    and every other character is literal."""
+    parts = [
+        f'"${{{p[1]}}}"' if isinstance(p, tuple) else (shlex.quote(p) if p else "") for p in _pieces(value, ctx["args"])
+    ]
+    word = "".join(parts)
+    return word or "''"
+
+
+@jinja2.pass_context
+def dockerfile_word(ctx, value) -> str:
+    """A double-quoted Dockerfile word (ENV values) in which each `${NAME}` of a declared build arg is expanded by
+    the Dockerfile and every other character is literal (`dq`'s escaping)."""
+    parts = [f"${{{p[1]}}}" if isinstance(p, tuple) else dockerfile_quote(p)[1:-1] for p in _pieces(value, ctx["args"])]
+    return '"' + "".join(parts) + '"'
+
+
+def shell_glob(value) -> str:
+    """A path pattern as one shell word: `*` stays a glob, every other character is quoted."""
+    return "*".join(shlex.quote(part) if part else "" for part in str(value).split("*"))
 
 
 def guard(variant) -> None:
@@ -76,28 +111,31 @@ def environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
         autoescape=False,
+        extensions=["jinja2.ext.do"],
     )
     env.filters["basename"] = posixpath.basename
     env.filters["dq"] = dockerfile_quote
     env.filters["shquote"] = shell_quote
+    env.filters["shword"] = shell_word
+    env.filters["dqword"] = dockerfile_word
+    env.filters["shglob"] = shell_glob
     return env
 
 
 def render(plan: Plan) -> str:
-    """Templates see the resolved spec's fields (name, base, args, env, components, pip, patches, ...) and `src`,
-    the named build context of each git component."""
+    """Templates see the resolved spec's fields (name, base, args, env, components, pip, patches, ...), `steps` as
+    each step kind resolves them (toolkit/steps.py), and `src`, the named build context of each git component."""
     v = plan.variant
     guard(v)
-    text = (
-        environment()
-        .get_template(v.template)
-        .render(
-            **v.as_dict(),
-            spec_file=v.spec_file,
-            digest=v.digest,
-            pip_secret=SECRET_PIP_CA,
-            wheelhouse_image=image_ref(v),
-            src={name: context_name(name) for name in git_components(v)},
-        )
+    data = v.as_dict()
+    data["steps"] = [KINDS[step["kind"]].view(step, data) for step in v.steps]
+    template = environment().get_template(v.template)
+    text = template.render(
+        **data,
+        spec_file=v.spec_file,
+        digest=v.digest,
+        pip_secret=SECRET_PIP_CA,
+        wheelhouse_image=image_ref(v),
+        src={name: context_name(name) for name in git_components(v)},
     )
     return text.rstrip("\n") + "\n"

@@ -19,6 +19,7 @@ from pathlib import Path
 import yaml
 
 from toolkit.errors import SpecError, UsageError, short
+from toolkit.schema import GATES, STEPS, STR_LIST, STR_MAP, check
 from toolkit.spec_values import (
     COMMIT_RE,
     CONTROL_RE,
@@ -40,28 +41,18 @@ from toolkit.spec_values import (
     pip_name_problem,
 )
 from toolkit.spec_yaml import AliasBomb, check_keys, load_yaml
+from toolkit.steps import Where, check_steps, expand, normalize
 
 ROOT = Path(__file__).resolve().parent.parent
 IMAGES_DIR = ROOT / "images"
 
 MAX_SPEC_BYTES = 1 << 20
 
-# Schema: key -> type. A type is a python type, ("list", T), ("map", T) for str-keyed mappings, or a nested schema dict.
-STR_MAP = ("map", str)
-STR_LIST = ("list", str)
-# `requirements`: a requirements file in a git component's tree that the image installs, less `exclude` (names).
-COMPONENT = {
-    "git": str,
-    "ref": str,
-    "version": str,
-    "subdir": str,
-    "extras": str,
-    "requirements": str,
-    "exclude": STR_LIST,
-}
+# Schema (toolkit/schema.py's language). `requirements`: a requirements file in a git component's tree that a
+# `requirements` step installs, less `exclude` (names).
+COMPONENT = {"git": str, "ref": str, "subdir": str, "extras": str, "requirements": str, "exclude": STR_LIST}
 # `component`: the patch belongs to that git component's tree and is applied right after the tree is copied in.
 PATCH = {"file": str, "tree": str, "ref": str, "strip": int, "component": str}
-GATES = "gates"  # a mapping whose schema verify/config.py owns (check_gates applies it)
 VARIANT = {
     "description": str,
     "base": str,
@@ -71,10 +62,13 @@ VARIANT = {
     "env": STR_MAP,
     "components": ("map", COMPONENT),
     "pip": STR_MAP,
-    "pip_no_deps": STR_MAP,  # installed without their dependencies (metadata that pins another platform's stack)
+    "steps": STEPS,
     "gates": GATES,
     "patches": ("list", PATCH),
 }
+# A layer (images/layers/*.yaml, named by a family's `extends`): tables several families share, one home each.
+LAYER = {"description": str, "args": STR_MAP, "env": STR_MAP, "components": ("map", COMPONENT), "pip": STR_MAP}
+LAYERS_DIR = IMAGES_DIR / "layers"
 FAMILY = {
     "family": str,
     "description": str,
@@ -83,6 +77,7 @@ FAMILY = {
     "default": str,
     "alias": str,
     "python": str,
+    "extends": STR_LIST,
     "base_build": {"debootstrap": {"suite": str, "variant": str, "include": STR_LIST}},
     "wheelhouse": {"python_version": str, "platform": str, "constraints": str},
     "variants": ("map", VARIANT),
@@ -110,7 +105,7 @@ class Variant:
     pip: dict
     gates: dict
     patches: tuple
-    pip_no_deps: dict = field(default_factory=dict)
+    steps: tuple = ()
     description: str = ""
     base_build: dict = field(default_factory=dict)
     wheelhouse: dict = field(default_factory=dict)
@@ -121,52 +116,12 @@ class Variant:
         data = json.dumps(self.as_dict(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(data.encode()).hexdigest()
 
+    def pins(self) -> dict:
+        """The `pip` table as the image sees it: each name with its `${ARG}` references expanded."""
+        return {expand(name, self.args): version for name, version in self.pip.items()}
+
     def as_dict(self) -> dict:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items() if k != "spec_file"}
-
-
-def _type_name(t) -> str:
-    if isinstance(t, dict):
-        return "mapping"
-    if isinstance(t, tuple):
-        return "list" if t[0] == "list" else "mapping"
-    return {str: "string", int: "integer", bool: "boolean"}.get(t, t.__name__)
-
-
-def check(value, schema, file: str, key: str) -> None:
-    """Raise SpecError for the first value that does not fit the schema."""
-    if schema is GATES:
-        if not isinstance(value, dict):
-            raise SpecError(file, key, f"expected a mapping, got {type(value).__name__}")
-        return
-    if isinstance(schema, dict):
-        if not isinstance(value, dict):
-            raise SpecError(file, key, f"expected a mapping, got {type(value).__name__}")
-        for k, v in value.items():
-            sub = f"{key}.{k}" if key else str(k)
-            if k not in schema:
-                raise SpecError(file, short(sub, 80, quote=False), "unknown key")
-            check(v, schema[k], file, sub)
-    elif isinstance(schema, tuple):
-        kind, inner = schema
-        if kind == "list":
-            if not isinstance(value, list):
-                raise SpecError(file, key, f"expected a list, got {type(value).__name__}")
-            for i, item in enumerate(value):
-                check(item, inner, file, f"{key}[{i}]")
-        else:
-            if not isinstance(value, dict):
-                raise SpecError(file, key, f"expected a mapping, got {type(value).__name__}")
-            for k, v in value.items():
-                check(v, inner, file, f"{key}.{k}")
-    else:
-        ok = isinstance(value, schema) and not (schema is int and isinstance(value, bool))
-        if schema is str and isinstance(value, (int, float)) and not isinstance(value, bool):
-            ok = False
-        if not ok:
-            name = _type_name(schema)
-            article = "an" if name[0] in "aeiou" else "a"
-            raise SpecError(file, key, f"expected {article} {name}, got {type(value).__name__} {short(value)}")
 
 
 def check_pins(v: dict, file: str, prefix: str) -> None:
@@ -183,11 +138,8 @@ def check_pins(v: dict, file: str, prefix: str) -> None:
                 raise SpecError(
                     file, f"{key}.ref", f"git component must be pinned to a 40-hex commit, got {short(comp.get('ref'))}"
                 )
-        elif "version" in comp:
-            if not pep440(comp["version"]):
-                raise SpecError(file, f"{key}.version", f"bad version {short(comp['version'])}")
         else:
-            raise SpecError(file, key, "a component needs `git` + `ref` or `version`")
+            raise SpecError(file, key, "a component needs `git` and `ref`")
         if "subdir" in comp:
             check_rel_path(comp["subdir"], file, f"{key}.subdir")
         if "extras" in comp and not EXTRAS_RE.fullmatch(comp["extras"]):
@@ -198,9 +150,9 @@ def check_pins(v: dict, file: str, prefix: str) -> None:
             problem = pip_name_problem(name)
             if problem:
                 raise SpecError(file, f"{key}.exclude[{i}]", problem)
-    for section in ("pip", "pip_no_deps"):
+    for section in ("pip",):
         for name, version in (v.get(section) or {}).items():
-            problem = pip_name_problem(name)
+            problem = pip_name_problem(expand(name, v.get("args") or {}))
             if problem:
                 raise SpecError(file, short(f"{prefix}{section}.{name}", 80, quote=False), problem)
             if not pep440(version) or version in ("latest", "*"):
@@ -315,8 +267,8 @@ def load_family(path: Path) -> dict[str, Variant]:
     return _parse_family(path)[1]
 
 
-def _parse_family(path: Path) -> tuple[dict, dict[str, Variant]]:
-    """(the raw mapping, its validated variants by name)."""
+def read_spec_file(path: Path) -> tuple[str, dict]:
+    """(its label, the mapping) of a spec or layer file, read safely: any problem is one SpecError line."""
     file = path_label(path)
     try:
         if path.stat().st_size > MAX_SPEC_BYTES:
@@ -333,6 +285,26 @@ def _parse_family(path: Path) -> tuple[dict, dict[str, Variant]]:
     except UnicodeDecodeError:
         raise SpecError(file, "", "not UTF-8 text") from None
     check_keys(raw, file, "")
+    if not isinstance(raw, dict):
+        raise SpecError(file, "", f"expected a mapping, got {type(raw).__name__}")
+    return file, raw
+
+
+def load_layers(names: list, images_dir: Path, file: str) -> list[tuple[str, dict]]:
+    """The layers a family `extends`, in order, each validated against LAYER: (label, mapping) pairs."""
+    layers = []
+    for i, name in enumerate(names):
+        check_repo_file(name, file, f"extends[{i}]", images_dir / "layers")
+        label, raw = read_spec_file((images_dir / "layers" / name).resolve())
+        check(raw, LAYER, label, "")
+        check_pins(raw, label, "")
+        layers.append((label, raw))
+    return layers
+
+
+def _parse_family(path: Path) -> tuple[dict, dict[str, Variant]]:
+    """(the raw mapping, its validated variants by name)."""
+    file, raw = read_spec_file(path)
     check(raw, FAMILY, file, "")
     for req in REQUIRED_FAMILY:
         if req not in raw:
@@ -346,10 +318,15 @@ def _parse_family(path: Path) -> tuple[dict, dict[str, Variant]]:
     check_family_values(raw, file)
     if raw["default"] not in raw["variants"]:
         raise SpecError(file, "default", f"names no variant: {short(raw['default'])}")
-    check_pins(raw, file, "")
+    layers = load_layers(raw.get("extends") or [], path.parent, file)
+    family_defaults: dict = {}
+    for _, layer in layers:
+        family_defaults = merge(family_defaults, {k: v for k, v in layer.items() if k != "description"})
+    family_defaults = merge(family_defaults, {k: v for k, v in raw.items() if k in VARIANT})
+    check_pins(family_defaults, file, "")
     if "gates" in raw:
-        check_gates(raw["gates"], raw.get("pip"), raw.get("components"), file, "gates")
-    family_defaults = {k: v for k, v in raw.items() if k in VARIANT}
+        check_gates(raw["gates"], family_defaults.get("pip"), family_defaults.get("components"), file, "gates")
+    family_steps = [normalize(s, Where(file, f"steps[{i}]")) for i, s in enumerate(raw.get("steps") or [])]
     variants = {}
     for name, over in raw["variants"].items():
         if not NAME_RE.fullmatch(name):
@@ -359,7 +336,6 @@ def _parse_family(path: Path) -> tuple[dict, dict[str, Variant]]:
                 "variant names are lower-case letters, digits, '.', '_', '-'",
             )
         over = over or {}
-        check_pins(over, file, f"variants.{name}.")
         v = merge(family_defaults, over)
         if "tag_suffix" not in over:
             check_tag(name, file, f"variants.{name}")
@@ -378,6 +354,14 @@ def _parse_family(path: Path) -> tuple[dict, dict[str, Variant]]:
                     f"{key}.file",
                     f"the same file name as {short(first)} (the build context holds patches by name)",
                 )
+        if "steps" in over:
+            steps = [normalize(s, Where(file, f"variants.{name}.steps[{i}]")) for i, s in enumerate(over["steps"])]
+            steps_key = f"variants.{name}.steps"
+        else:
+            steps, steps_key = family_steps, "steps"
+        check_pins(v, file, f"variants.{name}.")
+        origin = _origin_finder(file, name, raw, over, layers)
+        check_steps(steps, v, Where(file, steps_key), origin)
         variants[name] = Variant(
             name=name,
             family=raw["family"],
@@ -392,7 +376,7 @@ def _parse_family(path: Path) -> tuple[dict, dict[str, Variant]]:
             env=dict(v.get("env") or {}),
             components=dict(v.get("components") or {}),
             pip=dict(v.get("pip") or {}),
-            pip_no_deps=dict(v.get("pip_no_deps") or {}),
+            steps=tuple(steps),
             gates=dict(v.get("gates") or {}),
             patches=tuple(v.get("patches") or ()),
             description=v.get("description", ""),
@@ -400,6 +384,26 @@ def _parse_family(path: Path) -> tuple[dict, dict[str, Variant]]:
             wheelhouse=dict(raw.get("wheelhouse") or {}),
         )
     return raw, variants
+
+
+def _origin_finder(file: str, name: str, raw: dict, over: dict, layers: list):
+    """origin(table, entry) -> (file, key) of the last place that declared a table entry (the variant, the family,
+    then its layers, last first): where an error about that entry points."""
+
+    def origin(table: str, entry) -> tuple[str, str]:
+        if isinstance(entry, int):  # a patch: the list is replaced whole, never merged
+            where = f"variants.{name}.patches" if "patches" in over else "patches"
+            return file, f"{where}[{entry}]"
+        if entry in (over.get(table) or {}):
+            return file, f"variants.{name}.{table}.{entry}"
+        if entry in (raw.get(table) or {}):
+            return file, f"{table}.{entry}"
+        for label, layer in reversed(layers):
+            if entry in (layer.get(table) or {}):
+                return label, f"{table}.{entry}"
+        return file, f"{table}.{entry}"
+
+    return origin
 
 
 def path_label(path: Path) -> str:

@@ -5,28 +5,25 @@ ARG GPU_ARCH="gfx950"
 ARG MAX_JOBS="64"
 
 WORKDIR /root/
-ENV MAX_JOBS=${MAX_JOBS} \
-    GPU_ARCH=${GPU_ARCH} \
-    PYTORCH_ROCM_ARCH=${GPU_ARCH} \
-    GPU_ARCH_LIST=${GPU_ARCH} \
-    AMDGPU_TARGET=${GPU_ARCH} \
-    NVTE_FRAMEWORK=pytorch \
-    NVTE_ROCM_ARCH=${GPU_ARCH} \
-    NVTE_USE_HIPBLASLT=1 \
-    NVTE_USE_ROCM=1 \
-    CMAKE_PREFIX_PATH=/opt/rocm:/opt/rocm/hip:/usr/local:/usr
-
+ENV MAX_JOBS="${MAX_JOBS}" \
+    GPU_ARCH="${GPU_ARCH}" \
+    PYTORCH_ROCM_ARCH="${GPU_ARCH}" \
+    GPU_ARCH_LIST="${GPU_ARCH}" \
+    AMDGPU_TARGET="${GPU_ARCH}" \
+    NVTE_FRAMEWORK="pytorch" \
+    NVTE_ROCM_ARCH="${GPU_ARCH}" \
+    NVTE_USE_HIPBLASLT="1" \
+    NVTE_USE_ROCM="1" \
+    CMAKE_PREFIX_PATH="/opt/rocm:/opt/rocm/hip:/usr/local:/usr"
 # ---- Apt: build tools and diagnostics.
 RUN apt-get update && \
     apt-get install -y --no-install-recommends build-essential cmake dnsutils ethtool git nvtop rsync && \
     rm -rf /var/lib/apt/lists/*
-
 # ---- RCCL tests (diagnostic binaries), from the rocm-systems tree at a pinned commit.
-RUN --mount=type=bind,from=src-rccl_tests,target=/tmp/rocm-systems,rw \
-    make -C /tmp/rocm-systems/projects/rccl-tests -j"$(nproc)" HIP_HOME=/opt/rocm NCCL_HOME=/opt/rocm GPU_TARGETS="${GPU_ARCH}" && \
-    cp /tmp/rocm-systems/projects/rccl-tests/build/*_perf /usr/local/bin/
-
-# ---- Python dependencies, in upstream's order.
+RUN --mount=type=bind,from=src-rccl_tests,target=/tmp/src/rccl_tests,rw \
+    make -C /tmp/src/rccl_tests/projects/rccl-tests -j"$(nproc)" HIP_HOME=/opt/rocm NCCL_HOME=/opt/rocm GPU_TARGETS="${GPU_ARCH}" && \
+    cp /tmp/src/rccl_tests/projects/rccl-tests/build/*_perf /usr/local/bin/
+# ---- Python dependencies, in upstream's order. The base's TransformerEngine goes first, then the ROCm build.
 RUN pip uninstall -y transformer-engine transformer_engine transformer_engine_torch
 RUN --mount=type=bind,from=src-transformer_engine,target=/tmp/src/transformer_engine,rw --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
@@ -40,9 +37,9 @@ RUN --mount=type=secret,id=pip-ca \
 # ---- mooncake: the base image's ROCm build lacks the pure-Python files; take only those from the non-CUDA wheel.
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir --no-deps --target=/tmp/mc mooncake-transfer-engine-non-cuda==0.3.12.post1 && \
-    cp -n /tmp/mc/mooncake/*.py "$(python3 -c 'import mooncake, os; print(os.path.dirname(mooncake.__file__))')" && \
-    rm -rf /tmp/mc
+    pip install --no-cache-dir --no-deps --target=/tmp/py-files mooncake-transfer-engine-non-cuda==0.3.12.post1 && \
+    cp -n /tmp/py-files/mooncake/*.py "$(python3 -c 'import mooncake, os; print(os.path.dirname(mooncake.__file__))')" && \
+    rm -rf /tmp/py-files
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir flash-linear-attention==0.4.2
@@ -53,7 +50,6 @@ COPY --from=src-megatron_lm / /root/Megatron-LM
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir -e /root/Megatron-LM
-# ---- The spec's patches (tile_kernels, the base's tilelang, Megatron-LM), each checked before and after.
 RUN --mount=type=bind,source=patches,target=/tmp/patches \
     git -C /opt/venv/lib/python3.10/site-packages apply --check -p1 /tmp/patches/rocm-tile_kernels.patch && \
     git -C /opt/venv/lib/python3.10/site-packages apply -p1 /tmp/patches/rocm-tile_kernels.patch && \
@@ -66,7 +62,7 @@ RUN --mount=type=bind,source=patches,target=/tmp/patches \
     git -C /root/Megatron-LM apply --check -p1 /tmp/patches/rocm-megatron.patch && \
     git -C /root/Megatron-LM apply -p1 /tmp/patches/rocm-megatron.patch && \
     git -C /root/Megatron-LM apply --reverse --check -p1 /tmp/patches/rocm-megatron.patch
-# sglang's Inkling multimodal processor imports numba, which the base's no-deps sglang install does not bring.
+# ---- sglang's Inkling multimodal processor imports numba, which the base's no-deps sglang install does not bring.
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir numba==0.65.1
@@ -82,23 +78,19 @@ RUN --mount=type=secret,id=pip-ca \
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir nvidia-modelopt==0.40.0
-# modelopt lifts setuptools past the version that still ships pkg_resources; pin it back.
+# ---- modelopt lifts setuptools past the version that still ships pkg_resources; pin it back.
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir setuptools==79.0.1
-
-# ---- miles' requirements.txt, read from its source (the pinned commit, or a local `--source`; only that file, so a
-# ---- change elsewhere in miles keeps this layer), less the spec's `exclude` names (image_tools/requirements.py).
-# ---- The apt copy of PyJWT has no pip record, so pip could not replace it: it goes first, as upstream does.
-RUN --mount=type=bind,from=src-miles,source=requirements.txt,target=/tmp/miles-requirements.txt \
-    --mount=type=bind,source=tools,target=/tmp/tools --mount=type=secret,id=pip-ca \
+# ---- miles' requirements.txt, less `exclude`; the apt copy of PyJWT has no pip record, so it goes first.
+RUN --mount=type=secret,id=pip-ca \
+    --mount=type=bind,from=src-miles,source=requirements.txt,target=/tmp/requirements.in --mount=type=bind,source=tools,target=/tmp/tools \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     rm -rf /usr/lib/python3/dist-packages/jwt /usr/lib/python3/dist-packages/PyJWT* && \
-    python3 /tmp/tools/requirements.py /tmp/miles-requirements.txt --exclude nvidia-resiliency-ext >/tmp/requirements.txt && \
+    python3 /tmp/tools/requirements.py /tmp/requirements.in --exclude nvidia-resiliency-ext >/tmp/requirements.txt && \
     pip install --no-cache-dir -r /tmp/requirements.txt && \
     rm /tmp/requirements.txt
-# ---- miles itself, as an editable install of its own source tree, wired to the bridge by the spec's
-# ---- full-context patches for the miles component.
+# ---- miles itself, editable from its own tree, wired to the bridge by its patch right after the copy.
 COPY --from=src-miles / /root/miles
 RUN --mount=type=bind,source=patches,target=/tmp/patches \
     git -C /root/miles apply --check -p1 /tmp/patches/miles-attn-bridge.patch && \
@@ -106,11 +98,14 @@ RUN --mount=type=bind,source=patches,target=/tmp/patches \
     git -C /root/miles apply --reverse --check -p1 /tmp/patches/miles-attn-bridge.patch
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir -e /root/miles --no-deps
+    pip install --no-cache-dir --no-deps -e /root/miles
 # ---- After miles' requirements: the CLI stack for huggingface_hub/Ray, and numpy 1.x for Megatron.
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir typer==0.25.1 click==8.2.1 numpy==1.26.4
+    pip install --no-cache-dir \
+    typer==0.25.1 \
+    click==8.2.1 \
+    numpy==1.26.4
 
 # ---- The attention bridge: its own distribution, installed like any other package (no overlay into miles).
 # ---- Late and bind-mounted, so a bridge-only edit rebuilds this step and the gates, nothing before it.
@@ -142,6 +137,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="rocm/sgl-dev:v0.5.16-rocm720-mi35x-20260730" \
       io.miles.variant="rocm720-mi35x" \
-      io.miles.spec-digest="59213fc27a529cac32e854a1d06bd301ee2b67eca8b3b726fbf2c5225b5aa21b"
+      io.miles.spec-digest="13bcf677add7051cf2006eebc82d0ebfe028d0b16c579b6a93fa623a89fd70d2"
 WORKDIR /root/
 CMD ["/bin/bash"]

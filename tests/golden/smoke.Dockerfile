@@ -2,22 +2,19 @@
 FROM miles-base:bookworm-minbase-py311-git
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 
-# ---- Python: a venv filled from the host-prepared wheelhouse (a local image named by its recipe), bind-mounted for
-# ---- this step only: no network, no wheel in a layer, no wheel in the build context.
 ENV VIRTUAL_ENV=/opt/venv PATH=/opt/venv/bin:$PATH PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python3 -m venv /opt/venv
 RUN --mount=type=bind,from=miles-wheelhouse:smoke-f63abcf47ff653e7,target=/tmp/wheelhouse \
-    pip install --no-cache-dir --no-index --find-links /tmp/wheelhouse \
-        setuptools==80.9.0 \
-        torch==2.13.0 \
-        transformers==5.24.0 \
-        triton==3.9.0
+    pip install --no-cache-dir --no-index --find-links /tmp/wheelhouse --constraint /tmp/wheelhouse/constraints.txt \
+    setuptools==80.9.0 \
+    torch==2.13.0 \
+    triton==3.9.0 \
+    transformers==5.24.0
 
 # ---- The attention bridge: its own distribution, installed like any other package (no overlay into miles).
 # ---- Late and bind-mounted, so a bridge-only edit rebuilds this step and the gates, nothing before it.
-RUN --mount=type=bind,source=bridge,target=/tmp/sglang-attn-bridge,rw --mount=type=secret,id=pip-ca --mount=type=bind,from=miles-wheelhouse:smoke-f63abcf47ff653e7,target=/tmp/wheelhouse \
-    if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    /opt/venv/bin/python -m pip install --no-cache-dir --no-deps --no-build-isolation --no-index --find-links /tmp/wheelhouse /tmp/sglang-attn-bridge
+RUN --mount=type=bind,source=bridge,target=/tmp/sglang-attn-bridge,rw --mount=type=bind,from=miles-wheelhouse:smoke-f63abcf47ff653e7,target=/tmp/wheelhouse \
+    /opt/venv/bin/python -m pip install --no-cache-dir --no-index --find-links /tmp/wheelhouse --constraint /tmp/wheelhouse/constraints.txt --no-deps --no-build-isolation /tmp/sglang-attn-bridge
 
 # ---- Gates: verify/ runs with the image's own python against this target's gate list (gates/gates.json).
 # ---- Any failing check fails the build, so no tag ever points at an image that does not import. Nothing after
@@ -28,4 +25,4 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="miles-base:bookworm-minbase-py311-git" \
       io.miles.variant="smoke" \
-      io.miles.spec-digest="279813b5cb2e6b8c7a65bd265630f7bacd8f4f093a75c6f1a46e27399f5d1912"
+      io.miles.spec-digest="75cad38599ab39c33db51da23efc34d46a25f0ea102fb8c57f807c11521152d8"

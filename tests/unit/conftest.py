@@ -12,7 +12,7 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 DEMO = f"""\
 family: demo
 description: a family for tests
-template: smoke.Dockerfile.j2
+template: cpu.Dockerfile.j2
 repository: miles
 default: a
 alias: dm
@@ -24,6 +24,7 @@ env: {{MODE: plain}}
 pip: {{torch: 2.13.0}}
 components:
   lib: {{git: https://example.com/org/lib.git, ref: {COMMIT}}}
+steps: [{{pip: [torch]}}, {{source: lib}}]
 gates: {{imports: [sglang_attn_bridge], platform: cpu, pip_check: {{allow: []}}}}
 variants:
   a: {{}}

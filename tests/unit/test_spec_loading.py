@@ -93,12 +93,12 @@ EDIT_CASES = [
     ("variant name", ("  b:\n", "  B:\n"), "variants.B: variant names are lower-case letters, digits, '.', '_', '-'"),
     (
         "template outside templates/",
-        ("template: smoke.Dockerfile.j2", "template: ../build.py"),
+        ("template: cpu.Dockerfile.j2", "template: ../build.py"),
         "template: not a relative normalised path inside the repository: '../build.py'",
     ),
     (
         "missing template",
-        ("template: smoke.Dockerfile.j2", "template: none.j2"),
+        ("template: cpu.Dockerfile.j2", "template: none.j2"),
         "template: no such file in the repository: 'none.j2'",
     ),
     (

@@ -1,0 +1,422 @@
+"""Step kinds: what an image spec's `steps` list may declare, one class per kind.
+
+A family's `steps` say, in order, everything its image does between the base and the bridge: system packages, pip
+pins, source installs of git components, patches. Each entry is a mapping with exactly one kind key (its value is
+the kind's main argument) plus that kind's options, or a bare kind name for a kind without arguments; every step
+may carry `why:` (rendered as a comment above it). The class below is the kind's contract: what it reads from the
+spec, what it leaves in the image, what it may not do. Its Dockerfile text is the macro of the same name in
+templates/partials/steps.j2, and nothing else writes that text. docs/step-kinds.md is generated from these
+docstrings (`python3 -m toolkit.steps`; a test keeps it current).
+
+Values may name a build arg of the variant as `${NAME}` (a compiler's target list, a CUDA major in a package name):
+the reference reaches the Dockerfile as a quoted `"${NAME}"` expansion and every other character as literal data.
+A reference to an arg the variant does not declare is refused.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from toolkit.errors import SpecError, short
+from toolkit.schema import STR_LIST, STR_MAP, check
+from toolkit.spec_values import (
+    CONTROL_RE,
+    DEBIAN_NAME_RE,
+    IDENT_RE,
+    check_abs_path,
+    pip_name_problem,
+)
+
+ARG_REF_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+GLOB_RE = re.compile(r"[A-Za-z0-9._/*+-]+")
+PIP_FLAGS = ("no-deps", "no-build-isolation", "force-reinstall")
+
+
+def expand(text: str, args: dict) -> str:
+    """`text` with each `${NAME}` replaced by the arg's value: what a validator checks (the image sees the same)."""
+    return ARG_REF_RE.sub(lambda m: str(args.get(m.group(1), "")), text)
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where a step sits, for error lines: the file and the dotted key of the step."""
+
+    file: str
+    key: str
+
+    def error(self, sub: str, problem: str) -> SpecError:
+        return SpecError(self.file, f"{self.key}.{sub}" if sub else self.key, problem)
+
+
+def check_refs(value: str, args: dict, where: Where, sub: str) -> None:
+    for name in ARG_REF_RE.findall(value):
+        if name not in args:
+            raise where.error(sub, f"${{{name}}} names no build arg of the variant (args: {', '.join(sorted(args))})")
+    rest = ARG_REF_RE.sub("", value)
+    if "${" in rest or CONTROL_RE.search(value):
+        raise where.error(sub, f"not a plain value or `${{ARG}}` reference: {short(value)}")
+
+
+class Kind:
+    """One step kind. `key` is its YAML key, `main` the schema of that key's value (None: the kind takes no value and
+    is written as a bare name), `options` the schema of its other keys."""
+
+    key: ClassVar[str]
+    main: ClassVar[Any] = None
+    options: ClassVar[dict] = {}
+
+    def check(self, step: dict, v: dict, where: Where) -> None:
+        """Refuse what this kind cannot render safely or what names nothing in the variant."""
+
+    def uses(self, step: dict, v: dict) -> set[tuple[str, str]]:
+        """The table entries (`pip`, `components`) this step consumes: an entry no step consumes is refused."""
+        return set()
+
+    def view(self, step: dict, v: dict) -> dict:
+        """What the macro receives: the step's own values plus what it resolves from the variant's tables."""
+        return dict(step)
+
+
+def _pin(name: str, v: dict, where: Where, sub: str) -> None:
+    if name not in (v.get("pip") or {}):
+        raise where.error(sub, f"{short(name)} is not in the variant's `pip` table (pins live there, steps name them)")
+
+
+def _component(name: str, v: dict, where: Where, sub: str) -> dict:
+    comp = (v.get("components") or {}).get(name)
+    if comp is None:
+        raise where.error(sub, f"{short(name)} is not a component of the variant")
+    return comp
+
+
+def _flags_env(step: dict, v: dict, where: Where) -> None:
+    for i, flag in enumerate(step.get("flags", [])):
+        if flag not in PIP_FLAGS:
+            raise where.error(f"flags[{i}]", f"unknown pip flag {short(flag)}; known: {', '.join(PIP_FLAGS)}")
+    for name, value in step.get("env", {}).items():
+        if not IDENT_RE.fullmatch(name):
+            raise where.error(f"env.{short(name, 40, quote=False)}", "names are identifiers")
+        check_refs(value, v.get("args") or {}, where, f"env.{name}")
+
+
+class BuildEnv(Kind):
+    """`build_env: {NAME: VALUE, ...}` — ENV for the steps that follow (compilers' target lists and the like).
+
+    Reads: the mapping, in its written order; values may reference build args as `${NAME}`.
+    Leaves: the variables in the image's configuration (ENV persists into the image).
+    May not: hold a runtime setting the gates must judge; those go in the family's `env`, set right before the gates.
+    """
+
+    key = "build_env"
+    main = STR_MAP
+
+    def check(self, step, v, where):
+        for name, value in step["value"].items():
+            if not IDENT_RE.fullmatch(name):
+                raise where.error(short(name, 40, quote=False), "names are identifiers")
+            check_refs(value, v.get("args") or {}, where, name)
+
+
+class Apt(Kind):
+    """`apt: [PACKAGE, ...]` — Debian/Ubuntu packages from the base image's archive, without recommends.
+
+    Reads: package names (Debian's grammar; `${NAME}` references allowed).
+    Leaves: the packages; the apt lists are removed in the same layer.
+    May not: pin versions (the vendor archives drop old versions; the base image's tag pins the distribution).
+    """
+
+    key = "apt"
+    main = STR_LIST
+
+    def check(self, step, v, where):
+        for i, name in enumerate(step["value"]):
+            check_refs(name, v.get("args") or {}, where, f"apt[{i}]")
+            if not DEBIAN_NAME_RE.fullmatch(expand(name, v.get("args") or {})):
+                raise where.error(f"apt[{i}]", f"not a Debian package name: {short(name)}")
+
+
+class Pip(Kind):
+    """`pip: [NAME, ...]` — the named pins of the variant's `pip` table, installed together as NAME==VERSION.
+
+    Reads: names in the `pip` table (the versions live there, once); options `flags` (no-deps, no-build-isolation,
+    force-reinstall), `env` (variables for this pip run only; `${NAME}` references allowed) and `replaces_apt`
+    (apt packages the wheels replace, purged first in the same step, so the loader never mixes the two).
+    Leaves: the distributions. On a wheelhouse family pip runs offline against the wheelhouse and its constraints;
+    elsewhere it reaches the index with the host's CA bundle mounted as a secret (never in a layer).
+    May not: install anything unpinned or name a pin the table does not hold.
+    """
+
+    key = "pip"
+    main = STR_LIST
+    options = {"flags": STR_LIST, "env": STR_MAP, "replaces_apt": STR_LIST}
+
+    def check(self, step, v, where):
+        args = v.get("args") or {}
+        for i, name in enumerate(step["value"]):
+            _pin(name, v, where, f"pip[{i}]")
+        _flags_env(step, v, where)
+        for i, name in enumerate(step.get("replaces_apt", [])):
+            check_refs(name, args, where, f"replaces_apt[{i}]")
+            if not DEBIAN_NAME_RE.fullmatch(expand(name, args)):
+                raise where.error(f"replaces_apt[{i}]", f"not a Debian package name: {short(name)}")
+
+    def uses(self, step, v):
+        return {("pip", name) for name in step["value"]}
+
+    def view(self, step, v):
+        return dict(step, pins=[(name, v["pip"][name]) for name in step["value"]])
+
+
+class PipUninstall(Kind):
+    """`pip_uninstall: [NAME, ...]` — removes distributions the base image carries, before a step replaces them.
+
+    Reads: distribution names. Leaves: nothing of them. May not: fail when one is absent (pip only warns).
+    """
+
+    key = "pip_uninstall"
+    main = STR_LIST
+
+    def check(self, step, v, where):
+        for i, name in enumerate(step["value"]):
+            problem = pip_name_problem(name)
+            if problem:
+                raise where.error(f"pip_uninstall[{i}]", problem)
+
+
+class PipPyFiles(Kind):
+    """`pip_py_files: PIN` with `into: IMPORT_NAME` — a wheel's top-level .py files added to an installed package.
+
+    For a base image whose native build of a package lacks its pure-Python modules: the pin's wheel is unpacked
+    into a scratch folder (no dependencies) and its `IMPORT_NAME/*.py` files copied beside the installed package's,
+    never over an existing file.
+    Reads: a pin of the `pip` table, the import name. Leaves: the added .py files only (the scratch folder is removed).
+    May not: replace a file of the installed package.
+    """
+
+    key = "pip_py_files"
+    main = str
+    options = {"into": str}
+
+    def check(self, step, v, where):
+        _pin(step["value"], v, where, "pip_py_files")
+        if not IDENT_RE.fullmatch(step.get("into", "")):
+            raise where.error("into", f"an import name is required, got {short(step.get('into'))}")
+
+    def uses(self, step, v):
+        return {("pip", step["value"])}
+
+    def view(self, step, v):
+        return dict(step, pin=(step["value"], v["pip"][step["value"]]))
+
+
+class Source(Kind):
+    """`source: COMPONENT` — pip installs a git component's tree (the pinned commit, or `--source NAME=PATH`).
+
+    Reads: the component (its `subdir` is the package's folder in the tree); options `flags` and `env` as `pip`,
+    `into` (a path: the tree is copied there and stays in the image, and the component's own patches are applied
+    right after the copy) and `editable` (install `into` in editable mode; needs `into`).
+    Leaves: the installed package; with `into`, the tree at that path. Without `into` the tree is bind-mounted for
+    this step only and nothing of it but the install remains.
+    May not: fetch the source itself (BuildKit fetches the named context `src-COMPONENT`).
+    """
+
+    key = "source"
+    main = str
+    options = {"flags": STR_LIST, "env": STR_MAP, "into": str, "editable": bool}
+
+    def check(self, step, v, where):
+        _component(step["value"], v, where, "source")
+        _flags_env(step, v, where)
+        if "into" in step:
+            check_abs_path(step["into"], where.file, f"{where.key}.into")
+        if step.get("editable") and "into" not in step:
+            raise where.error("editable", "an editable install needs `into` (the tree must stay in the image)")
+
+    def uses(self, step, v):
+        return {("components", step["value"])}
+
+    def view(self, step, v):
+        comp = v["components"][step["value"]]
+        name = step["value"]
+        patches = [p for p in v.get("patches") or () if p.get("component") == name]
+        return dict(step, name=name, subdir=comp.get("subdir", ""), patches=patches)
+
+
+class Make(Kind):
+    """`make: COMPONENT` with `vars`, `binaries`, `to` — builds a component's tree with make, keeps some binaries.
+
+    Reads: the component (built in its `subdir`), `vars` (make variables; `${NAME}` references allowed),
+    `binaries` (a path pattern under that folder, `*` allowed) and `to` (where the binaries go).
+    Leaves: the matching binaries in `to`; the tree and the build folder are a bind mount, gone after the step.
+    May not: install anything else.
+    """
+
+    key = "make"
+    main = str
+    options = {"vars": STR_MAP, "binaries": str, "to": str}
+
+    def check(self, step, v, where):
+        _component(step["value"], v, where, "make")
+        for name, value in step.get("vars", {}).items():
+            if not IDENT_RE.fullmatch(name):
+                raise where.error(f"vars.{short(name, 40, quote=False)}", "make variable names are identifiers")
+            check_refs(value, v.get("args") or {}, where, f"vars.{name}")
+        binaries = step.get("binaries", "")
+        if not GLOB_RE.fullmatch(binaries) or binaries.startswith("/") or ".." in binaries.split("/"):
+            raise where.error("binaries", f"a relative path pattern is required, got {short(binaries)}")
+        check_abs_path(step.get("to", ""), where.file, f"{where.key}.to")
+
+    def uses(self, step, v):
+        return {("components", step["value"])}
+
+    def view(self, step, v):
+        comp = v["components"][step["value"]]
+        return dict(step, name=step["value"], subdir=comp.get("subdir", ""))
+
+
+class Requirements(Kind):
+    """`requirements: COMPONENT` — pip installs the requirements file of a component's tree, less `exclude`.
+
+    Reads: the component's `requirements` (a file in its tree) and `exclude` (names dropped by
+    image_tools/requirements.py, which fails when a name is no longer in the file); options `flags` as `pip`, and
+    `drop_system`
+    (entries of /usr/lib/python3/dist-packages, a trailing `*` allowed, that the OS installed without a pip record,
+    so pip could not replace them: they are removed first).
+    Leaves: the requirements' distributions. Only the requirements file is mounted, so a change elsewhere in the
+    tree keeps this layer.
+    May not: install the component itself (a `source` step does).
+    """
+
+    key = "requirements"
+    main = str
+    options = {"flags": STR_LIST, "drop_system": STR_LIST}
+
+    def check(self, step, v, where):
+        _flags_env(step, v, where)
+        comp = _component(step["value"], v, where, "requirements")
+        if "requirements" not in comp:
+            raise where.error("requirements", f"component {short(step['value'])} names no `requirements` file")
+        for i, name in enumerate(step.get("drop_system", [])):
+            if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*\*?", name):
+                raise where.error(f"drop_system[{i}]", f"a folder name (a trailing `*` allowed): {short(name)}")
+
+    def uses(self, step, v):
+        return {("components", step["value"])}
+
+    def view(self, step, v):
+        comp = v["components"][step["value"]]
+        return dict(step, name=step["value"], file=comp["requirements"], exclude=comp.get("exclude") or [])
+
+
+class Patches(Kind):
+    """`patches` — applies, here, the variant's `patches` that belong to no component (trees that exist by now).
+
+    Reads: the `patches` list (a component's own patches are applied by its `source` step, right after its copy).
+    Leaves: the patched trees. Each patch is checked first, applied with full context and proved by a reverse
+    check; any mismatch fails the build.
+    May not: use zero-context hunks or `--3way` (the overlay guard refuses such patch files).
+    """
+
+    key = "patches"
+
+    def view(self, step, v):
+        return dict(step, patches=[p for p in v.get("patches") or () if "component" not in p])
+
+
+class Workdir(Kind):
+    """`workdir: PATH` — the working directory of the steps after it and of the image.
+
+    Reads: an absolute path. Leaves: the image's working directory. May not: be relative.
+    """
+
+    key = "workdir"
+    main = str
+
+    def check(self, step, v, where):
+        check_abs_path(step["value"], where.file, f"{where.key}.workdir")
+
+
+KINDS: dict[str, Kind] = {
+    k.key: k() for k in (BuildEnv, Apt, Pip, PipUninstall, PipPyFiles, Source, Make, Requirements, Patches, Workdir)
+}
+
+
+def normalize(raw, where: Where) -> dict:
+    """A spec step (a bare kind name, or a mapping with one kind key and its options) as one mapping:
+    `{"kind": KEY, "value": MAIN, **options, "why": TEXT}`."""
+    if isinstance(raw, str):
+        kind = KINDS.get(raw)
+        if kind is None or kind.main is not None:
+            raise where.error("", f"{short(raw)} is not a step kind without arguments; known kinds: {', '.join(KINDS)}")
+        return {"kind": raw}
+    if not isinstance(raw, dict):
+        raise where.error("", f"expected a step (a mapping with one kind key), got {type(raw).__name__}")
+    keys = [k for k in raw if k in KINDS]
+    if len(keys) != 1:
+        found = ", ".join(map(str, keys)) or "none"
+        raise where.error("", f"a step has exactly one kind key (found {found}); known kinds: {', '.join(KINDS)}")
+    kind = KINDS[keys[0]]
+    if kind.main is None:
+        raise where.error(keys[0], "this kind takes no value: write it as a bare name")
+    schema = {kind.key: kind.main, "why": str, **kind.options}
+    check(raw, schema, where.file, where.key)
+    step = {"kind": kind.key, "value": raw[kind.key]}
+    step.update({k: val for k, val in raw.items() if k != kind.key})
+    if "why" in step and CONTROL_RE.search(step["why"]):
+        raise where.error("why", "one line of text")
+    return step
+
+
+def check_steps(steps, v: dict, where: Where, origin) -> None:
+    """Every step valid, and every declared entry consumed: a pin, a component or a patch that no step installs is
+    refused (`origin(table, name)` says which file and key declared it), so what the spec says is what is built."""
+    used: set[tuple[str, str]] = set()
+    seen_patches = False
+    copied = set()
+    for i, step in enumerate(steps):
+        at = Where(where.file, f"{where.key}[{i}]")
+        kind = KINDS[step["kind"]]
+        kind.check(step, v, at)
+        used |= kind.uses(step, v)
+        seen_patches |= step["kind"] == "patches"
+        if step["kind"] == "source" and "into" in step:
+            copied.add(step["value"])
+    for table in ("pip", "components"):
+        for name in v.get(table) or {}:
+            if (table, name) not in used:
+                file, key = origin(table, name)
+                raise SpecError(file, key, "no step installs it (name it in a step of `steps`, or remove it)")
+    for i, p in enumerate(v.get("patches") or ()):
+        comp = p.get("component")
+        if (comp is None and not seen_patches) or (comp is not None and comp not in copied):
+            file, key = origin("patches", i)
+            need = "a `patches` step" if comp is None else f"a `source: {comp}` step with `into`"
+            raise SpecError(file, key, f"no step applies it ({need})")
+
+
+def reference() -> str:
+    """docs/step-kinds.md: the contract of every kind, from the docstrings above."""
+    out = [
+        "# Step kinds",
+        "",
+        "Generated from `toolkit/steps.py` by `python3 -m toolkit.steps > docs/step-kinds.md`; do not edit.",
+        "",
+        (__doc__ or "").split("\n\n", 1)[1].strip(),
+        "",
+    ]
+    for kind in KINDS.values():
+        doc = (type(kind).__doc__ or "").strip().splitlines()
+        out += [f"## `{kind.key}`", "", doc[0], ""]
+        body = "\n".join(line.strip() for line in doc[1:]).strip()
+        if body:
+            out += [body, ""]
+        opts = ", ".join(f"`{o}`" for o in kind.options) or "none"
+        out += [f"Options: {opts}; every step also takes `why`.", ""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+if __name__ == "__main__":
+    sys.stdout.write(reference())
