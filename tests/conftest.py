@@ -54,10 +54,12 @@ def project_copy(tmp_path):
 
 @pytest.fixture
 def images_dir(tmp_path, monkeypatch):
-    """An empty `images/` folder for spec files to load in-process: the working directory is its parent, so a spec
-    loaded as `images/NAME.yaml` carries the same label (in its errors, in the Dockerfile) as the project's own."""
+    """An `images/` folder with no family in it, only the project's layers (the shared tables families extend), for
+    spec files to load in-process: the working directory is its parent, so a spec loaded as `images/NAME.yaml`
+    carries the same label (in its errors, in the Dockerfile) as the project's own."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "images").mkdir()
+    shutil.copytree(ROOT / "images" / "layers", tmp_path / "images" / "layers")
     return Path("images")
 
 

@@ -5,9 +5,8 @@ The structure is what `dockerfile-parse` reads: the list of instructions (commen
 ENV/LABEL/ARG, the words of FROM, and the shell shape of every RUN (its operators, and how many words lie between
 them). Each example gives every field a fresh random value, 10,000 examples per family. A value that no quoting
 can hold (a control character, a FROM that is not an image reference, an ENV/ARG name that is not an identifier)
-must be refused by `render` itself, even with spec validation bypassed as here. The few values that family
-templates write inside their own double quotes are guarded by spec validation alone: for those, a random value
-counts only when the spec validator would accept it.
+must be refused by `render` itself, even with spec validation bypassed as here; so must a path that a COPY or
+WORKDIR instruction takes as it is (a step's `into`, a `workdir`) when it is not a plain absolute path.
 """
 
 from __future__ import annotations
@@ -21,11 +20,11 @@ import unicodedata
 import pytest
 from dockerfile_parse import DockerfileParser
 
-from toolkit.errors import UsageError
+from toolkit.errors import SpecError, UsageError
 from toolkit.plan import make_plan
 from toolkit.render import render
 from toolkit.spec import load_catalog
-from toolkit.spec_values import CONTROL_RE, IDENT_RE, reference_problem
+from toolkit.spec_values import CONTROL_RE, IDENT_RE, check_abs_path, reference_problem
 
 EXAMPLES = 10_000
 SHELLISH = list("\"'\\$`;&|<>(){}[]*?!~#=:,./ -_\n\t\r\x00aZ09") + ["&&", "||", "$(", "<<EOF", "\\\n", "${X}"]
@@ -70,6 +69,14 @@ def reference(rng: random.Random) -> str:
     return f"{path}:{rng.choice(ALNUM + '_')}" + "".join(rng.choice(ALNUM + "_.-") for _ in range(_length(rng, 20)))
 
 
+def abs_path(rng: random.Random) -> str:
+    """A valid path in the image, so that a clean example renders past COPY and WORKDIR."""
+    return "/" + "/".join(
+        "".join(rng.choice(ALNUM + "._-") for _ in range(rng.randint(1, 8))).strip(".") or "a"
+        for _ in range(rng.randint(1, 3))
+    )
+
+
 def identifier(rng: random.Random) -> str:
     """A valid ENV/ARG name, so that a clean example renders past it."""
     return rng.choice(ALNUM[:52] + "_") + "".join(rng.choice(ALNUM + "_") for _ in range(_length(rng, 12)))
@@ -85,6 +92,8 @@ def example(rng: random.Random, fields) -> dict:
         if f == "base"
         else identifier(rng)
         if f in ("args name", "env name")
+        else abs_path(rng)
+        if f.endswith((".into.None", ".value.None"))  # a step's `into`, a `workdir`
         else any_value(rng, clean=True)
         for f in fields
     }
@@ -96,12 +105,32 @@ OPERATORS = set("();<>|&")
 def seeded(family: str):
     """The family's default variant with one ENV, one ARG and one patch, so every partial renders something."""
     v = load_catalog().resolve(family)
+    steps = v.steps if any(s["kind"] == "patches" for s in v.steps) else (*v.steps, {"kind": "patches"})
     return dataclasses.replace(
         v,
         env={**v.env, "FUZZ_ENV": "x"},
         args={**v.args, "FUZZ_ARG": "x"},
         patches=({"file": "images/smoke.constraints.txt", "tree": "/opt/tree", "ref": "0" * 40},),
+        steps=(*steps, {"kind": "apt", "value": ["x"], "why": "x"}),
     )
+
+
+# The values a step holds as data (text that is quoted into its instructions); names of table entries, flags and
+# the kind are references checked against the spec, not free text.
+STEP_VALUES = {"why", "env", "vars", "into", "package", "binaries", "to", "replaces_apt", "drop_system"}
+FREE_MAIN = {"build_env", "apt", "workdir"}
+
+
+def step_leaves(steps) -> list:
+    """(index, key, sub) of every free text value in the steps: sub is a mapping key, a list index or None."""
+    out = []
+    for i, step in enumerate(steps):
+        for key, value in step.items():
+            if key not in STEP_VALUES and not (key == "value" and step["kind"] in FREE_MAIN):
+                continue
+            subs = list(value) if isinstance(value, dict) else range(len(value)) if isinstance(value, list) else [None]
+            out += [(i, key, sub) for sub in subs]
+    return out
 
 
 def field_setters(v) -> dict:
@@ -139,9 +168,23 @@ def field_setters(v) -> dict:
             if part in c:
                 setters[f"components.{name}.{part}"] = comp(name, part)
     setters.update({f"patch.{part}": patch(part) for part in ("file", "tree", "ref")})
+
+    def step_value(i, key, sub):
+        def set_value(var, x):
+            steps = [dict(s) for s in var.steps]
+            old = steps[i][key]
+            if sub is None:
+                steps[i][key] = x
+            elif isinstance(old, dict):
+                steps[i][key] = {**old, sub: x}
+            else:
+                steps[i][key] = [x if j == sub else y for j, y in enumerate(old)]
+            return dataclasses.replace(var, steps=tuple(steps))
+
+        return set_value
+
+    setters.update({f"steps[{i}].{key}.{sub}": step_value(i, key, sub) for i, key, sub in step_leaves(v.steps)})
     setters["args name"], setters["env name"] = rename("args", "FUZZ_ARG"), rename("env", "FUZZ_ENV")
-    if v.family == "smoke":  # the only template that renders pip names from a loop
-        setters["pip name"] = rename("pip", sorted(v.pip)[0])
     return setters
 
 
@@ -202,14 +245,24 @@ def structure(text: str) -> list:
                 detail = len(shlex.split(value))
             except ValueError as e:  # an unbalanced quote: a value broke out of its word
                 detail = ("unparsable", str(e))
-        elif kind == "FROM":
+        elif kind in ("FROM", "COPY", "WORKDIR"):
             detail = len(value.split())
         elif kind == "COMMENT":
-            detail = None  # a comment may hold a value (the variant name); it stays one comment line
+            detail = None  # a comment may hold a value (the variant name, a step's `why`): it stays comment lines
+            if shape and shape[-1] == (kind, detail):
+                continue  # a `why` wraps at word boundaries, so its line count varies with its text
         else:
             detail = value
         shape.append((kind, detail))
     return shape
+
+
+def abs_path_ok(path: str) -> bool:
+    try:
+        check_abs_path(path, "fuzz", "path")
+    except SpecError:
+        return False
+    return True
 
 
 def must_refuse(v) -> bool:
@@ -225,13 +278,14 @@ def must_refuse(v) -> bool:
         *v.env.values(),
         *v.pip,
         *v.pip.values(),
-        *v.pip_no_deps,
-        *v.pip_no_deps.values(),
+        *(str(s[k][sub] if sub is not None else s[k]) for i, k, sub in step_leaves(v.steps) for s in [v.steps[i]]),
         *(y for c in v.components.values() for x in c.values() for y in (x if isinstance(x, list) else [x])),
         *(str(x) for p in v.patches for x in p.values()),
     ]
+    paths = [s.get("into", s["value"] if s["kind"] == "workdir" else "/") for s in v.steps]
     return (
         any(CONTROL_RE.search(s) for s in strings)
+        or not all(abs_path_ok(p) for p in paths)
         or reference_problem(v.base) is not None
         or not all(IDENT_RE.fullmatch(k) for k in (*v.args, *v.env))
     )

@@ -54,8 +54,9 @@ def test_every_pin_of_the_spec_is_installed(name):
     """A pin the Dockerfile never uses is a pin that does not hold: each pip version and commit appears in a RUN."""
     plan, df = parsed(name)
     runs = " ".join(i["value"] for i in df.structure if i["instruction"] == "RUN")
-    for package, version in plan.variant.pip.items():
-        assert "==" + version in runs and package.split("[")[0] in runs, package
+    for package, version in plan.variant.pip.items():  # a `${ARG}` in a name reaches the shell as "${ARG}"
+        word = package.split("[")[0].replace("${", '"${').replace("}", '}"')
+        assert "==" + version in runs and word in runs, package
     text = " ".join(i["value"] for i in df.structure)
     for comp in plan.variant.components:  # each git component is a named build context some step reads
         assert "from=src-%s" % comp in text or "--from=src-%s " % comp in text, comp
@@ -67,30 +68,9 @@ def test_requirements_exclusions_are_spec_data():
     _, rocm = parsed("rocm720-mi35x")
     _, cuda = parsed("cu13-x86")
     step = [i["value"] for i in rocm.structure if "/tmp/tools/requirements.py" in i["value"]]
-    assert len(step) == 1 and "/tmp/miles-requirements.txt --exclude nvidia-resiliency-ext >" in step[0]
+    assert len(step) == 1 and "/tmp/requirements.in --exclude nvidia-resiliency-ext >" in step[0]
     step = [i["value"] for i in cuda.structure if "/tmp/tools/requirements.py" in i["value"]]
-    assert len(step) == 1 and "/tmp/miles-requirements.txt >" in step[0]
-
-
-@pytest.mark.parametrize("name", ["rocm720-mi35x", "cu12-x86"])
-def test_sglang_miles_step_renders_only_with_a_pinned_commit(name):
-    _, off = parsed(name)
-    assert "/sgl-workspace/sglang" not in " ".join(i["value"] for i in off.structure)
-    commit = "0123456789abcdef0123456789abcdef01234567"
-    _, on = parsed(
-        name,
-        [
-            "components.sglang_miles.git=https://github.com/sgl-project/sglang.git",
-            f"components.sglang_miles.ref={commit}",
-            "components.sglang_miles.extras=all",
-        ],
-    )
-    step = [i["value"] for i in on.structure if "/sgl-workspace/sglang" in i["value"]]
-    assert (
-        len(step) == 1
-        and "from=src-sglang_miles" in step[0]
-        and "--no-deps -e '/sgl-workspace/sglang/python[all]'" in step[0]
-    )
+    assert len(step) == 1 and "/tmp/requirements.in >" in step[0]
 
 
 def _buildkit_parse(tmp_path, text):

@@ -47,7 +47,7 @@ def _metadata_requirements(version):
 
 def _pins(variant) -> dict:
     """{canonical name: version} of what the spec installs by exact version."""
-    return {canonicalize_name(Requirement(name).name): version for name, version in variant.pip.items()}
+    return {canonicalize_name(Requirement(name).name): version for name, version in variant.pins().items()}
 
 
 def _allowed(variant, line: str) -> bool:

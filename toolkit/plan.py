@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from toolkit.errors import UsageError, short
 from toolkit.sources import parse_overrides
 from toolkit.spec import ROOT, VARIANT, Variant, check, check_pins
+from toolkit.steps import Where, check_steps
 
 SECRET_PIP_CA = "pip-ca"
 SECRET_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -63,6 +64,13 @@ def apply_sets(variant: Variant, sets: list[str]) -> Variant:
     file = f"--set ({variant.spec_file} variants.{variant.name})"
     check(data, {k: VARIANT[k] for k in SETTABLE}, file, "")
     check_pins(data, file, "")
+    # A pin or component a --set adds must be installed by a step, like one the spec declares.
+    check_steps(
+        variant.steps,
+        {**variant.as_dict(), **data},
+        Where(file, "steps"),
+        lambda table, name: (file, f"{table}.{name}"),
+    )
     data["platforms"] = tuple(data["platforms"])
     return dataclasses.replace(variant, **data)
 

@@ -13,11 +13,11 @@ import shlex
 
 import jinja2
 
-from toolkit.errors import UsageError, short
+from toolkit.errors import SpecError, UsageError, short
 from toolkit.plan import SECRET_PIP_CA, Plan
 from toolkit.sources import context_name, git_components
 from toolkit.spec import ROOT
-from toolkit.spec_values import CONTROL_RE, IDENT_RE, reference_problem
+from toolkit.spec_values import CONTROL_RE, IDENT_RE, check_abs_path, reference_problem
 from toolkit.steps import ARG_REF_RE, KINDS
 from toolkit.wheelhouse import image_ref
 
@@ -91,6 +91,13 @@ def guard(variant) -> None:
 
     for k, v in variant.as_dict().items():
         walk(v, k)
+    for i, step in enumerate(variant.steps):  # paths a Dockerfile instruction (COPY, WORKDIR) takes unquoted
+        path = step.get("into", step["value"] if step["kind"] == "workdir" else None)
+        if path is not None:
+            try:
+                check_abs_path(path, variant.spec_file, f"steps[{i}]")
+            except SpecError as e:
+                raise UsageError(f"{e}; refusing to render") from None
     problem = reference_problem(variant.base)
     if problem:
         raise UsageError(f"{variant.spec_file}: base: {problem}; refusing to render")

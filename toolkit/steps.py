@@ -187,7 +187,7 @@ class PipUninstall(Kind):
 
 
 class PipPyFiles(Kind):
-    """`pip_py_files: PIN` with `into: IMPORT_NAME` — a wheel's top-level .py files added to an installed package.
+    """`pip_py_files: PIN` with `package: IMPORT_NAME` — a wheel's top-level .py files added to an installed package.
 
     For a base image whose native build of a package lacks its pure-Python modules: the pin's wheel is unpacked
     into a scratch folder (no dependencies) and its `IMPORT_NAME/*.py` files copied beside the installed package's,
@@ -198,12 +198,12 @@ class PipPyFiles(Kind):
 
     key = "pip_py_files"
     main = str
-    options = {"into": str}
+    options = {"package": str}
 
     def check(self, step, v, where):
         _pin(step["value"], v, where, "pip_py_files")
-        if not IDENT_RE.fullmatch(step.get("into", "")):
-            raise where.error("into", f"an import name is required, got {short(step.get('into'))}")
+        if not IDENT_RE.fullmatch(step.get("package", "")):
+            raise where.error("package", f"an import name is required, got {short(step.get('package'))}")
 
     def uses(self, step, v):
         return {("pip", step["value"])}

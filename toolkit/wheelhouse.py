@@ -27,7 +27,7 @@ CACHE = ROOT / ".cache" / "wheelhouse"
 
 
 def requirements(variant) -> list[str]:
-    return [f"{name}=={version}" for name, version in sorted(variant.pip.items())]
+    return [f"{name}=={version}" for name, version in sorted(variant.pins().items())]
 
 
 def platform_tags(newest: str) -> list[str]:

@@ -24,7 +24,7 @@ env: {{MODE: plain}}
 pip: {{torch: 2.13.0}}
 components:
   lib: {{git: https://example.com/org/lib.git, ref: {COMMIT}}}
-steps: [{{pip: [torch]}}, {{source: lib}}]
+steps: [{{pip: [torch]}}, {{source: lib}}, patches]
 gates: {{imports: [sglang_attn_bridge], platform: cpu, pip_check: {{allow: []}}}}
 variants:
   a: {{}}

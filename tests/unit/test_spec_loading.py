@@ -10,6 +10,8 @@ import pytest
 from toolkit.errors import SpecError
 from toolkit.spec import MAX_SPEC_BYTES, REQUIRED_FAMILY, load_family, merge
 
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
 
 def test_mappings_merge_key_by_key_and_everything_else_replaces():
     base = {"args": {"A": "1", "B": "2"}, "platforms": ["linux/amd64"], "base": "x:1", "gates": {"p": {"q": 1}}}
@@ -48,8 +50,45 @@ def test_defaults_when_the_spec_is_silent(write_spec, demo_text):
 
 
 def test_a_variant_adds_a_pin_and_keeps_the_others(write_spec, demo_text):
-    text = demo_text.replace("  a: {}", "  a: {pip: {numpy: 1.26.4}}")
+    steps = "steps: [{pip: [torch, numpy]}, {source: lib}]"
+    text = demo_text.replace("  a: {}", "  a: {pip: {numpy: 1.26.4}, %s}" % steps)
     assert load_family(write_spec(text))["a"].pip == {"torch": "2.13.0", "numpy": "1.26.4"}
+
+
+@pytest.mark.parametrize(
+    "variant, message",
+    [
+        ("{pip: {numpy: 1.26.4}}", "variants.a.pip.numpy: no step installs it"),
+        (
+            "{components: {more: {git: https://example.com/o/more.git, ref: %s}}}" % COMMIT,
+            "variants.a.components.more: no step installs it",
+        ),
+        (
+            "{patches: [{file: toolkit/__init__.py, tree: /x, component: lib}]}",
+            "variants.a.patches[0]: no step applies it (a `source: lib` step with `into`)",
+        ),
+        (
+            "{steps: [{pip: [torch, numpy]}, {source: lib}]}",
+            "variants.a.steps[0].pip[1]: 'numpy' is not in the variant's `pip` table",
+        ),
+        (
+            "{steps: [{pip: [torch], flags: [user]}, {source: lib}]}",
+            "variants.a.steps[0].flags[0]: unknown pip flag 'user'",
+        ),
+        (
+            "{steps: [{pip: [torch], env: {A: '${NOPE}'}}, {source: lib}]}",
+            "variants.a.steps[0].env.A: ${NOPE} names no build arg of the variant",
+        ),
+        ("{steps: [{pip: [torch], source: lib}]}", "variants.a.steps[0]: a step has exactly one kind key"),
+        ("{steps: [{run: ls}]}", "variants.a.steps[0]: a step has exactly one kind key (found none)"),
+        ("{steps: [{pip: [torch], after: x}, {source: lib}]}", "variants.a.steps[0].after: unknown key"),
+    ],
+)
+def test_a_declared_entry_no_step_uses_and_a_bad_step_are_refused(write_spec, demo_text, variant, message):
+    """Nothing declared is silently dropped: every pin, component and patch is consumed by a step, and every step
+    names only what the variant declares."""
+    problem = refusal(write_spec(demo_text.replace("  a: {}", f"  a: {variant}")))
+    assert problem.startswith("images/demo.yaml: " + message), problem
 
 
 def test_the_digest_tells_variants_apart_and_is_stable(demo, write_spec, demo_text):
