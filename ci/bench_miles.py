@@ -7,7 +7,7 @@ are kept, so their one-time preparation is not counted). The one-line change edi
 actor in an unpacked copy of the source, so only the layers after the miles source should rerun. The engine's
 build cache is left alone; the bench's tag is `miles-bench:miles-cpu`.
 
-    python -m ci.bench_miles [--source ../shared/upstream/miles-31f1ca961.tar.gz]
+    python -m ci.bench_miles [--source ../shared/upstream/miles-v0.1.0.tar.gz]
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def build(argv) -> tuple:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--source", default=str(ROOT.parent / "shared" / "upstream" / "miles-31f1ca961.tar.gz"))
+    ap.add_argument("--source", default=str(ROOT.parent / "shared" / "upstream" / "miles-v0.1.0.tar.gz"))
     args = ap.parse_args()
     import docker
 

@@ -7,8 +7,31 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# The upstream miles snapshot that sits beside the checkout (the README's main command builds from it).
-SNAPSHOT = ROOT.parent / "shared" / "upstream" / "miles-31f1ca961.tar.gz"
+UPSTREAM = ROOT.parent / "shared" / "upstream"
+
+
+def _miles_commit() -> str:
+    from toolkit.spec import load_catalog
+
+    return load_catalog().resolve("miles-cpu").components["miles"]["ref"]
+
+
+def _snapshot_of(commit: str) -> Path:
+    """The `git archive` of miles at `commit` beside the checkout (its pax header names the commit), or where it
+    would be: a miles bump is one edit of images/layers/miles.yaml plus the snapshot of the new commit here."""
+    import tarfile
+
+    for path in sorted(UPSTREAM.glob("miles-*.tar.gz")):
+        with tarfile.open(path) as tar:
+            if tar.pax_headers.get("comment") == commit:
+                return path
+    return UPSTREAM / f"miles-{commit[:9]}.tar.gz"
+
+
+# The miles commit every family pins, read from the catalog, and its upstream snapshot (the README's main command
+# builds from it).
+MILES_COMMIT = _miles_commit()
+SNAPSHOT = _snapshot_of(MILES_COMMIT)
 
 
 def run_build_py(*args, cwd=ROOT, env=None, timeout=1800):

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support import SNAPSHOT, run_build_py
+from support import MILES_COMMIT, SNAPSHOT, run_build_py
 
 from toolkit.bake import bake_file, target_name
 from toolkit.context import Context
@@ -41,7 +41,8 @@ def test_every_target_becomes_a_bake_target_with_tags_labels_platforms(tmp_path)
         t, v = doc["target"][target_name(name)], catalog.variants[name]
         assert t["context"] == str(tmp_path / name / "context") and t["dockerfile"] == "Dockerfile"
         assert t["platforms"] == list(v.platforms)
-        assert t["args"] == v.args
+        keep_git = {"BUILDKIT_CONTEXT_KEEP_GIT_DIR": "1"} if v.components else {}  # git trees keep their .git
+        assert t["args"] == {**v.args, **keep_git}
         assert t["tags"] == [f"{v.repository}:{v.tag_suffix}", f"{v.repository}:{v.tag_suffix}-{HASH[:12]}"]
         assert t["labels"]["io.miles.input-hash"] == HASH
         assert t["labels"]["org.opencontainers.image.revision"] == "r" * 40
@@ -124,8 +125,8 @@ def test_bake_builds_a_local_source_for_the_targets_that_have_it(tmp_path):
     context = Path(after["miles-cpu"]["contexts"]["src-miles"])
     assert (context / "miles" / "backends" / "fsdp_utils" / "actor.py").is_file()
     assert context.parent.name == Path(after["miles-cpu"]["context"]).name + ".sources"
-    assert after["miles-cpu"]["labels"]["io.miles.source.miles"].startswith("local miles-31f1ca961.tar.gz sha256:")
-    assert before["miles-cpu"]["contexts"]["src-miles"].endswith("#31f1ca961a94cb860cec3b2dea34ec332bfa8f76")
+    assert after["miles-cpu"]["labels"]["io.miles.source.miles"].startswith(f"local {SNAPSHOT.name} sha256:")
+    assert before["miles-cpu"]["contexts"]["src-miles"].endswith("#" + MILES_COMMIT)
     assert after["miles-cpu"]["tags"][1] != before["miles-cpu"]["tags"][1]  # the input hash follows the source
     assert after["smoke"] == before["smoke"]  # smoke has no miles: untouched
     assert Path(bake_print(local, "miles-cpu")["target"]["miles-cpu"]["contexts"]["src-miles"]) == context

@@ -8,11 +8,11 @@ import re
 import tarfile
 
 import pytest
-from support import ROOT, SNAPSHOT, git, run_build_py
+from support import MILES_COMMIT, ROOT, SNAPSHOT, git, run_build_py
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-COMMIT = "31f1ca961a94cb860cec3b2dea34ec332bfa8f76"
+COMMIT = MILES_COMMIT
 IMAGE = "miles:miles-cpu"
 ACTOR = "miles/backends/fsdp_utils/actor.py"
 

@@ -7,7 +7,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from support import ROOT, SNAPSHOT, run_build_py
+from support import MILES_COMMIT, ROOT, SNAPSHOT, run_build_py
 
 from toolkit.bake import bake_file
 from toolkit.context import build_labels, keep, plan_hash, stage
@@ -17,7 +17,7 @@ from toolkit.render import render
 from toolkit.sources import overrides_for, parse_overrides, stage_local, tree_digest
 from toolkit.spec import load_catalog
 
-COMMIT = "31f1ca961a94cb860cec3b2dea34ec332bfa8f76"
+COMMIT = MILES_COMMIT
 
 
 def miles_cpu():

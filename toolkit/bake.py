@@ -33,7 +33,7 @@ def bake_target(plan, ctx, registry: str | None = None, cache: str | None = None
         "context": str(ctx.path),
         "dockerfile": ctx.dockerfile.relative_to(ctx.path).as_posix(),
         "platforms": list(plan.variant.platforms),
-        "args": dict(sorted(plan.variant.args.items())),
+        "args": dict(sorted({**plan.variant.args, **ctx.build_args}.items())),
         "labels": build_labels(plan, ctx),
         "tags": [with_registry(plan, registry).image, hash_tag(plan, ctx.short_hash, registry)],
     }

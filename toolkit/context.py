@@ -43,6 +43,12 @@ class Context:
         """`--build-context NAME=VALUE` pairs: one named context per git component."""
         return {s.context_name: s.context for s in self.sources}
 
+    @property
+    def build_args(self) -> dict:
+        """BuildKit's own build args: a git named context keeps its `.git`, so a tree a step copies into the image
+        is a checkout at the pinned commit (upstream's CI moves it with `git fetch`)."""
+        return {"BUILDKIT_CONTEXT_KEEP_GIT_DIR": "1"} if self.sources else {}
+
 
 def build_labels(plan, ctx: Context) -> dict:
     """The labels a build applies: the plan's, the input hash, and which source each git component came from."""

@@ -147,6 +147,8 @@ def build(plan, ctx, out=print) -> str:
         cmd += ["--label", f"{k}={v}"]
     for name, value in ctx.build_contexts.items():
         cmd += ["--build-context", f"{name}={value}"]
+    for name, value in ctx.build_args.items():
+        cmd += ["--build-arg", f"{name}={value}"]
     if plan.no_cache:
         cmd.append("--no-cache")
     with tempfile.TemporaryDirectory() as tmp:

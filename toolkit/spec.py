@@ -50,7 +50,8 @@ MAX_SPEC_BYTES = 1 << 20
 
 # Schema (toolkit/schema.py's language). `requirements`: a requirements file in a git component's tree that a
 # `requirements` step installs, less `exclude` (names).
-COMPONENT = {"git": str, "ref": str, "subdir": str, "extras": str, "requirements": str, "exclude": STR_LIST}
+# `record`: where the pin is recorded (tests/test_pin_records.py checks it against that record).
+COMPONENT = {"git": str, "ref": str, "subdir": str, "requirements": str, "exclude": STR_LIST, "record": str}
 # `component`: the patch belongs to that git component's tree and is applied right after the tree is copied in.
 PATCH = {"file": str, "tree": str, "ref": str, "strip": int, "component": str}
 VARIANT = {
@@ -142,8 +143,6 @@ def check_pins(v: dict, file: str, prefix: str) -> None:
             raise SpecError(file, key, "a component needs `git` and `ref`")
         if "subdir" in comp:
             check_rel_path(comp["subdir"], file, f"{key}.subdir")
-        if "extras" in comp and not EXTRAS_RE.fullmatch(comp["extras"]):
-            raise SpecError(file, f"{key}.extras", f"extras are comma-separated names, got {short(comp['extras'])}")
         if "requirements" in comp:
             check_rel_path(comp["requirements"], file, f"{key}.requirements")
         for i, name in enumerate(comp.get("exclude") or []):

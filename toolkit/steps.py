@@ -24,6 +24,7 @@ from toolkit.errors import SpecError, short
 from toolkit.schema import STR_LIST, STR_MAP, check
 from toolkit.spec_values import (
     CONTROL_RE,
+    EXTRAS_RE,
     DEBIAN_NAME_RE,
     IDENT_RE,
     check_abs_path,
@@ -105,7 +106,7 @@ def _flags_env(step: dict, v: dict, where: Where) -> None:
 class BuildEnv(Kind):
     """`build_env: {NAME: VALUE, ...}` — ENV for the steps that follow (compilers' target lists and the like).
 
-    Reads: the mapping, in its written order; values may reference build args as `${NAME}`.
+    Reads: the mapping (rendered sorted by name); values may reference build args as `${NAME}`.
     Leaves: the variables in the image's configuration (ENV persists into the image).
     May not: hold a runtime setting the gates must judge; those go in the family's `env`, set right before the gates.
     """
@@ -215,9 +216,12 @@ class PipPyFiles(Kind):
 class Source(Kind):
     """`source: COMPONENT` — pip installs a git component's tree (the pinned commit, or `--source NAME=PATH`).
 
-    Reads: the component (its `subdir` is the package's folder in the tree); options `flags` and `env` as `pip`,
-    `into` (a path: the tree is copied there and stays in the image, and the component's own patches are applied
-    right after the copy) and `editable` (install `into` in editable mode; needs `into`).
+    Reads: the component (its `subdir`, or the step's, is the package's folder in the tree); options `flags` and
+    `env` as `pip`; `extras` (the package's extras, comma-separated); `into` (a path: the tree is copied there with
+    its `.git`, a checkout at the pinned commit, and stays in the image; the component's own patches are applied
+    right after the copy); `replace` (remove what the base image has at `into` first); `editable` (install `into`
+    in editable mode; needs `into`); `version_of` (build with the version the named distribution has now, for a
+    tree whose version would come from tags it does not carry).
     Leaves: the installed package; with `into`, the tree at that path. Without `into` the tree is bind-mounted for
     this step only and nothing of it but the install remains.
     May not: fetch the source itself (BuildKit fetches the named context `src-COMPONENT`).
@@ -225,15 +229,31 @@ class Source(Kind):
 
     key = "source"
     main = str
-    options = {"flags": STR_LIST, "env": STR_MAP, "into": str, "editable": bool}
+    options = {
+        "flags": STR_LIST,
+        "env": STR_MAP,
+        "subdir": str,
+        "extras": str,
+        "into": str,
+        "replace": bool,
+        "editable": bool,
+        "version_of": str,
+    }
 
     def check(self, step, v, where):
         _component(step["value"], v, where, "source")
         _flags_env(step, v, where)
         if "into" in step:
             check_abs_path(step["into"], where.file, f"{where.key}.into")
-        if step.get("editable") and "into" not in step:
-            raise where.error("editable", "an editable install needs `into` (the tree must stay in the image)")
+        for option in ("editable", "replace"):
+            if step.get(option) and "into" not in step:
+                raise where.error(option, f"`{option}` needs `into` (the tree must stay in the image)")
+        if "subdir" in step:
+            check_rel_path(step["subdir"], where.file, f"{where.key}.subdir")
+        if "extras" in step and not EXTRAS_RE.fullmatch(step["extras"]):
+            raise where.error("extras", f"extras are comma-separated names, got {short(step['extras'])}")
+        if "version_of" in step and pip_name_problem(step["version_of"]):
+            raise where.error("version_of", pip_name_problem(step["version_of"]) or "")
 
     def uses(self, step, v):
         return {("components", step["value"])}
@@ -242,7 +262,7 @@ class Source(Kind):
         comp = v["components"][step["value"]]
         name = step["value"]
         patches = [p for p in v.get("patches") or () if p.get("component") == name]
-        return dict(step, name=name, subdir=comp.get("subdir", ""), patches=patches)
+        return dict(step, name=name, subdir=step.get("subdir", comp.get("subdir", "")), patches=patches)
 
 
 class Make(Kind):

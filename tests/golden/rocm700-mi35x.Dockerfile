@@ -5,23 +5,23 @@ ARG GPU_ARCH="gfx950"
 ARG MAX_JOBS="64"
 
 WORKDIR /root/
-ENV MAX_JOBS="${MAX_JOBS}" \
+ENV AMDGPU_TARGET="${GPU_ARCH}" \
+    CMAKE_PREFIX_PATH="/opt/rocm:/opt/rocm/hip:/usr/local:/usr" \
     GPU_ARCH="${GPU_ARCH}" \
-    PYTORCH_ROCM_ARCH="${GPU_ARCH}" \
     GPU_ARCH_LIST="${GPU_ARCH}" \
-    AMDGPU_TARGET="${GPU_ARCH}" \
+    MAX_JOBS="${MAX_JOBS}" \
     NVTE_FRAMEWORK="pytorch" \
     NVTE_ROCM_ARCH="${GPU_ARCH}" \
     NVTE_USE_HIPBLASLT="1" \
     NVTE_USE_ROCM="1" \
-    CMAKE_PREFIX_PATH="/opt/rocm:/opt/rocm/hip:/usr/local:/usr"
+    PYTORCH_ROCM_ARCH="${GPU_ARCH}"
 # ---- Apt: build tools and diagnostics.
 RUN apt-get update && \
     apt-get install -y --no-install-recommends build-essential cmake dnsutils ethtool git nvtop rsync && \
     rm -rf /var/lib/apt/lists/*
 # ---- RCCL tests (diagnostic binaries), from the rocm-systems tree at a pinned commit.
 RUN --mount=type=bind,from=src-rccl_tests,target=/tmp/src/rccl_tests,rw \
-    make -C /tmp/src/rccl_tests/projects/rccl-tests -j"$(nproc)" HIP_HOME=/opt/rocm NCCL_HOME=/opt/rocm GPU_TARGETS="${GPU_ARCH}" && \
+    make -C /tmp/src/rccl_tests/projects/rccl-tests -j"$(nproc)" GPU_TARGETS="${GPU_ARCH}" HIP_HOME=/opt/rocm NCCL_HOME=/opt/rocm && \
     cp /tmp/src/rccl_tests/projects/rccl-tests/build/*_perf /usr/local/bin/
 # ---- Python dependencies, in upstream's order. The base's TransformerEngine goes first, then the ROCm build.
 RUN pip uninstall -y transformer-engine transformer_engine transformer_engine_torch
@@ -33,7 +33,7 @@ RUN --mount=type=bind,from=src-mbridge,target=/tmp/src/mbridge,rw --mount=type=s
     pip install --no-cache-dir --no-deps /tmp/src/mbridge
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    GPU_ARCHS="${GPU_ARCH}" BUILD_TARGET=rocm pip install --no-cache-dir --no-build-isolation flash-attn==2.8.3
+    BUILD_TARGET=rocm GPU_ARCHS="${GPU_ARCH}" pip install --no-cache-dir --no-build-isolation flash-attn==2.8.3
 # ---- mooncake: the base image's ROCm build lacks the pure-Python files; take only those from the non-CUDA wheel.
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
@@ -137,6 +137,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="rocm/sgl-dev:v0.5.14-rocm700-mi35x-20260627" \
       io.miles.variant="rocm700-mi35x" \
-      io.miles.spec-digest="1a9ada44f4b24cf8da3616d5abce7758ec103d0b781922b3b20a4f45ac6a8bb9"
+      io.miles.spec-digest="668778ccdb80d00d4f7b47511ad794f76e1d08898e6ee2c80be4715d63336d21"
 WORKDIR /root/
 CMD ["/bin/bash"]

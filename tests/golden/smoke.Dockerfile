@@ -11,6 +11,7 @@ RUN --mount=type=bind,from=miles-wheelhouse:smoke-f63abcf47ff653e7,target=/tmp/w
     triton==3.9.0 \
     transformers==5.24.0
 
+
 # ---- The attention bridge: its own distribution, installed like any other package (no overlay into miles).
 # ---- Late and bind-mounted, so a bridge-only edit rebuilds this step and the gates, nothing before it.
 RUN --mount=type=bind,source=bridge,target=/tmp/sglang-attn-bridge,rw --mount=type=bind,from=miles-wheelhouse:smoke-f63abcf47ff653e7,target=/tmp/wheelhouse \
@@ -25,4 +26,4 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="miles-base:bookworm-minbase-py311-git" \
       io.miles.variant="smoke" \
-      io.miles.spec-digest="75cad38599ab39c33db51da23efc34d46a25f0ea102fb8c57f807c11521152d8"
+      io.miles.spec-digest="4d7adf9ed8033e8476c308fd11feff4aac917ebe8dd7decb26fc27310040bcc4"
