@@ -24,7 +24,6 @@ from toolkit.spec_values import (
     COMMIT_RE,
     CONTROL_RE,
     DEBIAN_NAME_RE,
-    EXTRAS_RE,
     GIT_URL_RE,
     IDENT_RE,
     IMAGE_NAME_RE,
@@ -231,7 +230,7 @@ def check_family_values(raw: dict, file: str) -> None:
             check_repo_file(wheels["constraints"], file, "wheelhouse.constraints", IMAGES_DIR)
 
 
-def check_gates(gates: dict, pip: dict, components: dict, file: str, key: str) -> None:
+def check_gates(gates: dict, pip: dict | None, components: dict | None, file: str, key: str) -> None:
     """The gate config by verify/'s own schema (the one the runner applies in the image), plus coverage: every
     image installs the bridge, so its gates import it; packages declared means `pip check` runs over them."""
     from verify.config import ConfigError, from_dict
@@ -341,7 +340,7 @@ def _parse_family(path: Path) -> tuple[dict, dict[str, Variant]]:
         gates_key = f"variants.{name}.gates" if "gates" in over else "gates"
         check_gates(v.get("gates") or {}, v.get("pip"), v.get("components"), file, gates_key)
         git_names = {n for n, c in (v.get("components") or {}).items() if "git" in c}
-        by_name = {}
+        by_name: dict[str, str] = {}
         for i, p in enumerate(v.get("patches") or ()):
             key = f"variants.{name}.patches[{i}]" if "patches" in over else f"patches[{i}]"
             if "component" in p and p["component"] not in git_names:
@@ -429,8 +428,10 @@ class Catalog:
 
 
 def load_catalog(images_dir: Path = IMAGES_DIR) -> Catalog:
-    variants, aliases, families = {}, {}, {}
-    claimed = {}  # alias -> (file, key) that made it: a target name means one thing
+    variants: dict[str, Variant] = {}
+    aliases: dict[str, str] = {}
+    families: dict[str, list] = {}
+    claimed: dict[str, tuple] = {}  # alias -> (file, key) that made it: a target name means one thing
     for path in sorted(images_dir.glob("*.yaml")):
         raw, fam = _parse_family(path)
         file = path_label(path)

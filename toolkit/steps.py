@@ -24,10 +24,11 @@ from toolkit.errors import SpecError, short
 from toolkit.schema import STR_LIST, STR_MAP, check
 from toolkit.spec_values import (
     CONTROL_RE,
-    EXTRAS_RE,
     DEBIAN_NAME_RE,
+    EXTRAS_RE,
     IDENT_RE,
     check_abs_path,
+    check_rel_path,
     pip_name_problem,
 )
 
