@@ -81,6 +81,9 @@ def test_a_variant_adds_a_pin_and_keeps_the_others(write_spec, demo_text):
         ),
         ("{steps: [{pip: [torch], source: lib}]}", "variants.a.steps[0]: a step has exactly one kind key"),
         ("{steps: [{run: ls}]}", "variants.a.steps[0]: a step has exactly one kind key (found none)"),
+        ("{steps: [{pip: [torch]}, {source: lib, subdir: ../x}]}", "variants.a.steps[1].subdir: not a relative"),
+        ("{steps: [{pip: [torch]}, {source: lib, extras: 'a;b'}]}", "variants.a.steps[1].extras: extras are"),
+        ("{steps: [{pip: [torch]}, {source: lib, editable: true}]}", "variants.a.steps[1].editable: `editable` needs"),
         ("{steps: [{pip: [torch], after: x}, {source: lib}]}", "variants.a.steps[0].after: unknown key"),
     ],
 )
