@@ -18,7 +18,7 @@ from toolkit.plan import SECRET_PIP_CA, Plan
 from toolkit.sources import context_name, git_components
 from toolkit.spec import ROOT
 from toolkit.spec_values import CONTROL_RE, IDENT_RE, check_abs_path, reference_problem
-from toolkit.steps import ARG_REF_RE, KINDS
+from toolkit.steps import ARG_REF_RE, KINDS, applies
 from toolkit.wheelhouse import image_ref
 
 TEMPLATES = ROOT / "templates"
@@ -135,7 +135,7 @@ def render(plan: Plan) -> str:
     v = plan.variant
     guard(v)
     data = v.as_dict()
-    data["steps"] = [KINDS[step["kind"]].view(step, data) for step in v.steps]
+    data["steps"] = [KINDS[step["kind"]].view(step, data) for step in v.steps if applies(step, v.args)]
     template = environment().get_template(v.template)
     text = template.render(
         **data,

@@ -3,7 +3,8 @@
 A family's `steps` say, in order, everything its image does between the base and the bridge: system packages, pip
 pins, source installs of git components, patches. Each entry is a mapping with exactly one kind key (its value is
 the kind's main argument) plus that kind's options, or a bare kind name for a kind without arguments; every step
-may carry `why:` (rendered as a comment above it). The class below is the kind's contract: what it reads from the
+may carry `why:` (rendered as a comment above it) and `when: {ARG: VALUE}` (rendered only for the variants whose
+build args have those values; what it names still counts as used, since the spec says when). The class below is the kind's contract: what it reads from the
 spec, what it leaves in the image, what it may not do. Its Dockerfile text is the macro of the same name in
 templates/partials/steps.j2, and nothing else writes that text. docs/step-kinds.md is generated from these
 docstrings (`python3 -m toolkit.steps`; a test keeps it current).
@@ -382,13 +383,18 @@ def normalize(raw, where: Where) -> dict:
     kind = KINDS[keys[0]]
     if kind.main is None:
         raise where.error(keys[0], "this kind takes no value: write it as a bare name")
-    schema = {kind.key: kind.main, "why": str, **kind.options}
+    schema = {kind.key: kind.main, "why": str, "when": STR_MAP, **kind.options}
     check(raw, schema, where.file, where.key)
     step = {"kind": kind.key, "value": raw[kind.key]}
     step.update({k: val for k, val in raw.items() if k != kind.key})
     if "why" in step and CONTROL_RE.search(step["why"]):
         raise where.error("why", "one line of text")
     return step
+
+
+def applies(step: dict, args: dict) -> bool:
+    """A step with `when: {ARG: VALUE, ...}` is rendered only for the variants whose build args have those values."""
+    return all(args.get(name) == value for name, value in step.get("when", {}).items())
 
 
 def check_steps(steps, v: dict, where: Where, origin) -> None:
@@ -400,6 +406,9 @@ def check_steps(steps, v: dict, where: Where, origin) -> None:
     for i, step in enumerate(steps):
         at = Where(where.file, f"{where.key}[{i}]")
         kind = KINDS[step["kind"]]
+        for name in step.get("when", {}):
+            if name not in (v.get("args") or {}):
+                raise at.error(f"when.{short(name, 40, quote=False)}", "names no build arg of the variant")
         kind.check(step, v, at)
         used |= kind.uses(step, v)
         seen_patches |= step["kind"] == "patches"
@@ -435,7 +444,7 @@ def reference() -> str:
         if body:
             out += [body, ""]
         opts = ", ".join(f"`{o}`" for o in kind.options) or "none"
-        out += [f"Options: {opts}; every step also takes `why`.", ""]
+        out += [f"Options: {opts}; every step also takes `why` and `when`.", ""]
     return "\n".join(out).rstrip() + "\n"
 
 

@@ -14,7 +14,16 @@ RUN apt-get update && \
 RUN --mount=type=bind,from=src-nccl_tests,target=/tmp/src/nccl_tests,rw \
     make -C /tmp/src/nccl_tests -j"$(nproc)" CUDA_HOME=/usr/local/cuda && \
     cp /tmp/src/nccl_tests/build/*_perf /usr/local/bin/
-# ---- Python dependencies, in upstream's order.
+# ---- Python dependencies, in upstream's order. flash-attn 2 (FSDP's default attn_implementation), compiled from its
+# ---- sdist (FORCE_BUILD: never a wheel downloaded by its setup.py).
+RUN --mount=type=secret,id=pip-ca \
+    if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
+    FLASH_ATTENTION_FORCE_BUILD=TRUE pip install --no-cache-dir --no-build-isolation flash-attn==2.8.3
+# ---- FlashAttention 3 (Hopper, sm_90a; what miles' CUDA true-on-policy path and TransformerEngine import as
+# ---- flash_attn_interface), beside FA2; OFFLINE_BUILD uses the image's nvcc instead of downloading one.
+RUN --mount=type=bind,from=src-flash_attention,target=/tmp/src/flash_attention,rw --mount=type=secret,id=pip-ca \
+    if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
+    FLASH_ATTENTION_DISABLE_SM80=TRUE FLASH_ATTENTION_FORCE_BUILD=TRUE FLASH_ATTENTION_OFFLINE_BUILD=1 pip install --no-cache-dir --no-build-isolation /tmp/src/flash_attention/hopper
 RUN --mount=type=bind,from=src-mbridge,target=/tmp/src/mbridge,rw --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir --no-deps /tmp/src/mbridge
@@ -37,11 +46,23 @@ RUN --mount=type=secret,id=pip-ca \
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir 'transformer-engine[pytorch]==2.17.0' transformer-engine-cu"${CUDA_MAJOR}"==2.17.0
+# ---- apex with its C++ and CUDA extensions: Megatron's ColumnParallelLinear needs fused_weight_gradient_mlp_cuda
+# ---- when gradient-accumulation fusion is on (its default).
+RUN --mount=type=bind,from=src-apex,target=/tmp/src/apex,rw --mount=type=secret,id=pip-ca \
+    if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
+    APEX_CPP_EXT=1 APEX_CUDA_EXT=1 APEX_PARALLEL_BUILD=8 NVCC_APPEND_FLAGS='--threads 4' pip install --no-cache-dir --no-build-isolation /tmp/src/apex
 COPY --from=src-megatron_lm / /root/Megatron-LM
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir -e /root/Megatron-LM
 
+RUN --mount=type=secret,id=pip-ca \
+    if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
+    pip install --no-cache-dir absl-py==2.3.1
+# ---- Emerging-Optimizers (Megatron's --optimizer muon): from git, as its PyPI name is not the project.
+RUN --mount=type=bind,from=src-emerging_optimizers,target=/tmp/src/emerging_optimizers,rw --mount=type=secret,id=pip-ca \
+    if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
+    pip install --no-cache-dir --no-deps /tmp/src/emerging_optimizers
 RUN --mount=type=bind,from=src-torch_memory_saver,target=/tmp/src/torch_memory_saver,rw --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     TMS_CUDA_MAJOR="${CUDA_MAJOR}" pip install --no-cache-dir --force-reinstall /tmp/src/torch_memory_saver
@@ -77,6 +98,18 @@ RUN --mount=type=secret,id=pip-ca \
     apt-get remove -y --purge --allow-change-held-packages libcudnn9-cuda-"${CUDA_MAJOR}" libcudnn9-dev-cuda-"${CUDA_MAJOR}" libcudnn9-headers-cuda-"${CUDA_MAJOR}" && \
     rm -rf /var/lib/apt/lists/* && \
     pip install --no-cache-dir nvidia-cudnn-cu"${CUDA_MAJOR}"==9.22.0.52
+# ---- sglang from the sglang-miles commit of miles' release lock, over the base image's checkout (a git checkout, as
+# ---- upstream's CI moves it with `git fetch`), editable and without deps as upstream installs it; it keeps the
+# ---- base's sglang version (the tree carries no tags).
+RUN rm -rf /sgl-workspace/sglang
+COPY --from=src-sglang_miles / /sgl-workspace/sglang
+RUN --mount=type=secret,id=pip-ca \
+    if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
+    SETUPTOOLS_SCM_PRETEND_VERSION="$(python3 -c 'import importlib.metadata as m; print(m.version("sglang"))')" pip install --no-cache-dir --no-deps -e '/sgl-workspace/sglang/python[all]'
+# ---- fake_int4_quant_cuda (int4 QAT export), built from its source in miles' own tree.
+RUN --mount=type=bind,from=src-miles,target=/tmp/src/miles,rw --mount=type=secret,id=pip-ca \
+    if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
+    pip install --no-cache-dir --no-build-isolation /tmp/src/miles/miles/backends/megatron_utils/kernels/int4_qat
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir typer==0.25.1 click==8.2.1
@@ -113,6 +146,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16-cu129" \
       io.miles.variant="cu12-x86" \
-      io.miles.spec-digest="fe2366a8375379eb2fe88402f787b938c079b6027a4e92691c6fa86659fb4deb"
+      io.miles.spec-digest="a68f7ba9f2b7fb345ad6fdc43dc844e0f81352abf565440a27aa7edad0c632f3"
 WORKDIR /root/
 CMD ["/bin/bash"]

@@ -62,6 +62,14 @@ RUN --mount=type=bind,source=patches,target=/tmp/patches \
     git -C /root/Megatron-LM apply --check -p1 /tmp/patches/rocm-megatron.patch && \
     git -C /root/Megatron-LM apply -p1 /tmp/patches/rocm-megatron.patch && \
     git -C /root/Megatron-LM apply --reverse --check -p1 /tmp/patches/rocm-megatron.patch
+# ---- sglang from the sglang-miles commit of miles' release lock, over the base image's checkout (a git checkout, as
+# ---- upstream's CI moves it with `git fetch`), editable and without deps as upstream installs it; it keeps the
+# ---- base's sglang version (the tree carries no tags).
+RUN rm -rf /sgl-workspace/sglang
+COPY --from=src-sglang_miles / /sgl-workspace/sglang
+RUN --mount=type=secret,id=pip-ca \
+    if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
+    SETUPTOOLS_SCM_PRETEND_VERSION="$(python3 -c 'import importlib.metadata as m; print(m.version("sglang"))')" pip install --no-cache-dir --no-deps -e '/sgl-workspace/sglang/python[all_hip]'
 # ---- sglang's Inkling multimodal processor imports numba, which the base's no-deps sglang install does not bring.
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
@@ -137,6 +145,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.10-rocm700-mi30x" \
       io.miles.variant="rocm700-mi30x" \
-      io.miles.spec-digest="de034699480e01197649ace496892136be57ca2f7678ce62c724832909820156"
+      io.miles.spec-digest="6894a6cde2f03bd0204f13d35a83ad97d2d8eb5346cfb3e1c725d7dedc31c71d"
 WORKDIR /root/
 CMD ["/bin/bash"]

@@ -62,6 +62,14 @@ RUN --mount=type=bind,source=patches,target=/tmp/patches \
     git -C /root/Megatron-LM apply --check -p1 /tmp/patches/rocm-megatron.patch && \
     git -C /root/Megatron-LM apply -p1 /tmp/patches/rocm-megatron.patch && \
     git -C /root/Megatron-LM apply --reverse --check -p1 /tmp/patches/rocm-megatron.patch
+# ---- sglang from the sglang-miles commit of miles' release lock, over the base image's checkout (a git checkout, as
+# ---- upstream's CI moves it with `git fetch`), editable and without deps as upstream installs it; it keeps the
+# ---- base's sglang version (the tree carries no tags).
+RUN rm -rf /sgl-workspace/sglang
+COPY --from=src-sglang_miles / /sgl-workspace/sglang
+RUN --mount=type=secret,id=pip-ca \
+    if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
+    SETUPTOOLS_SCM_PRETEND_VERSION="$(python3 -c 'import importlib.metadata as m; print(m.version("sglang"))')" pip install --no-cache-dir --no-deps -e '/sgl-workspace/sglang/python[all_hip]'
 # ---- sglang's Inkling multimodal processor imports numba, which the base's no-deps sglang install does not bring.
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
@@ -137,6 +145,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="rocm/sgl-dev:v0.5.14-rocm700-mi35x-20260627" \
       io.miles.variant="rocm700-mi35x" \
-      io.miles.spec-digest="668778ccdb80d00d4f7b47511ad794f76e1d08898e6ee2c80be4715d63336d21"
+      io.miles.spec-digest="e9bc17aab6f5d597bce3e9bce104be9e259a10ccc9fd290ed15ad35d4e3de002"
 WORKDIR /root/
 CMD ["/bin/bash"]

@@ -62,6 +62,14 @@ RUN --mount=type=bind,source=patches,target=/tmp/patches \
     git -C /root/Megatron-LM apply --check -p1 /tmp/patches/rocm-megatron.patch && \
     git -C /root/Megatron-LM apply -p1 /tmp/patches/rocm-megatron.patch && \
     git -C /root/Megatron-LM apply --reverse --check -p1 /tmp/patches/rocm-megatron.patch
+# ---- sglang from the sglang-miles commit of miles' release lock, over the base image's checkout (a git checkout, as
+# ---- upstream's CI moves it with `git fetch`), editable and without deps as upstream installs it; it keeps the
+# ---- base's sglang version (the tree carries no tags).
+RUN rm -rf /sgl-workspace/sglang
+COPY --from=src-sglang_miles / /sgl-workspace/sglang
+RUN --mount=type=secret,id=pip-ca \
+    if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
+    SETUPTOOLS_SCM_PRETEND_VERSION="$(python3 -c 'import importlib.metadata as m; print(m.version("sglang"))')" pip install --no-cache-dir --no-deps -e '/sgl-workspace/sglang/python[all_hip]'
 # ---- sglang's Inkling multimodal processor imports numba, which the base's no-deps sglang install does not bring.
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
@@ -137,6 +145,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="rocm/sgl-dev:v0.5.16-rocm720-mi35x-20260730" \
       io.miles.variant="rocm720-mi35x" \
-      io.miles.spec-digest="0b607b1f41ca6fdcee8fa5073c2b4c2a1b99f93316c4842d8c95c5f6cf0f15fa"
+      io.miles.spec-digest="9282698431437feb65e6b7adf15bb1f76555604e5199eb552df34d66c3bdb81d"
 WORKDIR /root/
 CMD ["/bin/bash"]

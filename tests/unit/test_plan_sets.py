@@ -26,12 +26,17 @@ def test_platforms_are_a_comma_list(demo):
     assert apply_sets(demo["a"], ["platforms=linux/amd64,linux/arm64"]).platforms == ("linux/amd64", "linux/arm64")
 
 
-def test_a_component_can_be_added_key_by_key(demo):
-    v = apply_sets(
-        demo["a"], ["components.extra.git=https://example.com/org/extra.git", f"components.extra.ref={COMMIT}"]
-    )
-    assert v.components["extra"] == {"git": "https://example.com/org/extra.git", "ref": COMMIT}
-    assert set(v.components) == {"lib", "extra"}
+def test_a_component_is_changed_key_by_key(demo):
+    v = apply_sets(demo["a"], ["components.lib.git=https://example.com/org/fork.git", f"components.lib.ref={COMMIT}"])
+    assert v.components["lib"] == {"git": "https://example.com/org/fork.git", "ref": COMMIT}
+    assert set(v.components) == {"lib"}
+
+
+def test_a_component_no_step_installs_is_refused(demo):
+    with pytest.raises(SpecError, match=r"components\.extra: no step installs it"):
+        apply_sets(
+            demo["a"], ["components.extra.git=https://example.com/org/extra.git", f"components.extra.ref={COMMIT}"]
+        )
 
 
 def test_the_variant_given_is_left_as_it_was(demo):

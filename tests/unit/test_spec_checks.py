@@ -110,11 +110,6 @@ PIN_CASES = [
         "components.lib.subdir: not a relative normalised path inside the repository: '../x'",
     ),
     (
-        "extras with a command",
-        {"components": {"lib": {"git": "https://h.example/org/lib.git", "ref": COMMIT, "extras": "all;rm"}}},
-        "components.lib.extras: extras are comma-separated names, got 'all;rm'",
-    ),
-    (
         "exclude with a specifier",
         {"components": {"lib": {"git": "https://h.example/org/lib.git", "ref": COMMIT, "exclude": ["x==1"]}}},
         "components.lib.exclude[0]: not a PEP 508 package name (with optional [extras]): 'x==1'",
