@@ -24,7 +24,8 @@ env: {{MODE: plain}}
 pip: {{torch: 2.13.0}}
 components:
   lib: {{git: https://example.com/org/lib.git, ref: {COMMIT}}}
-gates: {{imports: [sglang_attn_bridge], platform: cpu, pip_check: {{allow: []}}}}
+gates: {{imports: [sglang_attn_bridge], platform: cpu, pip_check: {{allow: []}},
+        commands: [{{name: bridge-attention, argv: ["{{python}}", probes/bridge_attention.py]}}]}}
 variants:
   a: {{}}
   b:
