@@ -115,12 +115,13 @@ RUN --mount=type=bind,source=bridge,target=/tmp/sglang-attn-bridge,rw --mount=ty
 ENV FLASHINFER_VERSION="0.6.15.post1"
 # ---- Gates: verify/ runs with the image's own python against this target's gate list (gates/gates.json).
 # ---- Any failing check fails the build, so no tag ever points at an image that does not import. Nothing after
-# ---- this step may change how the image behaves (labels only).
+# ---- this step may change how the image behaves (labels only). `--json -` puts the runner's report into the build
+# ---- log as one line: the toolkit reads the outcome of each check from it.
 RUN --mount=type=bind,source=gates,target=/tmp/gates \
-    cd /tmp/gates && python3 -m verify --config gates.json
+    cd /tmp/gates && python3 -m verify --config gates.json --json -
 
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16" \
       io.miles.variant="cu13-aarch64" \
-      io.miles.spec-digest="4ff83d07c7bf9baa621e92b6c0ceb1e864150070c04a16941fef19b495bd9cb6"
+      io.miles.spec-digest="e0c000119cdf14e80247043867331d00f5e26e2b6793fd05c8a1112cbc60b044"
 WORKDIR /root/

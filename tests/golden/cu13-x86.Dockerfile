@@ -115,12 +115,13 @@ RUN --mount=type=bind,source=bridge,target=/tmp/sglang-attn-bridge,rw --mount=ty
 ENV FLASHINFER_VERSION="0.6.15.post1"
 # ---- Gates: verify/ runs with the image's own python against this target's gate list (gates/gates.json).
 # ---- Any failing check fails the build, so no tag ever points at an image that does not import. Nothing after
-# ---- this step may change how the image behaves (labels only).
+# ---- this step may change how the image behaves (labels only). `--json -` puts the runner's report into the build
+# ---- log as one line: the toolkit reads the outcome of each check from it.
 RUN --mount=type=bind,source=gates,target=/tmp/gates \
-    cd /tmp/gates && python3 -m verify --config gates.json
+    cd /tmp/gates && python3 -m verify --config gates.json --json -
 
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16" \
       io.miles.variant="cu13-x86" \
-      io.miles.spec-digest="b9fec58fae071d839094d584208249dfc3addd2436ceae09c095ad89eb6f0e13"
+      io.miles.spec-digest="c9f4243d24870fa9a74827dbc4e800a90875dcd4669f626e86f3a9bc118203b9"
 WORKDIR /root/

@@ -56,11 +56,12 @@ RUN --mount=type=bind,source=bridge,target=/tmp/sglang-attn-bridge,rw --mount=ty
 WORKDIR /root/miles
 # ---- Gates: verify/ runs with the image's own python against this target's gate list (gates/gates.json).
 # ---- Any failing check fails the build, so no tag ever points at an image that does not import. Nothing after
-# ---- this step may change how the image behaves (labels only).
+# ---- this step may change how the image behaves (labels only). `--json -` puts the runner's report into the build
+# ---- log as one line: the toolkit reads the outcome of each check from it.
 RUN --mount=type=bind,source=gates,target=/tmp/gates \
-    cd /tmp/gates && /opt/venv/bin/python -m verify --config gates.json
+    cd /tmp/gates && /opt/venv/bin/python -m verify --config gates.json --json -
 
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="miles-base:bookworm-minbase-py311-git" \
       io.miles.variant="miles-cpu" \
-      io.miles.spec-digest="7b7b5a102a4cf00b1ae339cf43dadf35fd09e513c0c63db4a6967ac1ddcb3138"
+      io.miles.spec-digest="47e403207b098210382de35b2dfa9b9b06992c4be3a6934d2b188dada56ec9b1"

@@ -135,13 +135,14 @@ ENV HIP_FORCE_DEV_KERNARG="1" \
     TORCHINDUCTOR_MAX_AUTOTUNE_POINTWISE="1"
 # ---- Gates: verify/ runs with the image's own python against this target's gate list (gates/gates.json).
 # ---- Any failing check fails the build, so no tag ever points at an image that does not import. Nothing after
-# ---- this step may change how the image behaves (labels only).
+# ---- this step may change how the image behaves (labels only). `--json -` puts the runner's report into the build
+# ---- log as one line: the toolkit reads the outcome of each check from it.
 RUN --mount=type=bind,source=gates,target=/tmp/gates \
-    cd /tmp/gates && python3 -m verify --config gates.json
+    cd /tmp/gates && python3 -m verify --config gates.json --json -
 
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.10-rocm700-mi30x" \
       io.miles.variant="rocm700-mi30x" \
-      io.miles.spec-digest="b04c0a729325afdb928740dfee03028eae97215f772858a7370db6dabbf64b17"
+      io.miles.spec-digest="6b135178de6f4b808b39c35d484ea756a06298a9970d2372647f311f110f8425"
 WORKDIR /root/
 CMD ["/bin/bash"]

@@ -135,13 +135,14 @@ ENV HIP_FORCE_DEV_KERNARG="1" \
     TORCHINDUCTOR_MAX_AUTOTUNE_POINTWISE="1"
 # ---- Gates: verify/ runs with the image's own python against this target's gate list (gates/gates.json).
 # ---- Any failing check fails the build, so no tag ever points at an image that does not import. Nothing after
-# ---- this step may change how the image behaves (labels only).
+# ---- this step may change how the image behaves (labels only). `--json -` puts the runner's report into the build
+# ---- log as one line: the toolkit reads the outcome of each check from it.
 RUN --mount=type=bind,source=gates,target=/tmp/gates \
-    cd /tmp/gates && python3 -m verify --config gates.json
+    cd /tmp/gates && python3 -m verify --config gates.json --json -
 
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="rocm/sgl-dev:v0.5.14-rocm700-mi35x-20260627" \
       io.miles.variant="rocm700-mi35x" \
-      io.miles.spec-digest="0698986a6a22d20c5876610682b578936d50e3d348d21bedb617d9ea0eae258a"
+      io.miles.spec-digest="4d46b76625ae7725e189ea6de4168a786f1ad9842e0cca5a6834d999e0029e01"
 WORKDIR /root/
 CMD ["/bin/bash"]

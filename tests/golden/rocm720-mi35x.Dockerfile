@@ -135,13 +135,14 @@ ENV HIP_FORCE_DEV_KERNARG="1" \
     TORCHINDUCTOR_MAX_AUTOTUNE_POINTWISE="1"
 # ---- Gates: verify/ runs with the image's own python against this target's gate list (gates/gates.json).
 # ---- Any failing check fails the build, so no tag ever points at an image that does not import. Nothing after
-# ---- this step may change how the image behaves (labels only).
+# ---- this step may change how the image behaves (labels only). `--json -` puts the runner's report into the build
+# ---- log as one line: the toolkit reads the outcome of each check from it.
 RUN --mount=type=bind,source=gates,target=/tmp/gates \
-    cd /tmp/gates && python3 -m verify --config gates.json
+    cd /tmp/gates && python3 -m verify --config gates.json --json -
 
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="rocm/sgl-dev:v0.5.16-rocm720-mi35x-20260730" \
       io.miles.variant="rocm720-mi35x" \
-      io.miles.spec-digest="59213fc27a529cac32e854a1d06bd301ee2b67eca8b3b726fbf2c5225b5aa21b"
+      io.miles.spec-digest="2ee54f0cc77c86a3d39371ae524e662d1f67392a3dbcd01362ccbff4360e9200"
 WORKDIR /root/
 CMD ["/bin/bash"]

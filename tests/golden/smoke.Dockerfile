@@ -21,11 +21,12 @@ RUN --mount=type=bind,source=bridge,target=/tmp/sglang-attn-bridge,rw --mount=ty
 
 # ---- Gates: verify/ runs with the image's own python against this target's gate list (gates/gates.json).
 # ---- Any failing check fails the build, so no tag ever points at an image that does not import. Nothing after
-# ---- this step may change how the image behaves (labels only).
+# ---- this step may change how the image behaves (labels only). `--json -` puts the runner's report into the build
+# ---- log as one line: the toolkit reads the outcome of each check from it.
 RUN --mount=type=bind,source=gates,target=/tmp/gates \
-    cd /tmp/gates && /opt/venv/bin/python -m verify --config gates.json
+    cd /tmp/gates && /opt/venv/bin/python -m verify --config gates.json --json -
 
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="miles-base:bookworm-minbase-py311-git" \
       io.miles.variant="smoke" \
-      io.miles.spec-digest="279813b5cb2e6b8c7a65bd265630f7bacd8f4f093a75c6f1a46e27399f5d1912"
+      io.miles.spec-digest="7625acb7bdae3e2fa87a0feea806b15677c6ed4c3144604ce14e9e90dadb3b63"

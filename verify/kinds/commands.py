@@ -54,6 +54,8 @@ def _split_script(script: str) -> List[Tuple[str, str]]:
         elif c == "#" and (not buf or buf[-1].isspace()):
             while i + 1 < len(script) and script[i + 1] != "\n":
                 i += 1
+        elif c == "&" and ((buf and buf[-1] in "<>") or script[i + 1 : i + 2] == ">"):
+            buf.append(c)  # a redirection (2>&1, &>file), not an operator
         elif script.startswith(("||", "&&"), i) or c in ";\n|&":
             sep = script[i : i + 2] if script.startswith(("||", "&&"), i) else c
             i += len(sep) - 1
@@ -68,6 +70,8 @@ def _split_script(script: str) -> List[Tuple[str, str]]:
         i += 1
     if "".join(buf).strip():
         out.append((op, "".join(buf).strip()))
+    elif op == "&":
+        out.append((op, ""))  # a trailing `&`: the last command runs in the background
     return out
 
 
@@ -101,7 +105,7 @@ def script_problem(script: str) -> Optional[str]:
             return "`! %s` turns its failure into success" % " ".join(w[1:])[:40]
         if op == "||" and not _fails(w):
             return "`%s || %s` passes when `%s` fails" % (before[:40], seg[:40], before[:40])
-        if op in (";", "\n") and not errexit:
+        if op in (";", "\n") and not errexit and words[n - 1][:1] != ["set"]:
             return "`%s; %s` runs on after `%s` fails and loses its exit status (use && or set -e)" % (
                 before[:40],
                 seg[:40],
