@@ -193,7 +193,7 @@ def test_template_outside_templates_is_refused_and_linted(project_copy, tmp_path
     assert "Traceback" not in proc.stdout + proc.stderr
 
 
-# ---- Gates cannot be weakened; one schema (verify/config.py) applied when the spec loads.
+# ---- Gates cannot be weakened; one schema (verify/kinds, through verify/config.py) applied when the spec loads.
 
 GATE_CASES = [
     ("empty imports", lambda g: g.update(imports=[]), "gates.imports", "must not be empty"),

@@ -10,7 +10,7 @@ check list, a command that cannot fail, a ``pip check`` allowance that names no 
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from .kinds import BY_KEY, KINDS, TOP_KEYS
 from .kinds.base import ConfigError, config_error
@@ -21,7 +21,7 @@ __all__ = ["ConfigError", "GateConfig", "TOP_KEYS", "from_dict", "load_config"]
 class GateConfig:
     """The checks to run: for each gate kind's config key, its items (absent when the kind is not asked for)."""
 
-    def __init__(self, items: Dict[str, List[Any]] = None):
+    def __init__(self, items: Optional[Dict[str, List[Any]]] = None):
         self.items: Dict[str, List[Any]] = {k: v for k, v in (items or {}).items() if v}
 
     def __getitem__(self, key: str) -> List[Any]:

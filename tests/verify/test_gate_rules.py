@@ -166,3 +166,12 @@ def test_redirections_are_not_operators():
     assert _command(["bash", "-c", "set -o pipefail; cmd 2>&1 | tee log"], shell="a pipeline").argv
     with pytest.raises(ConfigError, match="set -o pipefail"):
         _command(["bash", "-c", "cmd 2>&1 | tee log"], shell="a pipeline")
+
+
+def test_the_shells_own_options_count():
+    assert _command(["bash", "-e", "-c", "cmd; echo ok"], shell="r").argv
+    assert _command(["bash", "-euo", "pipefail", "-c", "cmd | tee log"], shell="r").argv
+    with pytest.raises(ConfigError, match="set -o pipefail"):
+        _command(["bash", "-eu", "-c", "cmd | tee log"], shell="r")
+    with pytest.raises(ConfigError, match="options with \\+"):
+        _command(["bash", "+e", "-c", "cmd && x"], shell="r")

@@ -88,13 +88,14 @@ def _fails(words: List[str]) -> bool:
     return prog == "false" or (prog in ("exit", "return") and len(words) > 1 and words[1] not in ("0", "$?"))
 
 
-def script_problem(script: str) -> Optional[str]:
-    """Why this shell script can pass although a command in it failed, or None."""
+def script_problem(script: str, errexit: bool = False, pipefail: bool = False) -> Optional[str]:
+    """Why this shell script can pass although a command in it failed, or None. ``errexit``/``pipefail``: the
+    shell was started with ``-e`` / ``-o pipefail``."""
     segments = _split_script(script)
     words = [seg.split() for _, seg in segments]
     sets = [w[1:] for w in words if w and w[0] == "set"]
-    errexit = any(any((a.startswith("-") and "e" in a) or a == "errexit" for a in args) for args in sets)
-    pipefail = any("pipefail" in args for args in sets)
+    errexit = errexit or any(any((a.startswith("-") and "e" in a) or a == "errexit" for a in args) for args in sets)
+    pipefail = pipefail or any("pipefail" in args for args in sets)
     if any("+e" in args or (a.startswith("+") and "e" in a) for args in sets for a in args):
         return "`set +e` lets the script run on after a failure"
     if not segments or all(_always_succeeds(w) or w[0] == "set" for w in words):
@@ -128,14 +129,24 @@ def _program(argv: List[str]) -> Tuple[str, List[str]]:
     return (os.path.basename(argv[i]) if i < len(argv) else ""), argv[i + 1 :]
 
 
-def _shell_script(args: List[str]) -> Optional[str]:
-    """The ``-c`` script of a shell's arguments (``-c``, ``-ec``, ``-lc``...), or None when it runs a file."""
-    for j, arg in enumerate(args):
-        if arg.startswith("-") and not arg.startswith("--") and "c" in arg[1:]:
-            return args[j + 1] if j + 1 < len(args) else ""
-        if not arg.startswith("-"):
-            return None
-    return None
+def _shell_script(args: List[str]) -> Tuple[Optional[str], List[str]]:
+    """The ``-c`` script of a shell's arguments and the options given before it (``-e``, ``-o pipefail`` read as
+    ``e``, ``pipefail``); the script is None when the shell runs a file."""
+    options: List[str] = []
+    j = 0
+    while j < len(args) and args[j][:1] in ("-", "+") and args[j] not in ("-", "--"):
+        arg, letters = args[j], list(args[j][1:])
+        options += ["+"] if arg[0] == "+" else []
+        if letters[-1:] in (["o"], ["O"]) and "c" not in letters:  # -o NAME (-euo pipefail): NAME is an option
+            options += letters[:-1] + args[j + 1 : j + 2]
+            j += 2
+        elif "c" in letters:
+            options += [c for c in letters if c != "c"]
+            return (args[j + 1] if j + 1 < len(args) else ""), options
+        else:
+            options += letters
+            j += 1
+    return None, options
 
 
 def argv_problem(argv: List[str], shell_reason: Optional[str]) -> Optional[Tuple[int, str]]:
@@ -151,8 +162,12 @@ def argv_problem(argv: List[str], shell_reason: Optional[str]) -> Optional[Tuple
                 "runs a shell (%s): a command gate is an argv run without one; give the program's argv, or say "
                 "under 'shell' why it needs a shell" % prog
             )
-        script = _shell_script(args)
-        problem = script_problem(script) if script is not None else None
+        script, options = _shell_script(args)
+        problem = None
+        if script is not None and "+" not in options:
+            problem = script_problem(script, errexit="e" in options, pipefail="pipefail" in options)
+        elif script is not None:
+            problem = "options with + (`+e`, `+o`) let the script run on after a failure"
         if problem:
             return argv.index(script, len(argv) - len(args)), problem
     return None
