@@ -66,9 +66,24 @@ def write_json(results: List[CheckResult], path: str) -> None:
         fh.write("\n")
 
 
-def stream_line(results: List[CheckResult]) -> str:
-    """The JSON report as one line (``--json -``)."""
-    return json.dumps(to_json(results), separators=(",", ":")) + "\n"
+STREAM_LIMIT = 64 * 1024  # BuildKit clips a step's output beyond 200 KiB/s: the one line stays well under that
+STREAM_LOG_TAIL = 2000  # characters of each check's log kept in the one-line report (the file keeps all of it)
+
+
+def stream_line(results: List[CheckResult], limit: int = STREAM_LIMIT) -> str:
+    """The JSON report as one line (``--json -``), at most ``limit`` bytes: each check's log is cut to its tail,
+    then dropped from passed checks, then from all, as needed; the checks themselves are always all there."""
+    data = to_json(results)
+    for check in data["checks"]:
+        check["log"] = check["log"][-STREAM_LOG_TAIL:]
+    for keep in (lambda c: True, lambda c: c["status"] != "PASS", lambda c: False):
+        for check in data["checks"]:
+            if not keep(check):
+                check["log"] = ""
+        text = json.dumps(data, separators=(",", ":")) + "\n"
+        if len(text.encode("utf-8")) <= limit:
+            break
+    return text
 
 
 def find_report(lines: Iterable[str]) -> Optional[Dict[str, Any]]:
