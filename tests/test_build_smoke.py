@@ -70,6 +70,50 @@ def test_gate_for_a_missing_module_fails_the_build(project_copy, docker_client, 
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "miles_no_such_module" in proc.stdout
     assert docker_client.images.get(smoke_image).id == before
+    # The end of the log names the failed check and why, not only the step.
+    last = (proc.stdout + proc.stderr).strip().splitlines()[-1]
+    assert "gate step: 1 of " in last and "import miles_no_such_module: ModuleNotFoundError" in last, last
+
+
+# Appended to the bridge's __init__.py: the function transformers holds for "triton" raises. Through the bridge's
+# public contract only (register() and AttentionInterface), so it breaks the bridge however its inside is laid out.
+ATTENTION_RAISES = """
+
+_real_register = register
+
+
+def register(name="triton"):
+    from transformers import AttentionInterface
+
+    registered = _real_register(name)
+    real = AttentionInterface()[registered]
+
+    def raising(*args, **kwargs):
+        raise RuntimeError("seeded: the bridge's attention raises")
+
+    raising.__module__ = real.__module__
+    AttentionInterface.register(registered, raising)
+    return registered
+"""
+
+
+def test_bridge_whose_attention_raises_fails_the_build_and_keeps_the_tag(project_copy, docker_client, smoke_image):
+    """Every other gate passes such a bridge (it imports, compiles, registers; the doctor skips its self-check
+    without a GPU); the bridge-attention gate calls it, forward and backward, and fails the build."""
+    tag = f"miles-gates-attn:{pysecrets.token_hex(4)}"  # a tag of this test's own: other builds move miles:smoke
+    image = docker_client.images.get(smoke_image)
+    image.tag(*tag.split(":"))
+    try:
+        init = project_copy / "bridge" / "src" / "sglang_attn_bridge" / "__init__.py"
+        init.write_text(init.read_text() + ATTENTION_RAISES)
+        proc = run_build_py("--target", "smoke", "--tag", tag, cwd=project_copy)
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        last = (proc.stdout + proc.stderr).strip().splitlines()[-1]
+        assert "command bridge-attention" in last and "seeded: the bridge's attention raises" in last, last
+        assert "PASS  command     bridge-doctor" not in proc.stdout  # only failures are listed under the failed step
+        assert docker_client.images.get(tag).id == image.id
+    finally:
+        docker_client.images.remove(tag, noprune=True)
 
 
 def _image_bytes(client, image) -> bytes:

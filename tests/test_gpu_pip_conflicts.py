@@ -18,6 +18,8 @@ from packaging.utils import canonicalize_name
 from support import sglang_wheel
 
 from toolkit.spec import load_catalog
+from verify.config import from_dict
+from verify.kinds.pip_check import PipLine
 
 CATALOG = load_catalog()
 # The CUDA bases' interpreter and platform, for evaluating requirement markers.
@@ -51,7 +53,9 @@ def _pins(variant) -> dict:
 
 
 def _allowed(variant, line: str) -> bool:
-    return any(rule["match"] in line for rule in variant.gates["pip_check"]["allow"])
+    """Whether the variant's allow rules excuse this `pip check` line, judged by the runner's own matcher."""
+    (rules,) = from_dict(variant.gates)["pip_check"]
+    return any(rule.matches(PipLine.parse(line)) for rule in rules)
 
 
 def conflicts(variant) -> list:

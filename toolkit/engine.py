@@ -19,12 +19,14 @@ from dataclasses import dataclass, field
 
 from toolkit.context import build_labels
 from toolkit.errors import BuildFailed, EngineUnavailable, Interrupted, short
+from verify.report import failures, find_report
 
 START_HINT = "start one with `sudo dockerd &` (or run ci/setup.sh), or point DOCKER_HOST at a running engine"
 STEP_RE = re.compile(r"^#(\d+) (.*)$")
 LOG_RE = re.compile(r"^\d+\.\d+ (.*)$")
 PING_TIMEOUT = 10  # seconds: an engine that accepts and never answers is as absent as one that refuses
 API_TIMEOUT = 600  # seconds per request once it answered (imports, pushes and saves are slow)
+LOG_LINES = 15  # lines of a failed gate check's own log (traceback, command output) shown under it
 STOP_GRACE = 30  # seconds the stopped build child gets to cancel its BuildKit session before SIGKILL
 
 
@@ -125,10 +127,10 @@ class ProgressParser:
         took = "cached" if step.status == "cached" else f"{step.seconds:.1f}s"
         name = " ".join(step.name.split())
         self.out(f"  {name[:100]:<100} {took:>8}")
-        if "-m verify" in step.name:  # the gate step: its per-check lines (allowed pip-check lines counted only)
-            for ln in step.log:
-                if (ln.startswith(("PASS", "FAIL")) and " allowed (" not in ln) or " passed" in ln:
-                    self.out(f"      {ln}")
+        report = gate_report(step)
+        if report is not None:  # the gate step: its checks (allowed pip-check lines counted only), from its report
+            for ln in check_lines(report, allowed=False) + [gate_summary(report)]:
+                self.out(f"      {ln}")
 
     def failed_step(self) -> Step | None:
         errored = [s for s in self.steps.values() if s.status == "error"]
@@ -170,19 +172,53 @@ def build(plan, ctx, out=print) -> str:
             raise
         if rc != 0 or not os.path.exists(iidfile):
             step = parser.failed_step()
+            report = gate_report(step) if step is not None else None
             if step is not None:
                 out(f"FAILED step: {' '.join(step.name.split())}")
-                failed = [ln for ln in step.log if ln.startswith("FAIL")]  # a gate step's failures, every one
-                for ln in failed + [ln for ln in step.log[-50:] if ln not in failed and " allowed (" not in ln]:
-                    out(f"  | {ln}")
+                if report is not None:  # a gate step: every failed check, with the end of its own log
+                    for check, ln in zip(failed_checks(report), check_lines(report, passed=False)):
+                        out(f"  | {ln}")
+                        for log_line in str(check["log"]).rstrip().splitlines()[-LOG_LINES:]:
+                            out(f"  |     {log_line}")
+                else:
+                    for ln in step.log[-50:]:
+                        out(f"  | {ln}")
             else:
                 for ln in parser.tail[-50:]:
                     out(f"  | {ln}")
             reason = next((ln for ln in reversed(parser.tail) if ln.startswith("ERROR")), f"buildx exited {rc}")
-            raise BuildFailed(f"build of {plan.name} failed: {' '.join(step.name.split()) if step else reason}")
+            if report is not None:  # the last line of the log says which gate failed and why
+                reason = f"gate step: {failures(report)}"
+            elif step is not None:
+                reason = " ".join(step.name.split())
+            raise BuildFailed(f"build of {plan.name} failed: {reason}")
         image_id = open(iidfile).read().strip()
     out(f"built {plan.name} in {time.monotonic() - started:.1f}s: {image_id[:19]}")
     return image_id
+
+
+def gate_report(step: Step) -> dict | None:
+    """The gate runner's JSON report in a step's log (the gate step runs it with `--json -`), or None."""
+    return find_report(step.log)
+
+
+def failed_checks(report: dict) -> list[dict]:
+    return [c for c in report["checks"] if c["status"] != "PASS"]
+
+
+def check_lines(report: dict, passed: bool | None = None, allowed: bool | None = None) -> list[str]:
+    """`STATUS  kind  target  detail` for the report's checks, filtered by passed / allowed."""
+    return [
+        f"{c['status']}  {c['kind']:<10}  {c['target']}  {' '.join(str(c['detail']).split()) or '-'}  "
+        f"({c['seconds']:.2f}s)"
+        for c in report["checks"]
+        if (passed is None or (c["status"] == "PASS") == passed) and (allowed is None or bool(c["allowed"]) == allowed)
+    ]
+
+
+def gate_summary(report: dict) -> str:
+    allowed = sum(1 for c in report["checks"] if c["allowed"])
+    return f"{report['passed']} passed, {report['failed']} failed" + (f" ({allowed} allowed)" if allowed else "")
 
 
 def stop_child(proc, signum: int) -> None:

@@ -1,9 +1,9 @@
 """What the gates put into an image, and that payload as bytes.
 
-The payload is the whole ``verify/`` package (the stdlib gate runner, every module of it, no allow list: nothing
-host-side lives there), its ``probes/`` scripts, and ``gates.json``. ``payload_files()`` is the one list; the build
-context stages it from disk (``gates/``), ``build.py verify`` puts it into a container as a tar, and the
-container-structure-test export embeds the runner as a zip.
+The payload is the whole ``verify/`` package (the stdlib gate runner, every module of it and of its gate kinds
+``verify/kinds/``, no allow list: nothing host-side lives there), its ``probes/`` scripts, and ``gates.json``.
+``payload_files()`` is the one list; the build context stages it from disk (``gates/``), ``build.py verify`` puts
+it into a container as a tar, and the container-structure-test export embeds the runner as a zip.
 """
 
 from __future__ import annotations
@@ -20,11 +20,13 @@ PROBES_DIR = RUNNER_DIR / "probes"
 
 
 def payload_files() -> dict[str, Path]:
-    """``{"verify/checks.py": Path, ..., "probes/x.py": Path}``, relative to the folder the gates run from.
+    """``{"verify/config.py": Path, "verify/kinds/imports.py": Path, ..., "probes/x.py": Path}``, relative to the
+    folder the gates run from.
 
     Probes are scripts that command gates run with the image's python (cwd: that folder). Unlike the runner they may
     use the image's packages; they travel beside it and are never imported by it."""
-    files = {f"verify/{p.name}": p for p in sorted(RUNNER_DIR.glob("*.py"))}
+    files = {f"verify/{p.relative_to(RUNNER_DIR).as_posix()}": p for p in sorted(RUNNER_DIR.rglob("*.py"))}
+    files = {name: p for name, p in files.items() if not name.startswith("verify/probes/")}
     files.update({f"probes/{p.name}": p for p in sorted(PROBES_DIR.glob("*.py"))})
     return files
 

@@ -232,16 +232,24 @@ def check_family_values(raw: dict, file: str) -> None:
 
 def check_gates(gates: dict, pip: dict | None, components: dict | None, file: str, key: str) -> None:
     """The gate config by verify/'s own schema (the one the runner applies in the image), plus coverage: every
-    image installs the bridge, so its gates import it; packages declared means `pip check` runs over them."""
+    image installs the bridge, so its gates import it and call its attention function (the probe); packages
+    declared means `pip check` runs over them."""
     from verify.config import ConfigError, from_dict
 
+    probe = "probes/bridge_attention.py"  # verify/probes/: calls the bridge's attention, forward and backward
     try:
         cfg = from_dict(gates, file)
     except ConfigError as e:
         raise SpecError(file, f"{key}.{e.key}" if e.key else key, e.problem or str(e)) from None
-    if "sglang_attn_bridge" not in cfg.imports:
+    if "sglang_attn_bridge" not in cfg["imports"]:
         raise SpecError(file, f"{key}.imports", "must import sglang_attn_bridge (every image installs the bridge)")
-    if (pip or components) and cfg.pip_check is None:
+    if not any(probe in c.argv for c in cfg["commands"]):
+        raise SpecError(
+            file,
+            f"{key}.commands",
+            f"must run {probe} (every image installs the bridge: its attention must run, forward and backward)",
+        )
+    if (pip or components) and "pip_check" not in cfg:
         raise SpecError(
             file,
             f"{key}.pip_check",

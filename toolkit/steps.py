@@ -2,17 +2,16 @@
 
 A family's `steps` say, in order, everything its image does between the base and the bridge: system packages, pip
 pins, source installs of git components, patches. Each entry is a mapping with exactly one kind key (its value is
-the kind's main argument) plus that kind's options, or a bare kind name for a kind without arguments; every step
-may carry `why:` (rendered as a comment above it) and `when: {ARG: VALUE}` (rendered only for the variants whose
-build args have those values; what it names still counts as used, since the spec says when). The class below is the kind's contract: what it reads from the
-spec, what it leaves in the image, what it may not do. Its Dockerfile text is the macro of the same name in
-templates/partials/steps.j2, and nothing else writes that text. docs/step-kinds.md is generated from these
-docstrings (`python3 -m toolkit.steps`; a test keeps it current).
+the kind's main argument) plus that kind's options, or a bare kind name for a kind without arguments; every step may
+carry `why:` (rendered as a comment above it) and `when: {ARG: VALUE}` (rendered only for the variants whose build
+args have those values; what it names still counts as used, since the spec says when). The class below is the kind's
+contract: what it reads from the spec, what it leaves in the image, what it may not do. Its Dockerfile text is the
+macro of the same name in templates/partials/steps.j2, and nothing else writes that text. docs/step-kinds.md is
+generated from these docstrings (`python3 -m toolkit.steps`; a test keeps it current).
 
 Values may name a build arg of the variant as `${NAME}` (a compiler's target list, a CUDA major in a package name):
-the reference reaches the Dockerfile as a quoted `"${NAME}"` expansion and every other character as literal data.
-A reference to an arg the variant does not declare is refused.
-"""
+the reference reaches the Dockerfile as a quoted `"${NAME}"` expansion and every other character as literal data. A
+reference to an arg the variant does not declare is refused."""
 
 from __future__ import annotations
 

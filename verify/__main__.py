@@ -1,4 +1,8 @@
-"""``python -m verify``: the gate runner CLI. Exit 0 when every check passed, 1 when one failed, 2 on bad usage."""
+"""``python -m verify``: the gate runner CLI. Exit 0 when every check passed, 1 when one failed, 2 on bad usage.
+
+Each gate kind (``verify/kinds``) adds its own flags. ``--json -`` writes the JSON report to stdout, as one line
+after every check ran, and the per-check lines to stderr: a build log then carries a report a program can read.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,8 @@ import sys
 from typing import List, Optional
 
 from . import report
-from .config import PLATFORMS, ConfigError, GateConfig, load_config, parse_provenance_arg, parse_signature_arg
+from .config import ConfigError, GateConfig, load_config
+from .kinds import KINDS
 from .runner import run_checks
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -21,45 +26,10 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m verify", description="Import gates run inside an image with its own python.")
-    p.add_argument(
-        "--import", dest="imports", action="append", default=[], metavar="MODULE", help="import MODULE for real"
-    )
-    p.add_argument(
-        "--compile",
-        action="append",
-        default=[],
-        metavar="PACKAGE_OR_DIR",
-        help="byte-compile every .py of a package (located without importing) or directory, in memory",
-    )
-    p.add_argument(
-        "--signature",
-        action="append",
-        default=[],
-        metavar="MODULE:ATTR[=KW1,KW2,...]",
-        help="ATTR exists, is callable and binds the given keywords (imports MODULE)",
-    )
-    p.add_argument(
-        "--signature-source",
-        action="append",
-        default=[],
-        metavar="MODULE:ATTR[=KW1,KW2,...]",
-        help="like --signature, but read from the module's source with ast, never importing it",
-    )
-    p.add_argument(
-        "--platform",
-        choices=PLATFORMS,
-        help="rocm: torch.version.hip and no nvidia-*-cu* wheel; cuda: torch.version.cuda; cpu: no requirement",
-    )
-    p.add_argument("--pip-check", action="store_true", help="pip check must be clean (config may allow lines)")
-    p.add_argument(
-        "--provenance",
-        action="append",
-        default=[],
-        metavar="PKG=LOCATION",
-        help="PKG must resolve from LOCATION: site-packages or an absolute directory",
-    )
+    for kind in KINDS:
+        kind.add_flags(p)
     p.add_argument("--config", metavar="FILE", help="JSON gate config; flags add to it")
-    p.add_argument("--json", metavar="FILE", help="write a JSON report")
+    p.add_argument("--json", metavar="FILE", help="write a JSON report ('-': to stdout, one line; lines to stderr)")
     p.add_argument("--junit", metavar="FILE", help="write a JUnit XML report")
     return p
 
@@ -67,16 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
 def config_from_args(args: argparse.Namespace) -> GateConfig:
     """The config file (if any) plus everything the flags add."""
     cfg = load_config(args.config) if args.config else GateConfig()
-    cfg.imports += args.imports
-    cfg.compile += args.compile
-    cfg.signatures += [parse_signature_arg(s, use_import=True) for s in args.signature]
-    cfg.signatures += [parse_signature_arg(s, use_import=False) for s in args.signature_source]
-    if args.platform:
-        cfg.platform = args.platform
-    if args.pip_check and cfg.pip_check is None:
-        cfg.pip_check = []
-    for text in args.provenance:
-        cfg.provenance.update(parse_provenance_arg(text))
+    cfg.merge_flags(args)
     return cfg
 
 
@@ -90,13 +51,18 @@ def main(argv: Optional[List[str]] = None) -> int:
     if cfg.is_empty():
         sys.stderr.write("verify: error: nothing to check: give --config or at least one check flag\n")
         return EXIT_USAGE
+    console = sys.stderr if args.json == "-" else sys.stdout
 
     def show(res):
-        print(report.line(res), flush=True)
+        print(report.line(res), file=console, flush=True)
 
     results = run_checks(cfg, on_result=show)
-    print(report.summary(results), flush=True)
-    for path, writer in ((args.json, report.write_json), (args.junit, report.write_junit)):
+    print(report.summary(results), file=console, flush=True)
+    if args.json == "-":
+        sys.stdout.write(report.stream_line(results))
+        sys.stdout.flush()
+    writers = ((None if args.json == "-" else args.json, report.write_json), (args.junit, report.write_junit))
+    for path, writer in writers:
         if path:
             try:
                 writer(results, path)

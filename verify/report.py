@@ -1,17 +1,23 @@
-"""Console lines, JSON and JUnit XML for a list of CheckResults. JUnit is what GitLab/GitHub/Jenkins render."""
+"""Console lines, JSON and JUnit XML for a list of CheckResults. JUnit is what GitLab/GitHub/Jenkins render.
+
+The JSON report is also what a program reads back from a build log (``--json -``: one line on stdout); the
+toolkit finds it there with ``find_report`` and names the failed checks with ``failures``.
+"""
 
 from __future__ import annotations
 
 import json
 import re
 import sys
-from typing import TYPE_CHECKING, List
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional
 
 from .result import CheckResult
 
 if TYPE_CHECKING:
     import xml.etree.ElementTree as ET
 
+RUNNER = "verify"  # the report's "runner" field: how a reader tells it from other JSON in a log
+FORMAT = 1
 _XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 
@@ -31,6 +37,8 @@ def summary(results: List[CheckResult]) -> str:
 def to_json(results: List[CheckResult]) -> dict:
     failed = sum(1 for r in results if not r.passed)
     return {
+        "runner": RUNNER,
+        "format": FORMAT,
         "checks": [
             {
                 "status": r.status,
@@ -56,6 +64,54 @@ def write_json(results: List[CheckResult], path: str) -> None:
     with open(path, "w", encoding="utf-8") as fh:
         json.dump(to_json(results), fh, indent=2)
         fh.write("\n")
+
+
+STREAM_LIMIT = 64 * 1024  # BuildKit clips a step's output beyond 200 KiB/s: the one line stays well under that
+STREAM_LOG_TAIL = 2000  # characters of each check's log kept in the one-line report (the file keeps all of it)
+
+
+def stream_line(results: List[CheckResult], limit: int = STREAM_LIMIT) -> str:
+    """The JSON report as one line (``--json -``), at most ``limit`` bytes: each check's log is cut to its tail,
+    then dropped from passed checks, then from all, as needed; the checks themselves are always all there."""
+    data = to_json(results)
+    for check in data["checks"]:
+        check["log"] = check["log"][-STREAM_LOG_TAIL:]
+    for keep in (lambda c: True, lambda c: c["status"] != "PASS", lambda c: False):
+        for check in data["checks"]:
+            if not keep(check):
+                check["log"] = ""
+        text = json.dumps(data, separators=(",", ":")) + "\n"
+        if len(text.encode("utf-8")) <= limit:
+            break
+    return text
+
+
+def find_report(lines: Iterable[str]) -> Optional[Dict[str, Any]]:
+    """The last runner report among log lines, or None."""
+    found = None
+    for text in lines:
+        text = text.strip()
+        if not text.startswith("{"):
+            continue
+        try:
+            data = json.loads(text)
+        except ValueError:
+            continue
+        if isinstance(data, dict) and data.get("runner") == RUNNER and isinstance(data.get("checks"), list):
+            found = data
+    return found
+
+
+def failures(data: Dict[str, Any], limit: int = 400) -> str:
+    """One line naming every failed check of a report and why, shortened to ``limit`` characters."""
+    failed = [c for c in data.get("checks", []) if c.get("status") != "PASS"]
+    parts = ["%s %s: %s" % (c.get("kind"), c.get("target"), " ".join(str(c.get("detail", "")).split())) for c in failed]
+    text = "%d of %d gate checks failed: %s" % (
+        len(failed),
+        data.get("total", len(data.get("checks", []))),
+        "; ".join(parts),
+    )
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _clean(text: str) -> str:

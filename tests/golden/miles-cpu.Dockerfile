@@ -5,7 +5,7 @@ SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ENV VIRTUAL_ENV=/opt/venv PATH=/opt/venv/bin:$PATH PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python3 -m venv /opt/venv
 # ---- The family's pins: what miles' requirements leave out, and sglang's CPU import set.
-RUN --mount=type=bind,from=miles-wheelhouse:miles-cpu-2ee006b3c8a28606,target=/tmp/wheelhouse \
+RUN --mount=type=bind,from=miles-wheelhouse:miles-cpu-6713cba6d4d226f9,target=/tmp/wheelhouse \
     pip install --no-cache-dir --no-index --find-links /tmp/wheelhouse --constraint /tmp/wheelhouse/constraints.txt \
     torch==2.13.0+cpu \
     triton==3.9.0 \
@@ -21,10 +21,10 @@ RUN --mount=type=bind,from=miles-wheelhouse:miles-cpu-2ee006b3c8a28606,target=/t
     partial-json-parser==0.2.1.1.post7 \
     xgrammar==0.2.7
 # ---- sglang's metadata pins its CUDA serving stack (sglang-kernel, flashinfer, cuda-python, torch 2.14.1, ...).
-RUN --mount=type=bind,from=miles-wheelhouse:miles-cpu-2ee006b3c8a28606,target=/tmp/wheelhouse \
-    pip install --no-cache-dir --no-index --find-links /tmp/wheelhouse --constraint /tmp/wheelhouse/constraints.txt --no-deps sglang==0.5.16
+RUN --mount=type=bind,from=miles-wheelhouse:miles-cpu-6713cba6d4d226f9,target=/tmp/wheelhouse \
+    pip install --no-cache-dir --no-index --find-links /tmp/wheelhouse --constraint /tmp/wheelhouse/constraints.txt --no-deps sglang==0.5.22
 # ---- miles as the GPU images install it, offline from the pin set (setuptools and wheel are in the venv).
-RUN --mount=type=bind,from=miles-wheelhouse:miles-cpu-2ee006b3c8a28606,target=/tmp/wheelhouse \
+RUN --mount=type=bind,from=miles-wheelhouse:miles-cpu-6713cba6d4d226f9,target=/tmp/wheelhouse \
     --mount=type=bind,from=src-miles,source=requirements.txt,target=/tmp/requirements.in --mount=type=bind,source=tools,target=/tmp/tools \
     /opt/venv/bin/python /tmp/tools/requirements.py /tmp/requirements.in --exclude nvidia-resiliency-ext >/tmp/requirements.txt && \
     pip install --no-cache-dir --no-index --find-links /tmp/wheelhouse --constraint /tmp/wheelhouse/constraints.txt --no-build-isolation -r /tmp/requirements.txt && \
@@ -34,22 +34,23 @@ RUN --mount=type=bind,source=patches,target=/tmp/patches \
     git -C /root/miles apply --check -p1 /tmp/patches/miles-attn-bridge.patch && \
     git -C /root/miles apply -p1 /tmp/patches/miles-attn-bridge.patch && \
     git -C /root/miles apply --reverse --check -p1 /tmp/patches/miles-attn-bridge.patch
-RUN --mount=type=bind,from=miles-wheelhouse:miles-cpu-2ee006b3c8a28606,target=/tmp/wheelhouse \
+RUN --mount=type=bind,from=miles-wheelhouse:miles-cpu-6713cba6d4d226f9,target=/tmp/wheelhouse \
     pip install --no-cache-dir --no-index --find-links /tmp/wheelhouse --constraint /tmp/wheelhouse/constraints.txt --no-deps --no-build-isolation -e /root/miles
 WORKDIR /root/miles
 
 # ---- The attention bridge: its own distribution, installed like any other package (no overlay into miles).
 # ---- Late and bind-mounted, so a bridge-only edit rebuilds this step and the gates, nothing before it.
-RUN --mount=type=bind,source=bridge,target=/tmp/sglang-attn-bridge,rw --mount=type=bind,from=miles-wheelhouse:miles-cpu-2ee006b3c8a28606,target=/tmp/wheelhouse \
+RUN --mount=type=bind,source=bridge,target=/tmp/sglang-attn-bridge,rw --mount=type=bind,from=miles-wheelhouse:miles-cpu-6713cba6d4d226f9,target=/tmp/wheelhouse \
     /opt/venv/bin/python -m pip install --no-cache-dir --no-index --find-links /tmp/wheelhouse --constraint /tmp/wheelhouse/constraints.txt --no-deps --no-build-isolation /tmp/sglang-attn-bridge
 
 # ---- Gates: verify/ runs with the image's own python against this target's gate list (gates/gates.json).
 # ---- Any failing check fails the build, so no tag ever points at an image that does not import. Nothing after
-# ---- this step may change how the image behaves (labels only).
+# ---- this step may change how the image behaves (labels only). `--json -` puts the runner's report into the build
+# ---- log as one line: the toolkit reads the outcome of each check from it.
 RUN --mount=type=bind,source=gates,target=/tmp/gates \
-    cd /tmp/gates && /opt/venv/bin/python -m verify --config gates.json
+    cd /tmp/gates && /opt/venv/bin/python -m verify --config gates.json --json -
 
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="miles-base:bookworm-minbase-py311-git" \
       io.miles.variant="miles-cpu" \
-      io.miles.spec-digest="c4159ef650758fb9040cb2da153390c3aed06ecac31f8b2d91a82e76167f76c1"
+      io.miles.spec-digest="7ec25ba721f84c8f9b73b9a7414ce8944ffef502c1d434929882c659e1ee34e1"

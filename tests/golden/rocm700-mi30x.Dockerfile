@@ -138,13 +138,14 @@ ENV HIP_FORCE_DEV_KERNARG="1" \
     TORCHINDUCTOR_MAX_AUTOTUNE_POINTWISE="1"
 # ---- Gates: verify/ runs with the image's own python against this target's gate list (gates/gates.json).
 # ---- Any failing check fails the build, so no tag ever points at an image that does not import. Nothing after
-# ---- this step may change how the image behaves (labels only).
+# ---- this step may change how the image behaves (labels only). `--json -` puts the runner's report into the build
+# ---- log as one line: the toolkit reads the outcome of each check from it.
 RUN --mount=type=bind,source=gates,target=/tmp/gates \
-    cd /tmp/gates && python3 -m verify --config gates.json
+    cd /tmp/gates && python3 -m verify --config gates.json --json -
 
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.10-rocm700-mi30x" \
       io.miles.variant="rocm700-mi30x" \
-      io.miles.spec-digest="6894a6cde2f03bd0204f13d35a83ad97d2d8eb5346cfb3e1c725d7dedc31c71d"
+      io.miles.spec-digest="e19b4f9da35e27c85472ee5e767c4ab6fffe24f81bcd08b9692498f71d118b26"
 WORKDIR /root/
 CMD ["/bin/bash"]

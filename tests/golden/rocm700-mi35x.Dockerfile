@@ -138,13 +138,14 @@ ENV HIP_FORCE_DEV_KERNARG="1" \
     TORCHINDUCTOR_MAX_AUTOTUNE_POINTWISE="1"
 # ---- Gates: verify/ runs with the image's own python against this target's gate list (gates/gates.json).
 # ---- Any failing check fails the build, so no tag ever points at an image that does not import. Nothing after
-# ---- this step may change how the image behaves (labels only).
+# ---- this step may change how the image behaves (labels only). `--json -` puts the runner's report into the build
+# ---- log as one line: the toolkit reads the outcome of each check from it.
 RUN --mount=type=bind,source=gates,target=/tmp/gates \
-    cd /tmp/gates && python3 -m verify --config gates.json
+    cd /tmp/gates && python3 -m verify --config gates.json --json -
 
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="rocm/sgl-dev:v0.5.14-rocm700-mi35x-20260627" \
       io.miles.variant="rocm700-mi35x" \
-      io.miles.spec-digest="e9bc17aab6f5d597bce3e9bce104be9e259a10ccc9fd290ed15ad35d4e3de002"
+      io.miles.spec-digest="6119df8b43ed57f56a6b39d6f0aec58c9d3b8379da769ffd4a169882b6cf1b34"
 WORKDIR /root/
 CMD ["/bin/bash"]

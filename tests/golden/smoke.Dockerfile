@@ -19,11 +19,12 @@ RUN --mount=type=bind,source=bridge,target=/tmp/sglang-attn-bridge,rw --mount=ty
 
 # ---- Gates: verify/ runs with the image's own python against this target's gate list (gates/gates.json).
 # ---- Any failing check fails the build, so no tag ever points at an image that does not import. Nothing after
-# ---- this step may change how the image behaves (labels only).
+# ---- this step may change how the image behaves (labels only). `--json -` puts the runner's report into the build
+# ---- log as one line: the toolkit reads the outcome of each check from it.
 RUN --mount=type=bind,source=gates,target=/tmp/gates \
-    cd /tmp/gates && /opt/venv/bin/python -m verify --config gates.json
+    cd /tmp/gates && /opt/venv/bin/python -m verify --config gates.json --json -
 
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="miles-base:bookworm-minbase-py311-git" \
       io.miles.variant="smoke" \
-      io.miles.spec-digest="4d7adf9ed8033e8476c308fd11feff4aac917ebe8dd7decb26fc27310040bcc4"
+      io.miles.spec-digest="6afebdaa86cb045dd20f9ed3b310a12d7a2084e1dd593468d90bc57d2033cf4f"

@@ -25,7 +25,8 @@ pip: {{torch: 2.13.0}}
 components:
   lib: {{git: https://example.com/org/lib.git, ref: {COMMIT}}}
 steps: [{{pip: [torch]}}, {{source: lib}}, patches]
-gates: {{imports: [sglang_attn_bridge], platform: cpu, pip_check: {{allow: []}}}}
+gates: {{imports: [sglang_attn_bridge], platform: cpu, pip_check: {{allow: []}},
+        commands: [{{name: bridge-attention, argv: ["{{python}}", probes/bridge_attention.py]}}]}}
 variants:
   a: {{}}
   b:

@@ -239,7 +239,9 @@ def test_failing_pip_check(gate, site):
     assert code == 1
     (fail,) = _fail_lines(out)
     assert "seeded-needy 1.0 requires flash-attn" in fail
-    allow = {"pip_check": {"allow": [{"match": "seeded-needy 1.0 requires flash-attn", "reason": "seeded"}]}}
+    allow = {
+        "pip_check": {"allow": [{"distribution": "seeded-needy", "requirement": "flash-attn", "reason": "seeded"}]}
+    }
     files[RUNNER_DIR + "/gates.json"] = json.dumps(allow)
     code, out, _ = gate("--config", RUNNER_DIR + "/gates.json", files=files)
     assert code == 0 and "allowed (seeded)" in out, out

@@ -16,8 +16,17 @@ BAD = [
     ({"signatures": [{"target": "m:f", "import": "no"}]}, "'signatures[0].import'"),
     ({"signatures": [{"target": "m:f", "kwargs": []}]}, "'signatures[0].kwargs'"),
     ({"platform": "metal"}, "'platform'"),
-    ({"pip_check": {"allow": [{"match": "x"}]}}, "'pip_check.allow[0].reason'"),
-    ({"pip_check": {"allow": [{"match": "", "reason": "r"}]}}, "'pip_check.allow[0].match'"),
+    ({"pip_check": {"allow": [{"distribution": "x", "requirement": "y"}]}}, "'pip_check.allow[0].reason'"),
+    ({"pip_check": {"allow": [{"match": "requires", "reason": "r"}]}}, "'pip_check.allow[0].match'"),
+    ({"pip_check": {"allow": [{"distribution": "x", "reason": "r"}]}}, "'pip_check.allow[0]'"),
+    (
+        {"pip_check": {"allow": [{"distribution": "x y", "requirement": "z", "reason": "r"}]}},
+        "'pip_check.allow[0].distribution'",
+    ),
+    (
+        {"pip_check": {"allow": [{"distribution": "x", "requirements": [], "reason": "r"}]}},
+        "'pip_check.allow[0].requirements'",
+    ),
     ({"pip_check": "yes"}, "'pip_check'"),
     ({"provenance": {"miles": "opt/miles"}}, "'provenance.miles'"),
     ({"provenance": ["miles"]}, "'provenance'"),
@@ -81,23 +90,26 @@ def test_full_shape_round_trip(tmp_path):
             {"target": "pkg.mod:Cls.method"},
         ],
         "platform": "rocm",
-        "pip_check": {"allow": [{"match": "somepkg 1.0 has requirement", "reason": "why"}]},
+        "pip_check": {"allow": [{"distribution": "somepkg", "requirement": "otherpkg", "reason": "why"}]},
         "provenance": {"sglang_attn_bridge": "site-packages", "miles": "/opt/miles"},
         "commands": [{"name": "bridge-doctor", "argv": ["{python}", "-m", "sglang_attn_bridge.doctor"]}],
     }
     path = tmp_path / "gates.json"
     path.write_text(json.dumps(data))
     cfg = load_config(str(path))
-    assert cfg.signatures[0].use_import is False and cfg.signatures[0].keywords == ["q", "o"]
-    assert cfg.signatures[1].keywords is None and cfg.signatures[1].attr == "Cls.method"
-    assert cfg.pip_check[0].reason == "why" and cfg.provenance["miles"] == "/opt/miles"
-    assert cfg.commands[0].argv[0] == "{python}"
+    assert cfg["signatures"][0].use_import is False and cfg["signatures"][0].keywords == ["q", "o"]
+    assert cfg["signatures"][1].keywords is None and cfg["signatures"][1].attr == "Cls.method"
+    (rules,) = cfg["pip_check"]
+    assert rules[0].reason == "why" and dict(cfg["provenance"])["miles"] == "/opt/miles"
+    assert cfg["commands"][0].argv[0] == "{python}"
+    assert from_dict(cfg.to_dict()).to_dict() == cfg.to_dict()  # every kind dumps what it parses
 
 
 def test_pip_check_absent_null_and_empty():
-    assert from_dict({}).pip_check is None
-    assert from_dict({"pip_check": None}).pip_check is None
-    assert from_dict({"pip_check": {}}).pip_check == []
-    assert from_dict({"pip_check": {"allow": []}}).pip_check == []
+    assert "pip_check" not in from_dict({})
+    assert "pip_check" not in from_dict({"pip_check": None})
+    assert "pip_check" not in from_dict({"pip_check": False})
+    assert from_dict({"pip_check": {}})["pip_check"] == [[]]
+    assert from_dict({"pip_check": {"allow": []}})["pip_check"] == [[]]
     with pytest.raises(ConfigError):
         from_dict({"pip_check": {"deny": []}})

@@ -60,3 +60,23 @@ def test_junit_survives_control_characters(tmp_path, run_verify, write_tree):
     assert proc.returncode == 1
     failure = ET.parse(xml).getroot().find("testsuite/testcase/failure")
     assert "bell" in failure.get("message")
+
+
+def test_json_to_stdout_is_one_bounded_line(tmp_path, run_verify, write_tree):
+    """`--json -`: the report alone on stdout, one line a log reader finds, small enough for BuildKit's log limit
+    (it clips a step's output past 200 KiB/s) however long the checks' own logs are; check lines go to stderr."""
+    from verify.report import STREAM_LIMIT, find_report, stream_line
+    from verify.result import CheckResult
+
+    write_tree(tmp_path, {"loud/__init__.py": "raise ImportError('x' * 500000)\n"})
+    proc = run_verify("--import", "json", "--import", "loud", "--json", "-", pythonpath=[tmp_path])
+    assert proc.returncode == 1
+    (line,) = proc.stdout.splitlines()
+    report = find_report(proc.stdout.splitlines())
+    assert report["runner"] == "verify" and (report["passed"], report["failed"]) == (1, 1)
+    assert proc.stderr.splitlines()[-1] == "1 passed, 1 failed"
+    assert "FAIL  import      loud" in proc.stderr
+    many = [CheckResult("command", "c%d" % i, i % 2 == 0, "d" * 200, log="L" * 50000) for i in range(200)]
+    text = stream_line(many)
+    assert len(text.encode()) <= STREAM_LIMIT and text.count("\n") == 1
+    assert len(find_report([text])["checks"]) == 200

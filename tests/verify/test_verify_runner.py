@@ -270,7 +270,7 @@ def test_pip_check_allowed_and_not(tmp_path, run_verify, lines, pip_venv):
     assert "fakeneedy 1.0 requires nosuchdep-xyz" in fail and fail.split()[2] == "fakeneedy"
     cfg = tmp_path / "gates.json"
     cfg.write_text(
-        '{"pip_check": {"allow": [{"match": "fakeneedy 1.0 requires nosuchdep-xyz", '
+        '{"pip_check": {"allow": [{"distribution": "fakeneedy", "requirement": "nosuchdep-xyz", '
         '"reason": "optional extra, never imported"}]}}'
     )
     proc = run_verify("--config", cfg, pythonpath=[tmp_path], python=pip_venv)

@@ -1,0 +1,83 @@
+"""Gates a broken image cannot satisfy, through the CLI with no engine: every spec calls the bridge's attention, a
+`pip check` allowance names what it excuses, a command gate that cannot fail is refused. Each is refused by
+`build` (exit 2, one line naming file and key, before the engine) and listed by `lint`."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import yaml
+from support import run_build_py
+
+
+def _edit(project, family, fn):
+    path = project / "images" / f"{family}.yaml"
+    data = yaml.safe_load(path.read_text())
+    fn(data["gates"])
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+def _without_bridge_probe(gates):
+    gates["commands"] = [c for c in gates["commands"] if "probes/bridge_attention.py" not in c["argv"]]
+
+
+CASES = [
+    ("no bridge attention gate", "smoke", _without_bridge_probe, "gates.commands", "probes/bridge_attention.py"),
+    (
+        "allowance by substring",
+        "smoke",
+        lambda g: g.update(pip_check={"allow": [{"match": "requires", "reason": "x"}]}),
+        "gates.pip_check.allow[0].match",
+        "a substring can match any pip check line",
+    ),
+    (
+        "allowance without a requirement",
+        "miles-cpu",
+        lambda g: g["pip_check"]["allow"].append({"distribution": "sglang", "reason": "everything"}),
+        "gates.pip_check.allow[5]",
+        "names the requirement it excuses",
+    ),
+    (
+        "shell that swallows",
+        "smoke",
+        lambda g: g["commands"].append({"name": "c", "argv": ["bash", "-c", "cmd||:"], "shell": "why"}),
+        "gates.commands[2].argv[2]",
+        "passes when `cmd` fails",
+    ),
+    (
+        "shell chained to success",
+        "smoke",
+        lambda g: g["commands"].append({"name": "c", "argv": ["bash", "-c", "cmd; echo ok"], "shell": "why"}),
+        "gates.commands[2].argv[2]",
+        "runs on after `cmd` fails",
+    ),
+    (
+        "argv true",
+        "smoke",
+        lambda g: g["commands"].append({"name": "c", "argv": ["true"]}),
+        "gates.commands[2].argv[0]",
+        "cannot fail",
+    ),
+    (
+        "shell without a reason",
+        "smoke",
+        lambda g: g["commands"].append({"name": "c", "argv": ["bash", "-c", "{python} -m pytest"]}),
+        "gates.commands[2].argv[0]",
+        "runs a shell",
+    ),
+]
+
+
+@pytest.mark.parametrize("family,mutate,key,problem", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_dishonest_gates_are_refused_and_linted(project_copy, tmp_path, family, mutate, key, problem):
+    _edit(project_copy, family, mutate)
+    target = "smoke" if family == "smoke" else "miles-cpu"
+    env = dict(os.environ, DOCKER_HOST=f"unix://{tmp_path}/no-engine.sock")
+    proc = run_build_py("build", "--target", target, cwd=project_copy, env=env)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stdout + proc.stderr
+    assert f"images/{family}.yaml: {key}: " in lines[0] and problem in lines[0], lines[0]
+    assert not (project_copy / "build").exists()
+    proc = run_build_py("lint", cwd=project_copy)
+    assert proc.returncode == 1 and f"spec: images/{family}.yaml: {key}: " in proc.stdout, proc.stdout

@@ -1,0 +1,156 @@
+"""What every gate kind is: the base class a kind subclasses, and the helpers the kinds share.
+
+A kind owns everything about itself in its one module: the config key and its schema (``parse``/``dump``), its
+command-line flags, where it runs in the order, how it runs, how it is exported to container-structure-test, and
+the row the README's gate table shows. Subclassing ``Gate`` with a ``key`` registers the kind.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import traceback
+import types
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+
+from .. import PACKAGE_DIR
+from ..result import CheckResult
+
+Outcome = Union[CheckResult, List[CheckResult]]
+Check = Callable[[], Outcome]
+RunnerTest = Callable[[str, str, str, Dict[str, Any]], Dict[str, Any]]
+REGISTERED: List[type] = []  # every Gate subclass with a key, in definition order; verify.kinds sorts and checks
+MAX_DETAIL = 300
+_IMPORTLIB_DIR = os.path.dirname(importlib.__file__)
+
+
+class ConfigError(ValueError):
+    """A bad config file or a bad command-line value; the message is one line. ``key`` and ``problem`` are set
+    when one key is at fault, so a caller can report it in its own words (the toolkit names the spec file)."""
+
+    key = ""
+    problem = ""
+
+
+def config_error(where: str, key: str, msg: str) -> ConfigError:
+    err = ConfigError("%s: key '%s' %s" % (where, key, msg))
+    err.key, err.problem = key, msg
+    return err
+
+
+class Gate:
+    """One gate kind. Subclasses set the class attributes and override what differs from the defaults.
+
+    ``parse`` turns the config value into a non-empty list of items (one check each, as a rule); every other
+    method works on such lists, so flags, config files and the CST export share one representation.
+    """
+
+    key = ""  # the config key ("imports")
+    kind = ""  # the kind in result lines and reports ("import")
+    order = 0  # kinds run (and are reported) in ascending order
+    passes_when = ""  # the README table: when a check of this kind passes
+    never_does = "—"  # the README table: what it never does (import, execute, write)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.key:
+            REGISTERED.append(cls)
+
+    # --- config -------------------------------------------------------------------------------------------------
+
+    def parse(self, value: Any, where: str) -> List[Any]:
+        """Validate the config value (never None here); raise config_error(where, key, ...) naming the key."""
+        raise NotImplementedError
+
+    def dump(self, items: List[Any]) -> Any:
+        """The config value that parses back to ``items`` (the CST export writes one-check configs with it)."""
+        raise NotImplementedError
+
+    # --- command line -------------------------------------------------------------------------------------------
+
+    def add_flags(self, parser: Any) -> None:
+        """Add this kind's flags to the runner's argparse parser (none by default)."""
+
+    def from_flags(self, args: Any) -> List[Any]:
+        """The items the parsed flags ask for."""
+        return []
+
+    def merge(self, from_config: List[Any], from_flags: List[Any]) -> List[Any]:
+        """Flags add to the config by default."""
+        return from_config + from_flags
+
+    # --- running ------------------------------------------------------------------------------------------------
+
+    def start(self, items: List[Any]) -> List[Check]:
+        """Called for every kind before any check runs: a kind whose checks are subprocesses starts them here,
+        so they overlap the in-process checks; each returned callable still reports in its place."""
+        return [lambda item=item: self.check(item) for item in items]
+
+    def check(self, item: Any) -> Outcome:
+        raise NotImplementedError
+
+    # --- container-structure-test -------------------------------------------------------------------------------
+
+    def target(self, item: Any) -> str:
+        """The target a check of ``item`` reports (the third field of its result line)."""
+        return str(item)
+
+    def cst_tests(self, items: List[Any], python: str, runner_test: RunnerTest) -> List[Dict[str, Any]]:
+        """By default each item runs through the runner itself on a one-check config, so CST and ``python -m
+        verify`` cannot disagree about what the gate means."""
+        return [
+            runner_test("%s %s" % (self.kind, self.target(i)), self.kind, self.target(i), {self.key: self.dump([i])})
+            for i in items
+        ]
+
+
+# --- helpers the kinds share ----------------------------------------------------------------------------------
+
+
+def short(text: str, limit: int = MAX_DETAIL) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _innermost(exc: BaseException) -> Optional[Tuple[str, int]]:
+    """The file:line a person should open: the bad source for a SyntaxError, else the deepest real frame."""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return exc.filename, exc.lineno or 0
+    frames = traceback.extract_tb(exc.__traceback__)
+    for frame in reversed(frames):
+        name = frame.filename
+        if name.startswith("<frozen") or name.startswith((PACKAGE_DIR + os.sep, _IMPORTLIB_DIR + os.sep)):
+            continue
+        return name, frame.lineno or 0
+    return None
+
+
+def describe_exception(exc: BaseException) -> str:
+    """``Class: message at file:line`` in one line."""
+    msg = exc.msg if isinstance(exc, SyntaxError) and exc.msg else str(exc)
+    text = short("%s: %s" % (type(exc).__name__, msg), 240)  # shorten the message, never the location
+    where = _innermost(exc)
+    if where is not None:
+        text += " at %s:%d" % where
+    return text
+
+
+def import_module(module: str) -> Tuple[Optional[types.ModuleType], Optional[CheckResult]]:
+    """The module, or a failed import result saying why (class, message, innermost file:line)."""
+    try:
+        return importlib.import_module(module), None
+    except (Exception, SystemExit) as exc:  # an import may call sys.exit(); that is a failed import, not ours
+        return None, CheckResult("import", module, False, describe_exception(exc), log=traceback.format_exc())
+
+
+def str_list(value: Any, where: str, key: str, pattern: Any = None, what: str = "a module name") -> List[str]:
+    """A non-empty list of non-empty strings (each matching ``pattern`` when given)."""
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise config_error(where, key, "must be a list of non-empty strings")
+    if not value:
+        raise config_error(where, key, "must not be empty (an empty list checks nothing: leave the key out)")
+    if pattern is not None:
+        for i, v in enumerate(value):
+            if not pattern.match(v):
+                raise config_error(where, "%s[%d]" % (key, i), "is not %s: %r" % (what, v))
+    return list(value)
