@@ -108,3 +108,29 @@ def test_buildkit_parse_check_can_fail(tmp_path):
     plan, _ = parsed("cu13-x86")
     out = _buildkit_parse(tmp_path, render(plan).replace("COPY --from=src-miles", "COPY --fromm=src-miles"))
     assert "dockerfile parse error" in out and "unknown flag: fromm" in out, out
+
+
+@pytest.mark.parametrize("name", sorted(n for n in GPU if CATALOG.variants[n].family == "cuda"))
+def test_the_transformer_engine_gate_checks_the_pinned_version(name):
+    v = CATALOG.variants[name]
+    (gate,) = [c for c in v.gates["commands"] if c["name"] == "transformer-engine-triplet"]
+    assert gate["argv"][-1] == v.pip["transformer-engine[pytorch]"] == v.pip["transformer-engine-cu${CUDA_MAJOR}"]
+
+
+@pytest.mark.parametrize("name", GPU)
+def test_every_kernel_step_has_an_import_gate(name):
+    """A kernel installed but never imported is how a broken build ships: each one miles' defaults need is gated."""
+    v = CATALOG.variants[name]
+    gated = set(v.gates["imports"]) | set(v.gates.get("gpu_imports", []))
+    needed = {"sglang", "sgl_kernel", "miles.backends.fsdp_utils", "megatron.core", "flash_attn", "transformer_engine"}
+    if v.family == "cuda":
+        needed |= {
+            "flash_attn_interface",
+            "apex",
+            "fused_weight_gradient_mlp_cuda",
+            "fake_int4_quant_cuda",
+            "emerging_optimizers.orthogonalized_optimizers",
+        }
+    assert needed <= gated, needed - gated
+    assert v.gates["provenance"]["sglang"] == "/sgl-workspace/sglang/python"
+    assert v.gates["provenance"]["megatron"] == "/root/Megatron-LM"

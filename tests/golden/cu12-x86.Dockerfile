@@ -147,6 +147,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16-cu129" \
       io.miles.variant="cu12-x86" \
-      io.miles.spec-digest="633666da9bf6fc12a5ee9af9385fa8cb558e05ec8e37c73951cd9f0ef22f84e5"
+      io.miles.spec-digest="b85cacb9e5db0c38fcdc4b1693aa03093a0616f6d417875c84d9d436c035fb02"
 WORKDIR /root/
 CMD ["/bin/bash"]

@@ -158,6 +158,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16" \
       io.miles.variant="cu13-aarch64" \
-      io.miles.spec-digest="713ad0c8a882bb9074a6214e820273245f08b1d14ef5e7e77b02aeae0e95da10"
+      io.miles.spec-digest="a1b5b613042f1323fde4c623ca1fde05d0dc2dc9f36d4a6c6d02662f880d862c"
 WORKDIR /root/
 CMD ["/bin/bash"]

@@ -158,6 +158,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16" \
       io.miles.variant="cu13-x86" \
-      io.miles.spec-digest="2c340eb6e4f2f15d1cbd27c99dcc683dadd8901b19f04d505a7c5a5274ee0f60"
+      io.miles.spec-digest="eb2c19aba496560edfec2575b87bb5a9d84c74199b1adb26aa7a1eedc9d18e15"
 WORKDIR /root/
 CMD ["/bin/bash"]

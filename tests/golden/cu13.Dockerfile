@@ -158,6 +158,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16" \
       io.miles.variant="cu13" \
-      io.miles.spec-digest="520dfb26a36e352f537b58442fd2b9652ea023010f65707eb2dc9b1c5eabf42a"
+      io.miles.spec-digest="f50b5bac27b7fe452e4951a82070ff1f87be76f4bbf7a39be32c11cf388c71d3"
 WORKDIR /root/
 CMD ["/bin/bash"]

@@ -146,6 +146,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.10-rocm700-mi30x" \
       io.miles.variant="rocm700-mi30x" \
-      io.miles.spec-digest="e19b4f9da35e27c85472ee5e767c4ab6fffe24f81bcd08b9692498f71d118b26"
+      io.miles.spec-digest="479fcc12db91c24875eacfa451a3de6a6fafa237de137513e0af9015925bdc66"
 WORKDIR /root/
 CMD ["/bin/bash"]

@@ -146,6 +146,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="rocm/sgl-dev:v0.5.16-rocm720-mi35x-20260730" \
       io.miles.variant="rocm720-mi35x" \
-      io.miles.spec-digest="b3fad456bb630914d4b490f1798587a1f63a7ce029fc623df68aa7642181d5e1"
+      io.miles.spec-digest="3827a5b355d2466444ebfb98d125ee74dcbe17501efd0d0a7688a20dc157ecab"
 WORKDIR /root/
 CMD ["/bin/bash"]

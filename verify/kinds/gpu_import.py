@@ -1,0 +1,63 @@
+"""gpu-import: a module that loads the GPU driver library when it is imported (libcuda.so.1, ROCm's device stack).
+
+A build has no GPU and no driver, so such a module cannot be imported there: this kind imports it only where a
+driver is present, which is `build.py verify` on a GPU host. Without a driver it passes with "not run" unless the
+environment says a GPU must be there (``MILES_GATES_REQUIRE_GPU=1``, set when verifying on a GPU host), when it
+fails: a driverless run is never mistaken for a passed one.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from typing import Any, List
+
+from ..result import CheckResult
+from .imports import Import
+
+REQUIRE_ENV = "MILES_GATES_REQUIRE_GPU"
+
+
+def gpu_driver() -> str:
+    """Which driver this environment has ("cuda", "rocm"), or "" for none."""
+    if os.path.exists("/dev/kfd"):
+        return "rocm"
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return ""
+    return "cuda"
+
+
+class GpuImport(Import):
+    key = "gpu_imports"
+    kind = "gpu-import"
+    order = 31
+    passes_when = (
+        "where a GPU driver is present, the import succeeds; without one it reports `not run` "
+        "(a failure under MILES_GATES_REQUIRE_GPU=1)"
+    )
+
+    def add_flags(self, parser: Any) -> None:
+        parser.add_argument(
+            "--gpu-import",
+            dest="gpu_imports",
+            action="append",
+            default=[],
+            metavar="MODULE",
+            help="import MODULE where a GPU driver is present",
+        )
+
+    def from_flags(self, args: Any) -> List[str]:
+        return list(args.gpu_imports)
+
+    def check(self, module: str) -> CheckResult:
+        if not gpu_driver():
+            if os.environ.get(REQUIRE_ENV) == "1":
+                return CheckResult(self.kind, module, False, "no GPU driver here, and %s=1 requires one" % REQUIRE_ENV)
+            return CheckResult(self.kind, module, True, "not run: no GPU driver here (build.py verify on a GPU host)")
+        result = super().check(module)
+        return CheckResult(self.kind, module, result.passed, result.detail, log=result.log)
+
+    def cst_tests(self, items, python, runner_test):
+        return []  # container-structure-test runs without the GPU: nothing of this kind can run there
