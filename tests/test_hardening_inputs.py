@@ -299,3 +299,14 @@ def test_a_read_only_checkout_is_one_line(project_copy, tmp_path):
 def test_an_error_line_never_echoes_a_whole_value_or_breaks(tmp_path, args):
     line = one_line(run_build_py("build", *args, env=no_engine(tmp_path)), 2)
     assert len(line) < 400, len(line)
+
+
+def test_a_truncated_archive_is_refused_with_one_line_and_nothing_left(project_copy, tmp_path):
+    whole = _tar(tmp_path / "whole.tar.gz", [_member(f"miles/f{i}.bin", data=os.urandom(20_000)) for i in range(20)])
+    cut = tmp_path / "cut.tar.gz"
+    cut.write_bytes(whole.read_bytes()[: whole.stat().st_size // 2])
+    proc = run_build_py(
+        "build", "--target", "miles-cpu", "--source", f"miles={cut}", cwd=project_copy, env=no_engine(tmp_path)
+    )
+    one_line(proc, 2, "--source miles=", "cannot unpack")
+    assert left_under(project_copy) == []

@@ -46,8 +46,9 @@ def as_engine_error(error: BaseException) -> EngineUnavailable | None:
     request = getattr(error, "request", None)
     path = re.sub(r"^/v[0-9.]+/", "/", getattr(request, "path_url", "") or "")
     call = f"`{request.method} {short(path, 120, quote=False)}`" if request is not None else "a request"
-    if isinstance(error, requests.exceptions.Timeout):
-        return unanswered(call, engine_timeout())
+    if isinstance(error, requests.exceptions.Timeout):  # a call with its own bound (container wait) names it
+        bound = re.search(r"read timeout=([0-9.]+)", str(error))
+        return unanswered(call, float(bound.group(1)) if bound else engine_timeout())
     return EngineUnavailable(f"the engine dropped the connection during {call}; {HINT}")
 
 

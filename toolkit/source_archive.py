@@ -12,6 +12,7 @@ import errno
 import os
 import shutil
 import tarfile
+import zlib
 from pathlib import Path
 
 from toolkit.errors import BuildFailed, UsageError, short
@@ -66,7 +67,7 @@ def unpack(archive: Path, dest: Path, what: str) -> str:
             members = checked_members(tar, staging, what)
             tar.extractall(staging, members=members, filter="data")
             commit = tar.pax_headers.get("comment", "")
-    except (tarfile.TarError, EOFError, OSError) as e:
+    except (tarfile.TarError, EOFError, OSError, zlib.error) as e:  # a corrupt or truncated archive among them
         if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
             raise BuildFailed(f"{what}: no space left while unpacking; what was unpacked is removed") from None
         raise UsageError(f"{what}: cannot unpack ({short(str(e), 160, quote=False)})") from None
