@@ -12,14 +12,16 @@ import argparse
 import json
 import signal
 import sys
-from pathlib import Path
 
 from toolkit import engine, registry
+from toolkit.cleanup import Scope
+from toolkit.engine_calls import as_engine_error
 from toolkit.errors import Interrupted, ToolkitError, UsageError, short
+from toolkit.outputs import check_output, write_output
 from toolkit.plan import host_pip_ca, make_plan, parse_secret
 from toolkit.render import render
 from toolkit.spec import load_catalog
-from toolkit.spec_values import reference_problem
+from toolkit.spec_values import moving_tag_problem, reference_problem, target_problem
 
 
 def out(line: str) -> None:
@@ -38,10 +40,12 @@ def cmd_list(args) -> int:
 
 
 def cmd_render(args) -> int:
+    if args.output:
+        check_output("-o", args.output)
     plan = make_plan(load_catalog().resolve(args.target), sets=args.set, revision="render")
     text = render(plan)
     if args.output:
-        Path(args.output).write_text(text)
+        write_output(args.output, text)
     else:
         sys.stdout.write(text)
     return 0
@@ -62,14 +66,14 @@ def check_tags(plan, reg) -> None:
     if reg and reference_problem(registry.qualify("x:1", reg)):
         raise UsageError(f"--registry {short(reg)}: not a registry (host[:port][/namespace]), e.g. ghcr.io/org")
     for what, ref in (("tag", plan.image), ("input-hash tag", registry.hash_tag(plan, "0" * 12, reg))):
-        problem = reference_problem(ref)
+        problem = moving_tag_problem(ref)
         if problem:
             raise UsageError(f"{what} of {plan.name}: {problem}")
 
 
 def cmd_build(args) -> int:
     from toolkit.base_image import ensure_base
-    from toolkit.context import discard, stage
+    from toolkit.context import stage
     from toolkit.wheelhouse import ensure_wheelhouse_image
 
     variant = load_catalog().resolve(args.target)
@@ -88,19 +92,19 @@ def cmd_build(args) -> int:
     text = render(plan)
     plan = registry.with_registry(plan, args.registry)
     check_tags(plan, args.registry)
-    client = engine.connect()
-    engine.buildx_cmd()
-    ensure_base(client, plan.variant, log=out)
-    ensure_wheelhouse_image(client, plan.variant, log=out)
-    ctx = stage(plan, text)
-    try:
+    # One clean-up scope around everything this build creates on the host (toolkit/cleanup.py). Staging needs no
+    # engine, so a `--source` that cannot be staged is refused before one is asked.
+    with Scope() as scope:
+        ctx = stage(plan, text, scope=scope)
+        client = engine.connect()
+        engine.buildx_cmd()
+        ensure_base(client, plan.variant, log=out, scope=scope)
+        ensure_wheelhouse_image(client, plan.variant, log=out, scope=scope)
         return build_staged(args, client, plan, ctx)
-    finally:
-        discard(ctx)
 
 
 def build_staged(args, client, plan, ctx) -> int:
-    """Skip, build, tag, push: everything that runs on a staged context (cmd_build removes it afterwards)."""
+    """Skip, build, tag, push: everything that runs on a staged context (cmd_build's scope removes it afterwards)."""
     hash_tag = registry.hash_tag(plan, ctx.short_hash, args.registry)
     out(f"target {plan.name}: base {plan.variant.base}, input hash {ctx.short_hash}, tag {plan.image}")
     if args.skip_existing:
@@ -124,6 +128,9 @@ def build_staged(args, client, plan, ctx) -> int:
 
 def cmd_verify(args) -> int:
     variant = load_catalog().resolve(args.target)
+    for option in ("export_cst", "json", "junit"):  # before any gate runs
+        if getattr(args, option):
+            check_output("--" + option.replace("_", "-"), getattr(args, option))
     if args.export_cst:
         from toolkit.cst_export import write_cst
 
@@ -146,25 +153,28 @@ def cmd_bake(args) -> int:
     from toolkit.wheelhouse import ensure_wheelhouse_image
 
     log = out if args.output else (lambda line: print(line, file=sys.stderr, flush=True))
+    if args.output:
+        check_output("-o", args.output)
     if args.cache and reference_problem(f"{args.cache}:x"):
         raise UsageError(f"--cache {short(args.cache)}: not a registry repository, e.g. ghcr.io/org/miles-cache")
     catalog, pip_ca, staged = load_catalog(), host_pip_ca(), []
     variants = [catalog.variants[n] for n in dict.fromkeys(catalog.resolve(t).name for t in args.target)]
     sources = overrides_for(variants, args.source)
-    for variant in variants:
-        plan = make_plan(variant, pip_ca=pip_ca, sources=sources[variant.name])
-        refuse_zero_context(plan)
-        check_tags(registry.with_registry(plan, args.registry), args.registry)
-        if plan.variant.base_build:  # images made on this machine: only a local (docker driver) builder sees them
-            client = engine.connect()
-            ensure_base(client, plan.variant, log=log)
-            ensure_wheelhouse_image(client, plan.variant, log=log)
-        ctx = keep(stage(plan, render(plan)))
-        log(f"target {plan.name}: input hash {ctx.short_hash}, context {ctx.path}")
-        staged.append((plan, ctx))
+    with Scope() as scope:  # what is not kept (renamed into place) is removed, however the command ends
+        for variant in variants:
+            plan = make_plan(variant, pip_ca=pip_ca, sources=sources[variant.name])
+            refuse_zero_context(plan)
+            check_tags(registry.with_registry(plan, args.registry), args.registry)
+            if plan.variant.base_build:  # images made on this machine: only a local (docker driver) builder sees them
+                client = engine.connect()
+                ensure_base(client, plan.variant, log=log, scope=scope)
+                ensure_wheelhouse_image(client, plan.variant, log=log, scope=scope)
+            ctx = keep(stage(plan, render(plan), scope=scope))
+            log(f"target {plan.name}: input hash {ctx.short_hash}, context {ctx.path}")
+            staged.append((plan, ctx))
     text = json.dumps(bake_file(staged, registry=args.registry, cache=args.cache), indent=2) + "\n"
     if args.output:
-        Path(args.output).write_text(text)
+        write_output(args.output, text)
         log(f"wrote {args.output}: {len(staged)} target(s); run `docker buildx bake -f {args.output}`")
     else:
         sys.stdout.write(text)
@@ -250,8 +260,21 @@ def parser() -> argparse.ArgumentParser:
 
 
 def on_signal(signum, frame):
-    """SIGINT/SIGTERM become an exception, so the build child is stopped and staging removed on the way out."""
+    """SIGINT/SIGTERM become an exception, so the build child is stopped and staging removed on the way out. The
+    first signal starts that way out; later ones are ignored, so they cannot cut the clean-up short (every wait on
+    the way is bounded: a stopped child gets engine.STOP_GRACE seconds, then SIGKILL)."""
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, signal.SIG_IGN)
     raise Interrupted(signum)
+
+
+def check_targets(args) -> None:
+    """A --target is a name: anything else is refused without echoing all of it (a CI variable can be huge)."""
+    targets = getattr(args, "target", None)
+    for target in [targets] if isinstance(targets, str) else targets or []:
+        problem = target_problem(target)
+        if problem:
+            raise UsageError(f"--target: {problem}")
 
 
 def main(argv=None) -> int:
@@ -267,10 +290,21 @@ def main(argv=None) -> int:
         p.print_usage(sys.stderr)
         return 2
     try:
+        check_targets(args)
         return COMMAND_FUNCS[args.command](args)
     except ToolkitError as e:
         print(f"build.py: {e}", file=sys.stderr)
         return e.exit_code
+    except Exception as e:  # noqa: BLE001 - an engine request that got no answer is exit 3; anything else re-raises
+        engine_error = as_engine_error(e)
+        if engine_error is None and isinstance(e, OSError):  # the host failed the command (read-only, disk full)
+            where = f": {short(str(e.filename))}" if e.filename else ""
+            print(f"build.py: {e.strerror or type(e).__name__}{where} (nothing was tagged)", file=sys.stderr)
+            return 1
+        if engine_error is None:
+            raise
+        print(f"build.py: {engine_error}", file=sys.stderr)
+        return engine_error.exit_code
     except KeyboardInterrupt:
         print(f"build.py: {Interrupted(signal.SIGINT)}", file=sys.stderr)
         return 128 + signal.SIGINT

@@ -7,16 +7,31 @@ sources name); `docker import` turns it into an image with exactly the spec's ta
 from __future__ import annotations
 
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 
 from toolkit import engine
-from toolkit.errors import BuildFailed, UsageError
+from toolkit.cleanup import scope_or_own
+from toolkit.errors import BuildFailed, Interrupted, UsageError
 
 
-def ensure_base(client, variant, log=print) -> bool:
-    """Return True when the base had to be made. Raises when it is missing and cannot be made here."""
+def debootstrap(cmd: list) -> subprocess.CompletedProcess:
+    """Run debootstrap in its own process group: on SIGINT/SIGTERM the whole group (dpkg, tar, ...) is stopped and
+    waited for before the caller removes the root it was writing."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        output, _ = proc.communicate()
+    except (KeyboardInterrupt, Interrupted) as e:
+        engine.stop_child(proc, getattr(e, "signum", signal.SIGINT))
+        raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, output, "")
+
+
+def ensure_base(client, variant, log=print, scope=None) -> bool:
+    """Return True when the base had to be made. Raises when it is missing and cannot be made here. The root file
+    system is made in a folder of `scope` (the command's clean-up scope) and removed once imported."""
     import docker.errors
 
     try:
@@ -36,19 +51,21 @@ def ensure_base(client, variant, log=print) -> bool:
     include = recipe.get("include") or []
     extra = ", " + ",".join(include) if include else ""
     log(f"base image {variant.base} missing: debootstrap {suite} ({flavour}{extra})")
-    with tempfile.TemporaryDirectory(prefix="miles-rootfs-") as rootfs:
+    with scope_or_own(scope) as own:
+        rootfs = own.mkdtemp("miles-rootfs-", tempfile.gettempdir())
         cmd = ["debootstrap", f"--variant={flavour}"]
         if include:
             cmd.append("--include=" + ",".join(include))
-        cmd += [suite, rootfs]
-        run = subprocess.run(cmd, capture_output=True, text=True)
+        cmd += [suite, str(rootfs)]
+        run = debootstrap(cmd)
         if run.returncode != 0:
-            tail = "\n".join((run.stdout + run.stderr).splitlines()[-20:])
+            tail = "\n".join(run.stdout.splitlines()[-20:])
             raise BuildFailed(f"debootstrap failed ({run.returncode}):\n{tail}")
         # Keep the image small and its apt state clean.
         for junk in ("var/cache/apt/archives", "var/lib/apt/lists"):
-            shutil.rmtree(f"{rootfs}/{junk}", ignore_errors=True)
+            shutil.rmtree(rootfs / junk, ignore_errors=True)
         engine.import_tree(rootfs, variant.base, ("--numeric-owner",))
+        own.remove(rootfs)
     log(f"base image {variant.base} made locally")
     return True
 

@@ -10,10 +10,10 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from toolkit.cleanup import Scope
 from toolkit.gate_bundle import config_text, payload_files
 from toolkit.sources import LABEL_PREFIX, git_components, remote, resolve
 from toolkit.spec import ROOT
@@ -108,23 +108,31 @@ def plan_hash(plan, dockerfile_text: str, files: dict | None = None, sources=Non
     return h.hexdigest()
 
 
-def stage(plan, dockerfile_text: str, build_dir: Path = BUILD_DIR) -> Context:
+def stage(plan, dockerfile_text: str, build_dir: Path = BUILD_DIR, scope: Scope | None = None) -> Context:
     """Write a new private folder under build/<target>/: Dockerfile, bridge/, gates/ (verify/ + gates.json),
-    patches/; and a second one for the local `--source` trees. Two builds at once never share one; the caller
-    removes them (`discard`) or keeps the context (`keep`)."""
-    files = context_files(plan)
-    (build_dir / plan.name).mkdir(parents=True, exist_ok=True)
-    sources_dir = Path(tempfile.mkdtemp(prefix=".sources-", dir=build_dir / plan.name)) if plan.sources else None
-    sources = resolve(plan, sources_dir)
-    digest = plan_hash(plan, dockerfile_text, files, sources)
-    root = Path(tempfile.mkdtemp(prefix=".staging-", dir=build_dir / plan.name))
-    for rel, src in files.items():
-        _link_or_copy(src, root / rel)
-    (root / "gates").mkdir(exist_ok=True)
-    (root / "gates" / "gates.json").write_text(config_text(plan.gates))
-    (root / "patches").mkdir(exist_ok=True)
-    dockerfile = root / "Dockerfile"
-    dockerfile.write_text(dockerfile_text)
+    patches/; and a second one for the local `--source` trees. Two builds at once never share one. Each folder
+    joins `scope` as it is made (the command's clean-up scope, toolkit/cleanup.py); without one, a failure halfway
+    removes what was made, and the caller removes the rest (`discard`) or keeps the context (`keep`)."""
+    own = Scope() if scope is None else None
+    scope = scope or own
+    try:
+        files = context_files(plan)
+        parent = build_dir / plan.name
+        sources_dir = scope.mkdtemp(".sources-", parent) if plan.sources else None
+        sources = resolve(plan, sources_dir)
+        digest = plan_hash(plan, dockerfile_text, files, sources)
+        root = scope.mkdtemp(".staging-", parent)
+        for rel, src in files.items():
+            _link_or_copy(src, root / rel)
+        (root / "gates").mkdir(exist_ok=True)
+        (root / "gates" / "gates.json").write_text(config_text(plan.gates))
+        (root / "patches").mkdir(exist_ok=True)
+        dockerfile = root / "Dockerfile"
+        dockerfile.write_text(dockerfile_text)
+    except BaseException:
+        if own is not None:
+            own.close()
+        raise
     return Context(path=root, dockerfile=dockerfile, input_hash=digest, sources=sources, sources_dir=sources_dir)
 
 

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 
 from toolkit.context import build_labels
+from toolkit.engine_calls import IMPORT_TIMEOUT, FirstStep, engine_timeout, unanswered
 from toolkit.errors import BuildFailed, EngineUnavailable, Interrupted, short
 from verify.report import failures, find_report
 
@@ -37,14 +38,14 @@ def connect():
 
         client = docker.from_env(timeout=PING_TIMEOUT)
         client.ping()
-        client.api.timeout = API_TIMEOUT
-        return client
     except Exception as e:  # the SDK raises DockerException, requests errors or FileNotFoundError
         if "timed out" in str(e).lower():
             reason = f"no answer within {PING_TIMEOUT}s"
         else:
             reason = str(e).splitlines()[0][:160] if str(e) else type(e).__name__
         raise EngineUnavailable(f"no Docker engine answers ({reason}); {START_HINT}") from None
+    client.api.timeout = engine_timeout()  # every later request is bounded too (toolkit/engine_calls.py)
+    return client
 
 
 def docker_cmd() -> str:
@@ -63,7 +64,12 @@ def buildx_cmd() -> list:
 @functools.cache  # a failed probe raises and is not cached
 def _buildx() -> tuple:
     docker_bin = docker_cmd()
-    probe = subprocess.run([docker_bin, "buildx", "version"], capture_output=True, text=True)
+    try:
+        probe = subprocess.run(
+            [docker_bin, "buildx", "version"], capture_output=True, text=True, timeout=engine_timeout()
+        )
+    except subprocess.TimeoutExpired:
+        raise unanswered("`docker buildx version`", engine_timeout()) from None
     if probe.returncode != 0:
         raise EngineUnavailable("the docker client has no buildx plugin (Debian: docker-buildx; see ci/setup.sh)")
     return docker_bin, "buildx"
@@ -73,8 +79,15 @@ def import_tree(folder, ref: str, tar_options: tuple = ()) -> None:
     """`tar -c folder | docker import - ref`: an image whose one layer is exactly the folder (base images and the
     wheelhouse, made on this machine because no registry can be reached)."""
     tar = subprocess.Popen(["tar", *tar_options, "-C", str(folder), "-c", "."], stdout=subprocess.PIPE)
-    imp = subprocess.run([docker_cmd(), "import", "-", ref], stdin=tar.stdout, capture_output=True, text=True)
-    tar.stdout.close()
+    try:
+        imp = subprocess.run(
+            [docker_cmd(), "import", "-", ref], stdin=tar.stdout, capture_output=True, text=True, timeout=IMPORT_TIMEOUT
+        )
+    except subprocess.TimeoutExpired:
+        tar.kill()
+        raise unanswered(f"`docker import {ref}`", IMPORT_TIMEOUT) from None
+    finally:
+        tar.stdout.close()
     if tar.wait() != 0 or imp.returncode != 0:
         raise BuildFailed(f"docker import of {ref} failed: {imp.stderr.strip()}")
 
@@ -163,13 +176,19 @@ def build(plan, ctx, out=print) -> str:
         proc = subprocess.Popen(
             cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, bufsize=1, start_new_session=True
         )
+        first = FirstStep(proc)  # an engine that stopped answering starts no step: exit 3, not a silent wait
         try:
             for line in proc.stdout:
+                first.seen(line)
                 parser.feed(line)
             rc = proc.wait()
         except (KeyboardInterrupt, Interrupted) as e:
             stop_child(proc, getattr(e, "signum", signal.SIGINT))
             raise
+        finally:
+            first.done()
+        if first.expired:
+            raise unanswered(f"`docker buildx build` of {plan.name} (BuildKit started no step)", first.seconds)
         if rc != 0 or not os.path.exists(iidfile):
             step = parser.failed_step()
             report = gate_report(step) if step is not None else None

@@ -14,9 +14,10 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 
-from toolkit.errors import UsageError, short
+from toolkit.errors import SpecError, UsageError, short
 from toolkit.sources import parse_overrides
 from toolkit.spec import ROOT, VARIANT, Variant, check, check_pins
+from toolkit.spec_values import local_base_problem, text_problem
 from toolkit.steps import Where, check_steps
 
 SECRET_PIP_CA = "pip-ca"
@@ -50,6 +51,7 @@ def apply_sets(variant: Variant, sets: list[str]) -> Variant:
         return variant
     data = copy.deepcopy({k: getattr(variant, k) for k in SETTABLE})  # the variant given stays as it was
     data["platforms"] = list(data["platforms"])
+    file = f"--set ({variant.spec_file} variants.{variant.name})"
     for item in sets:
         key, eq, value = item.partition("=")
         parts = key.split(".")
@@ -61,9 +63,15 @@ def apply_sets(variant: Variant, sets: list[str]) -> Variant:
             if not isinstance(node, dict):
                 raise UsageError(f"--set {short(item)}: {short(p, quote=False)} is not a mapping")
         node[parts[-1]] = value.split(",") if parts == ["platforms"] else value
-    file = f"--set ({variant.spec_file} variants.{variant.name})"
     check(data, {k: VARIANT[k] for k in SETTABLE}, file, "")
     check_pins(data, file, "")
+    for item in sets:  # past the key's own check, whatever the key: a value that no Dockerfile line can hold
+        key, _, value = item.partition("=")
+        problem = text_problem(value)
+        if problem:
+            raise SpecError(file, short(key, 80, quote=False), problem)
+    if variant.base_build and local_base_problem(data["base"]):
+        raise SpecError(file, "base", local_base_problem(data["base"]))
     # A pin or component a --set adds must be installed by a step, like one the spec declares.
     check_steps(
         variant.steps,
@@ -98,6 +106,8 @@ def make_plan(
     sources=(),
 ) -> Plan:
     variant = apply_sets(variant, list(sets))
+    if variant.base_build and local_base_problem(variant.base):  # the spec's own base (--set's is checked above)
+        raise SpecError(variant.spec_file, "base", local_base_problem(variant.base))
     overrides = parse_overrides(sources, variant)
     all_secrets = list(secrets)
     if pip_ca and not any(sid == SECRET_PIP_CA for sid, _ in all_secrets):
@@ -108,7 +118,8 @@ def make_plan(
     }
     return Plan(
         variant=variant,
-        image=tag or f"{variant.repository}:{variant.tag_suffix}",
+        # An empty --tag (an unset CI variable) is a bad tag, refused by the caller, never the default.
+        image=f"{variant.repository}:{variant.tag_suffix}" if tag is None else tag,
         secrets=tuple(all_secrets),
         labels=labels,
         no_cache=no_cache,

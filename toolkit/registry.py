@@ -82,12 +82,18 @@ def registry_state(ref: str, moving: str | None = None) -> tuple:
 def find_existing(client, ref: str, registry: str | None, pushing: bool, moving: str | None = None) -> tuple:
     """Where an image tagged `ref` (a hash tag) already is: ("locally" | "in registry R" | None, note or None).
 
+    Locally, the hash tag counts only when the moving tag (`--tag` or the default) points at the same image too:
+    a skip must leave every tag where a build would have put it.
     With a registry to push to, only the registry counts (a local image alone would leave the registry without it),
     and only when the moving tag (`moving`, e.g. REGISTRY/miles:smoke) points at the same image (registry_state).
     A lookup that fails is reported in the note and counts as absent: building again is always safe.
     """
-    if not pushing and engine.image_id(client, ref):
-        return "locally", None
+    if not pushing:
+        local = engine.image_id(client, ref)
+        if local and moving and engine.image_id(client, moving) != local:
+            return None, f"{ref} exists locally but {moving} does not point at it: building (cached) to move it"
+        if local:
+            return "locally", None
     if registry or pushing:
         try:
             digest, note = registry_state(ref, moving if pushing else None)

@@ -17,7 +17,7 @@ from toolkit.errors import SpecError, UsageError, short
 from toolkit.plan import SECRET_PIP_CA, Plan
 from toolkit.sources import context_name, git_components
 from toolkit.spec import ROOT
-from toolkit.spec_values import CONTROL_RE, IDENT_RE, check_abs_path, reference_problem
+from toolkit.spec_values import IDENT_RE, MAX_VALUE_BYTES, check_abs_path, reference_problem, text_problem
 from toolkit.steps import ARG_REF_RE, KINDS, applies
 from toolkit.wheelhouse import image_ref
 
@@ -83,10 +83,9 @@ def guard(variant) -> None:
         elif isinstance(value, (list, tuple)):
             for i, v in enumerate(value):
                 walk(v, f"{key}[{i}]")
-        elif isinstance(value, str) and CONTROL_RE.search(value):
+        elif isinstance(value, str) and text_problem(value):
             raise UsageError(
-                f"{variant.spec_file}: {short(key, 80, quote=False)}: control character in "
-                f"{short(value)}; refusing to render"
+                f"{variant.spec_file}: {short(key, 80, quote=False)}: {text_problem(value)}; refusing to render"
             )
 
     for k, v in variant.as_dict().items():
@@ -109,10 +108,23 @@ def guard(variant) -> None:
                 )
 
 
+class RepositoryLoader(jinja2.FileSystemLoader):
+    """Templates/ only: a template or a partial it includes that resolves (through a link) outside the folder is
+    refused before it is read, as the spec's `template` is when the spec loads."""
+
+    def get_source(self, environment, template):
+        path = TEMPLATES.joinpath(*jinja2.loaders.split_template_path(template))
+        if path.is_symlink() or path.exists():
+            resolved = path.resolve()
+            if not resolved.is_relative_to(TEMPLATES.resolve()) or not resolved.is_file():
+                raise UsageError(f"templates/{short(template, quote=False)}: leaves the repository (through a link)")
+        return super().get_source(environment, template)
+
+
 @functools.cache
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        loader=RepositoryLoader(str(TEMPLATES)),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=True,
@@ -145,4 +157,9 @@ def render(plan: Plan) -> str:
         wheelhouse_image=image_ref(v),
         src={name: context_name(name) for name in git_components(v)},
     )
+    for number, line in enumerate(text.splitlines(), 1):  # BuildKit reads no longer line; refuse it here, not there
+        if len(line.encode()) > MAX_VALUE_BYTES:
+            raise UsageError(
+                f"{v.spec_file}: line {number} of the rendered Dockerfile is longer than {MAX_VALUE_BYTES} bytes"
+            )
     return text.rstrip("\n") + "\n"

@@ -18,7 +18,8 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from toolkit.errors import UsageError
+from toolkit.errors import UsageError, short
+from toolkit.source_archive import unpack
 
 CONTEXT_PREFIX = "src-"
 LABEL_PREFIX = "io.miles.source."
@@ -54,7 +55,7 @@ def git_components(variant) -> dict:
 def split_item(item: str) -> tuple:
     name, eq, path = item.partition("=")
     if not eq or not name or not path:
-        raise UsageError(f"--source {item!r}: expected NAME=PATH (a local checkout or a source tarball)")
+        raise UsageError(f"--source {short(item)}: expected NAME=PATH (a local checkout or a source tarball)")
     return name, path
 
 
@@ -66,12 +67,18 @@ def parse_overrides(items, variant) -> dict:
         name, path = split_item(item)
         if name not in known:
             listed = ", ".join(known) or "none"
-            raise UsageError(f"--source {item!r}: {name!r} is not a git component of {variant.name} ({listed})")
-        p = Path(path).expanduser().resolve()
-        if not (p.is_dir() or (p.is_file() and tarfile.is_tarfile(p))):
-            raise UsageError(f"--source {item!r}: {path} is neither a folder nor a tar archive")
+            raise UsageError(
+                f"--source {short(item)}: {short(name)} is not a git component of {variant.name} ({listed})"
+            )
+        try:
+            p = Path(path).expanduser().resolve()
+            usable = p.is_dir() or (p.is_file() and tarfile.is_tarfile(p))
+        except OSError as e:  # a name too long, a loop of links, no permission
+            raise UsageError(f"--source {short(item)}: {e.strerror or type(e).__name__}") from None
+        if not usable:
+            raise UsageError(f"--source {short(item)}: {short(path)} is neither a folder nor a tar archive")
         if name in out:
-            raise UsageError(f"--source {name}: given twice")
+            raise UsageError(f"--source {short(name)}: given twice")
         out[name] = p
     return out
 
@@ -84,7 +91,7 @@ def overrides_for(variants, items) -> dict:
     for item, name in names.items():
         if not any(name in components for components in known.values()):
             listed = ", ".join(sorted({n for components in known.values() for n in components})) or "none"
-            raise UsageError(f"--source {item!r}: no target here has the git component {name!r} ({listed})")
+            raise UsageError(f"--source {short(item)}: no target here has the git component {short(name)} ({listed})")
     return {v: [i for i in items if names[i] in components] for v, components in known.items()}
 
 
@@ -94,39 +101,32 @@ def remote(name: str, component: dict) -> Source:
 
 
 def _copy_tree(src: Path, dest: Path) -> None:
+    """Copy a checkout: symlinks (to files or folders) stay links, never followed; `.git` and byte code left out."""
     for dirpath, dirnames, filenames in os.walk(src):
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
         rel = Path(dirpath).relative_to(src)
         (dest / rel).mkdir(parents=True, exist_ok=True)
-        for fname in filenames:
+        links = [d for d in dirnames if d not in SKIP_DIRS and (Path(dirpath) / d).is_symlink()]
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and d not in links)
+        for fname in filenames + links:
             if fname.endswith(SKIP_SUFFIXES):
                 continue
             s, d = Path(dirpath) / fname, dest / rel / fname
             if s.is_symlink():
                 os.symlink(os.readlink(s), d)
-            else:
+            elif s.is_file():
                 shutil.copy2(s, d)
-
-
-def _unpack(archive: Path, dest: Path) -> str:
-    """Unpack a source tarball into `dest` (its one top folder stripped); return the commit `git archive` recorded."""
-    staging = dest.parent / (dest.name + ".unpack")
-    with tarfile.open(archive) as tar:
-        tar.extractall(staging, filter="data")
-        commit = tar.pax_headers.get("comment", "")
-    entries = list(staging.iterdir())
-    top = entries[0] if len(entries) == 1 and entries[0].is_dir() else staging
-    top.rename(dest)
-    shutil.rmtree(staging, ignore_errors=True)
-    return commit if len(commit) == 40 else ""
+            else:  # a FIFO would block the copy, a device has no place in a source tree
+                raise UsageError(f"--source {short(str(src), quote=False)}: {short(str(s))} is not a regular file")
 
 
 def tree_digest(root: Path) -> str:
-    """sha256 over every path, its executable bit and its content (symlinks: their target), in sorted order."""
+    """sha256 over every path, its executable bit and its content (symlinks, to files or folders: their target),
+    in sorted order."""
     h = hashlib.sha256()
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
-        for fname in sorted(filenames):
+        links = [d for d in dirnames if (Path(dirpath) / d).is_symlink()]
+        dirnames[:] = sorted(d for d in dirnames if d not in links)
+        for fname in sorted(filenames + links):
             p = Path(dirpath) / fname
             rel = p.relative_to(root).as_posix()
             if p.is_symlink():
@@ -146,9 +146,10 @@ def stage_local(name: str, path: Path, dest: Path) -> Source:
     if path.is_dir():
         _copy_tree(path, dest)
     else:
-        commit = _unpack(path, dest)
+        commit = unpack(path, dest, f"--source {name}={short(str(path), quote=False)}")
     digest = tree_digest(dest)
-    origin = f"local {path.name} {digest}" + (f" (archive of commit {commit})" if commit else "")
+    # The label holds the name as escaped text: a newline or control character in a file name stays on one line.
+    origin = f"local {short(path.name, quote=False)} {digest}" + (f" (archive of commit {commit})" if commit else "")
     return Source(name=name, context=str(dest), digest=digest, origin=origin)
 
 

@@ -23,7 +23,11 @@ VERSION_RE = re.compile(r"[A-Za-z0-9_.+!-]+")
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]*")
 PLATFORM_RE = re.compile(r"linux/(amd64|arm64)")
 IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-CONTROL_RE = re.compile(r"[\x00-\x1f\x7f\u2028\u2029\x85]")
+# C0 and C1 controls, DEL, Unicode line/paragraph separators, and the bidi embeddings/overrides/isolates that make
+# text display in another order than it is read (U+202A-U+202E, U+2066-U+2069).
+CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# BuildKit's Dockerfile parser reads lines of at most 64 KiB: a longer value can never build.
+MAX_VALUE_BYTES = 64 * 1024
 SAFE_PATH_RE = re.compile(r"[A-Za-z0-9._/+@-]+")
 COMMAND_RE = re.compile(r"[A-Za-z][A-Za-z0-9._+-]*")
 GIT_URL_RE = re.compile(r"(https|http|ssh|git)://[A-Za-z0-9.-]+(:[0-9]+)?(/[A-Za-z0-9._~+-]+)+/?")
@@ -126,3 +130,43 @@ def check_python(python: str, file: str, key: str) -> None:
     """The image's python: a command name on PATH or an absolute path, never a shell fragment."""
     if not COMMAND_RE.fullmatch(python):
         check_abs_path(python, file, key)
+
+
+def text_problem(value: str) -> str | None:
+    """Why a string value can never reach a Dockerfile line intact, or None: text that is not UTF-8 (a command
+    line decodes invalid bytes to lone surrogates), a control character, or more than one BuildKit line holds."""
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        return f"not UTF-8 text: {short(value)}"
+    if CONTROL_RE.search(value):
+        return f"control character (newline, tab, C1, bidi override, ...) in {short(value)}"
+    if size > MAX_VALUE_BYTES:
+        return f"{size} bytes, longer than the {MAX_VALUE_BYTES} a Dockerfile line holds: {short(value)}"
+    return None
+
+
+def moving_tag_problem(ref: str) -> str | None:
+    """Why `ref` cannot be a tag a build moves, or None: it must be an image reference without a digest (a digest
+    names content that already exists; no build can move it)."""
+    problem = reference_problem(ref)
+    if problem:
+        return problem
+    if "@" in ref:
+        return f"a tag cannot carry a digest (@sha256:...): {short(ref)}"
+    return None
+
+
+def local_base_problem(ref: str) -> str | None:
+    """Why `ref` cannot name a base image made on this machine (debootstrap + `docker import`), or None: an import
+    gets a tag, never a digest."""
+    if "@" in ref:
+        return f"this family makes its base image locally, which gets a tag, never a digest: {short(ref)}"
+    return None
+
+
+def target_problem(name: str) -> str | None:
+    """Why `name` cannot be a target (a variant name or an alias), or None; says so without echoing all of it."""
+    if not NAME_RE.fullmatch(name) or len(name) > 128:
+        return f"not a target name: {short(name)}"
+    return None

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import io
 import tarfile
-from pathlib import Path
 
-from toolkit.errors import BuildFailed, UsageError
+from toolkit.errors import BuildFailed, UsageError, short
+from toolkit.outputs import write_output
 
 WORKDIR = "/tmp/miles-gates"
 RUN_LABEL = "io.miles.gate-run"  # marks the throwaway container a verify run makes (it is always removed)
@@ -57,7 +57,13 @@ def verify_image(client, variant, image: str, json_path=None, junit_path=None, o
     )
     try:
         container.put_archive("/tmp", _gates_tar(variant.gates))
-        container.start()
+        try:
+            container.start()
+        except docker.errors.APIError as e:  # the engine could not run the target's python in this image
+            reason = short(str(e.explanation or e), 200, quote=False)
+            raise BuildFailed(
+                f"verify {variant.name} on {image}: cannot run {variant.python}, the target's python ({reason})"
+            ) from None
         rc = container.wait(timeout=1800).get("StatusCode", 1)
         for line in container.logs(stdout=True, stderr=True).decode(errors="replace").splitlines():
             out(line)
@@ -66,7 +72,7 @@ def verify_image(client, variant, image: str, json_path=None, junit_path=None, o
                 data = _read_back(container, f"{WORKDIR}/{name}")
                 if data is None:
                     raise BuildFailed(f"the gate runner wrote no {name} (exit {rc})")
-                Path(dest).write_bytes(data)
+                write_output(dest, data)
     finally:
         container.remove(force=True)
     if rc == 2:

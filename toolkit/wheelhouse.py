@@ -16,10 +16,10 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 from toolkit import engine
+from toolkit.cleanup import scope_or_own
 from toolkit.errors import BuildFailed
 from toolkit.spec import ROOT
 
@@ -56,10 +56,11 @@ def image_ref(variant) -> str | None:
     return f"miles-wheelhouse:{variant.family}-{key}" if key else None
 
 
-def ensure_wheelhouse(variant, log=print) -> Path | None:
+def ensure_wheelhouse(variant, log=print, scope=None) -> Path | None:
     """Download once per recipe; a stamp records what the folder holds. The download goes into a private folder
     that is renamed into place only when complete, so two builds at once never see a half-filled wheelhouse, and
-    a failed download leaves nothing behind."""
+    a failed or interrupted download leaves nothing behind (the private folder belongs to `scope`, the command's
+    clean-up scope, or to a scope of its own)."""
     if not variant.wheelhouse:
         return None
     reqs = requirements(variant)
@@ -68,9 +69,8 @@ def ensure_wheelhouse(variant, log=print) -> Path | None:
     dest = CACHE / f"{variant.family}-{recipe_key(variant)}"
     if (dest / ".complete").exists():
         return dest
-    CACHE.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".partial-{dest.name}-", dir=CACHE))
-    try:
+    with scope_or_own(scope) as own:
+        tmp = own.mkdtemp(f".partial-{dest.name}-", CACHE)
         tmp.chmod(0o755)  # it becomes the wheelhouse image's root folder
         _download(reqs, py, plat, constraints, tmp, log, dest)
         if dest.is_dir() and not (dest / ".complete").exists():
@@ -81,8 +81,7 @@ def ensure_wheelhouse(variant, log=print) -> Path | None:
             if not (dest / ".complete").exists():
                 raise BuildFailed(f"wheelhouse: cannot move the download into {dest}: {e}") from None
             log(f"wheelhouse: {dest.relative_to(ROOT)} was completed meanwhile by another build; using it")
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        own.remove(tmp)
     return dest
 
 
@@ -121,7 +120,7 @@ def _download(reqs, py, plat, constraints: Path, tmp: Path, log, dest: Path) -> 
     stamp.write_text("\n".join(reqs) + "\n")
 
 
-def ensure_wheelhouse_image(client, variant, log=print) -> str | None:
+def ensure_wheelhouse_image(client, variant, log=print, scope=None) -> str | None:
     """Make the wheelhouse image once per recipe (`docker import` of the folder). Builds bind-mount it with
     `--mount=from=`, so half a gigabyte of wheels never travels in the build context."""
     import docker.errors
@@ -134,7 +133,7 @@ def ensure_wheelhouse_image(client, variant, log=print) -> str | None:
         return ref
     except docker.errors.ImageNotFound:
         pass
-    folder = ensure_wheelhouse(variant, log=log)
+    folder = ensure_wheelhouse(variant, log=log, scope=scope)
     engine.import_tree(folder, ref, ("--exclude=./.complete",))
     log(f"wheelhouse image {ref} made from {folder.relative_to(ROOT)}")
     return ref
