@@ -19,6 +19,7 @@ from pathlib import Path
 import yaml
 
 from toolkit.errors import SpecError, UsageError, short
+from toolkit.lock_policy import fill_from_lock
 from toolkit.spec_values import (
     COMMIT_RE,
     CONTROL_RE,
@@ -58,7 +59,11 @@ COMPONENT = {
     "extras": str,
     "requirements": str,
     "exclude": STR_LIST,
+    "track": {"branch": str, "tag": str, "commit": str},  # a policy: `ref` comes from the lock (lock_policy.py)
+    "why": str,
 }
+# A file a build downloads by URL and checks by digest; its size and sha256 come from the lock.
+ARTIFACT = {"url": str, "release": {"repo": str, "tag": str}, "why": str}
 # `component`: the patch belongs to that git component's tree and is applied right after the tree is copied in.
 PATCH = {"file": str, "tree": str, "ref": str, "strip": int, "component": str}
 GATES = "gates"  # a mapping whose schema verify/config.py owns (check_gates applies it)
@@ -86,6 +91,7 @@ FAMILY = {
     "base_build": {"debootstrap": {"suite": str, "variant": str, "include": STR_LIST}},
     "wheelhouse": {"python_version": str, "platform": str, "constraints": str},
     "variants": ("map", VARIANT),
+    "artifacts": ("map", ARTIFACT),
     **{k: v for k, v in VARIANT.items() if k not in ("tag_suffix",)},
 }
 REQUIRED_FAMILY = ("family", "template", "repository", "default", "python", "base", "variants")
@@ -114,6 +120,7 @@ class Variant:
     description: str = ""
     base_build: dict = field(default_factory=dict)
     wheelhouse: dict = field(default_factory=dict)
+    artifacts: dict = field(default_factory=dict)  # name -> its locked records (lock_policy.artifact_record)
 
     @property
     def digest(self) -> str:
@@ -346,6 +353,7 @@ def _parse_family(path: Path) -> tuple[dict, dict[str, Variant]]:
     check_family_values(raw, file)
     if raw["default"] not in raw["variants"]:
         raise SpecError(file, "default", f"names no variant: {short(raw['default'])}")
+    fill_from_lock(raw, path, file)
     check_pins(raw, file, "")
     if "gates" in raw:
         check_gates(raw["gates"], raw.get("pip"), raw.get("components"), file, "gates")
@@ -398,6 +406,7 @@ def _parse_family(path: Path) -> tuple[dict, dict[str, Variant]]:
             description=v.get("description", ""),
             base_build=dict(raw.get("base_build") or {}),
             wheelhouse=dict(raw.get("wheelhouse") or {}),
+            artifacts=dict(raw.get("artifacts") or {}),
         )
     return raw, variants
 
