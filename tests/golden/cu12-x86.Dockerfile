@@ -110,5 +110,5 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16-cu129" \
       io.miles.variant="cu12-x86" \
-      io.miles.spec-digest="4b71a7e5cf6d8bd7b9a91c79aa4c75b1d3decdc9502541db6029373e4874473a"
+      io.miles.spec-digest="28983cc721393d52fbbb4cd71632c489f0783ba5e2f16cb480313c89dc96410d"
 WORKDIR /root/

@@ -122,5 +122,5 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16" \
       io.miles.variant="cu13-aarch64" \
-      io.miles.spec-digest="4ff83d07c7bf9baa621e92b6c0ceb1e864150070c04a16941fef19b495bd9cb6"
+      io.miles.spec-digest="0d89466073579f057247cead55214118f0a28c5699ba389b8d3ffd09519f5e9c"
 WORKDIR /root/

@@ -122,5 +122,5 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16" \
       io.miles.variant="cu13-x86" \
-      io.miles.spec-digest="b9fec58fae071d839094d584208249dfc3addd2436ceae09c095ad89eb6f0e13"
+      io.miles.spec-digest="de7bba14b57dbc42c187c9916e8663316b08bdbdadabf506c3890c9f65ba1669"
 WORKDIR /root/

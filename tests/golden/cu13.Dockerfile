@@ -122,5 +122,5 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16" \
       io.miles.variant="cu13" \
-      io.miles.spec-digest="b1e7d66cda6232bb8b308350f17797ec2a6bc3a07104fb89796caa63c08bf775"
+      io.miles.spec-digest="2ad33b3a42e3c637a4b244491e99fc41c3865dd88c80d0c9f79447892ce0ace0"
 WORKDIR /root/

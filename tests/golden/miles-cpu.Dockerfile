@@ -63,4 +63,4 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="miles-base:bookworm-minbase-py311-git" \
       io.miles.variant="miles-cpu" \
-      io.miles.spec-digest="7b7b5a102a4cf00b1ae339cf43dadf35fd09e513c0c63db4a6967ac1ddcb3138"
+      io.miles.spec-digest="94f833c9e1df0fa0e1263d0bb30ee105805920dc411542917a032f474aee93bc"

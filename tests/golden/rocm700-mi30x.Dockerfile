@@ -142,6 +142,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.10-rocm700-mi30x" \
       io.miles.variant="rocm700-mi30x" \
-      io.miles.spec-digest="b04c0a729325afdb928740dfee03028eae97215f772858a7370db6dabbf64b17"
+      io.miles.spec-digest="c7dcbbf849c53f5b7063d58a102e91e671ba9d1b58a2b27bcf8c263d3a1721fe"
 WORKDIR /root/
 CMD ["/bin/bash"]

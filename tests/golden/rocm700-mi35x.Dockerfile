@@ -142,6 +142,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="rocm/sgl-dev:v0.5.14-rocm700-mi35x-20260627" \
       io.miles.variant="rocm700-mi35x" \
-      io.miles.spec-digest="0698986a6a22d20c5876610682b578936d50e3d348d21bedb617d9ea0eae258a"
+      io.miles.spec-digest="6a94412828f1836f74f8e8288d29008d18bf5b73918236d3f1d75c8d239a8be5"
 WORKDIR /root/
 CMD ["/bin/bash"]

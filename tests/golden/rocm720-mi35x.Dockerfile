@@ -142,6 +142,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="rocm/sgl-dev:v0.5.16-rocm720-mi35x-20260730" \
       io.miles.variant="rocm720-mi35x" \
-      io.miles.spec-digest="59213fc27a529cac32e854a1d06bd301ee2b67eca8b3b726fbf2c5225b5aa21b"
+      io.miles.spec-digest="f3da40248704016dcf26141194397575b1b32c797d90148f16c1d17f0defaa8b"
 WORKDIR /root/
 CMD ["/bin/bash"]

@@ -28,4 +28,4 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="miles-base:bookworm-minbase-py311-git" \
       io.miles.variant="smoke" \
-      io.miles.spec-digest="279813b5cb2e6b8c7a65bd265630f7bacd8f4f093a75c6f1a46e27399f5d1912"
+      io.miles.spec-digest="50c29a01d0925ba1d4c5b7312bcd50cd6e89e281cfb808f22312f90e3372a858"
