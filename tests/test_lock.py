@@ -236,6 +236,9 @@ def test_from_release_lock_and_pin_record_commits_without_asking_the_remote(proj
     assert (sources["megatron_lm"]["commit"], sources["megatron_lm"]["policy"]) == (c2, {"branch": "miles-main"})
     assert (sources["miles"]["commit"], sources["miles"]["via"]) == (c3, "pin")
     before = (project_copy / "images" / f"{FAMILY}.lock.json").read_bytes()
+    again = lock(project_copy)  # a plain lock keeps every entry whose policy is unchanged, and how it was made
+    assert again.returncode == 0 and "unchanged: images/lockt.lock.json" in again.stdout, again.stderr
+    assert (project_copy / "images" / f"{FAMILY}.lock.json").read_bytes() == before
     release["sglang_commit"] = "4" * 40  # disagrees with the spec's fixed commit
     rl.write_text(json.dumps(release))
     bad = lock(project_copy, "--from-release-lock", str(rl), "--pin", f"miles={c3}")

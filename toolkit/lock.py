@@ -206,10 +206,10 @@ def lock_family(path: Path, update=(), pins=None, release=None, release_label=""
             commit, via = pins[name], "pin"
         elif given:
             commit, via = _release_entry(policy, given, file, where[name], release_label)
+        elif same and (policy.fixed or (ALL not in update and name not in update)):
+            commit, via = prev["commit"], prev["via"]  # a fixed commit keeps the record of how it was locked
         elif policy.fixed:
             commit, via = policy.fixed, "spec"
-        elif same and ALL not in update and name not in update:
-            commit, via = prev["commit"], prev["via"]
         else:
             kind = "branch" if "branch" in policy.track else "tag"
             tasks[("sources", name)] = lambda p=policy, k=kind: (remote.resolve_ref(p.git, k, p.track[k]), "ls-remote")
