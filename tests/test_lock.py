@@ -31,16 +31,16 @@ def servers(tmp_path):
     a.stop()
 
 
-def write_family(project, components=None, artifacts=None):
+def write_family(project, components=None, artifacts=None, family=FAMILY):
     """images/lockt.yaml in the project copy: the smoke spec, renamed, with the given components and artifacts."""
     data = yaml.safe_load((ROOT / "images" / "smoke.yaml").read_text())
-    data["family"], data["variants"] = FAMILY, {FAMILY: {"tag_suffix": FAMILY}}
-    data["default"] = FAMILY
+    data["family"], data["variants"] = family, {family: {"tag_suffix": family}}
+    data["default"] = family
     if components:
         data["components"] = components
     if artifacts:
         data["artifacts"] = artifacts
-    path = project / "images" / f"{FAMILY}.yaml"
+    path = project / "images" / f"{family}.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
 
@@ -82,6 +82,16 @@ def test_lock_resolves_a_branch_check_sees_a_push_and_update_moves_it(project_co
     assert moved.returncode == 0, moved.stderr
     assert lock_json(project_copy)["sources"]["demo"]["commit"] == second
     assert lock(project_copy, "--check").returncode == 0
+
+    # Without --family, every family that tracks something is locked; --update NAME moves NAME where it is tracked.
+    write_family(project_copy, {"other": {"git": url, "track": {"commit": first}}}, family="lockt2")
+    assert run_build_py("lock", cwd=project_copy, env=env_for()).returncode == 0
+    other = (project_copy / "images" / "lockt2.lock.json").read_bytes()
+    third = g.commit("o/demo", {"a.py": "A = 3\n"})
+    proc = run_build_py("lock", "--update", "demo", cwd=project_copy, env=env_for())
+    assert proc.returncode == 0, proc.stderr
+    assert lock_json(project_copy)["sources"]["demo"]["commit"] == third
+    assert (project_copy / "images" / "lockt2.lock.json").read_bytes() == other
 
 
 def test_a_tag_resolves_to_its_commit_and_a_fixed_commit_needs_no_remote(project_copy, servers):
@@ -255,7 +265,7 @@ def test_from_release_lock_and_pin_record_commits_without_asking_the_remote(proj
     [
         (["--check", "--update"], "--check writes nothing"),
         (["--pin", "demo=abc"], "expected NAME=COMMIT"),
-        (["--update", "nope"], "'nope' is not a tracked source"),
+        (["--update", "nope"], "--update 'nope': no family here tracks a source of that name"),
         (["--family", "no-such"], "no such family"),
     ],
 )

@@ -313,16 +313,18 @@ def cmd_lock(args, out) -> int:
         out(table(CHECK_HEADERS, rows).rstrip("\n"))
         _raise_first(errors, "lock --check")
         return 1 if moved else 0
-    if pins:
-        owners = {n for _, path in todo for n in policies(*read_spec(path))[0]}
-        for name in pins:
+    declared = {path: policies(*read_spec(path)) for _, path in todo}
+    owners = {n for git, artifacts, _ in declared.values() for n in (*git, *artifacts)}
+    for option, names in (("--pin", pins), ("--update", [u for u in args.update if u != ALL])):
+        for name in names:
             if name not in owners:
-                raise UsageError(f"--pin {name}: no family here tracks a source of that name")
+                raise UsageError(f"{option} {short(name)}: no family here tracks a source of that name")
     resolved, rows = [], []
     for _, path in todo:  # every family resolved before any is written: one failure, no lock touched
-        spec_git = policies(*read_spec(path))[0]
-        mine = {n: c for n, c in pins.items() if n in spec_git}
-        r, new, lpath, label = lock_family(path, args.update, mine, release, args.from_release_lock or "")
+        git, artifacts = declared[path][:2]
+        mine = {n: c for n, c in pins.items() if n in git}
+        update = [u for u in args.update if u == ALL or u in git or u in artifacts]
+        r, new, lpath, label = lock_family(path, update, mine, release, args.from_release_lock or "")
         rows += r
         resolved.append((new, lpath, label))
     out(table(LOCK_HEADERS, rows).rstrip("\n"))
