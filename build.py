@@ -74,9 +74,10 @@ def check_tags(plan, reg) -> None:
 def cmd_build(args) -> int:
     from toolkit.base_image import ensure_base
     from toolkit.context import stage
+    from toolkit.sources import apply_refs
     from toolkit.wheelhouse import ensure_wheelhouse_image
 
-    variant = load_catalog().resolve(args.target)
+    variant = apply_refs(load_catalog().resolve(args.target), args.ref, args.source)
     secrets = [parse_secret(s) for s in args.secret]
     plan = make_plan(
         variant,
@@ -149,7 +150,7 @@ def cmd_bake(args) -> int:
     from toolkit.bake import bake_file
     from toolkit.base_image import ensure_base
     from toolkit.context import keep, stage
-    from toolkit.sources import overrides_for
+    from toolkit.sources import apply_refs, overrides_for, refs_for
     from toolkit.wheelhouse import ensure_wheelhouse_image
 
     log = out if args.output else (lambda line: print(line, file=sys.stderr, flush=True))
@@ -159,9 +160,10 @@ def cmd_bake(args) -> int:
         raise UsageError(f"--cache {short(args.cache)}: not a registry repository, e.g. ghcr.io/org/miles-cache")
     catalog, pip_ca, staged = load_catalog(), host_pip_ca(), []
     variants = [catalog.variants[n] for n in dict.fromkeys(catalog.resolve(t).name for t in args.target)]
-    sources = overrides_for(variants, args.source)
+    sources, refs = overrides_for(variants, args.source), refs_for(variants, args.ref)
     with Scope() as scope:  # what is not kept (renamed into place) is removed, however the command ends
         for variant in variants:
+            variant = apply_refs(variant, refs[variant.name], sources[variant.name])
             plan = make_plan(variant, pip_ca=pip_ca, sources=sources[variant.name])
             refuse_zero_context(plan)
             check_tags(registry.with_registry(plan, args.registry), args.registry)
@@ -181,6 +183,12 @@ def cmd_bake(args) -> int:
     return 0
 
 
+def cmd_lock(args) -> int:
+    from toolkit.lock import cmd_lock as run
+
+    return run(args, out)
+
+
 def cmd_lint(args) -> int:
     from toolkit.lint import lint
 
@@ -197,6 +205,7 @@ COMMAND_FUNCS = {
     "verify": cmd_verify,
     "bake": cmd_bake,
     "lint": cmd_lint,
+    "lock": cmd_lock,
     "list": cmd_list,
 }
 
@@ -219,6 +228,13 @@ def parser() -> argparse.ArgumentParser:
         default=[],
         metavar="NAME=PATH",
         help="build git component NAME from a local checkout or source tarball instead of its pinned commit",
+    )
+    b.add_argument(
+        "--ref",
+        action="append",
+        default=[],
+        metavar="NAME=COMMIT",
+        help="build git component NAME from this commit of its remote instead of the locked one (this build only)",
     )
     b.add_argument(
         "--skip-existing",
@@ -250,6 +266,40 @@ def parser() -> argparse.ArgumentParser:
         default=[],
         metavar="NAME=PATH",
         help="every target with git component NAME takes it from this checkout or tarball",
+    )
+    k.add_argument(
+        "--ref",
+        action="append",
+        default=[],
+        metavar="NAME=COMMIT",
+        help="every target with git component NAME builds it from this commit of its remote",
+    )
+
+    lk = sub.add_parser(
+        "lock", help="resolve the specs' policies (branch, tag, commit, artifacts) into images/*.lock.json"
+    )
+    lk.add_argument("--family", action="append", default=[], metavar="F", help="only this family (default: all)")
+    lk.add_argument(
+        "--update",
+        action="append",
+        nargs="?",
+        const="*",
+        default=[],
+        metavar="NAME",
+        help="re-resolve NAME even if its policy is unchanged (alone: every source)",
+    )
+    lk.add_argument("--check", action="store_true", help="resolve everything now, write nothing; exit 1 if moved")
+    lk.add_argument(
+        "--pin",
+        action="append",
+        default=[],
+        metavar="NAME=COMMIT",
+        help="record COMMIT for NAME without asking its remote (a host that cannot reach it); --check verifies it",
+    )
+    lk.add_argument(
+        "--from-release-lock",
+        metavar="FILE",
+        help="upstream's release-lock.json: its sglang and Megatron-LM commits become the lock's",
     )
 
     lint = sub.add_parser("lint", help="overlay guard on patches + hadolint on every rendered target")

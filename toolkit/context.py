@@ -15,6 +15,7 @@ from pathlib import Path
 
 from toolkit.cleanup import Scope
 from toolkit.gate_bundle import config_text, payload_files
+from toolkit.lock_policy import artifact_origin
 from toolkit.sources import LABEL_PREFIX, git_components, remote, resolve
 from toolkit.spec import ROOT
 
@@ -51,11 +52,14 @@ class Context:
 
 
 def build_labels(plan, ctx: Context) -> dict:
-    """The labels a build applies: the plan's, the input hash, and which source each git component came from."""
+    """The labels a build applies: the plan's, the input hash, which source each git component came from (the
+    commit the lock resolved, a `--ref`, or a local tree), and each locked artifact's URL and digest."""
     labels = dict(plan.labels)
     labels[INPUT_HASH_LABEL] = ctx.input_hash
     for s in ctx.sources:
         labels[LABEL_PREFIX + s.name] = s.origin
+    for name, record in plan.variant.artifacts.items():
+        labels[LABEL_PREFIX + name] = artifact_origin(record)
     return dict(sorted(labels.items()))
 
 
@@ -88,7 +92,8 @@ def context_files(plan) -> dict:
 
 def plan_hash(plan, dockerfile_text: str, files: dict | None = None, sources=None) -> str:
     """The input hash of a rendered plan: what the build labels and tags, and what CI compares across revisions.
-    Covers the Dockerfile, the resolved spec, every context file, the gate config and the source of every git
+    Covers the Dockerfile, the resolved spec (with what the lock pins: each tracked component's commit, each
+    artifact's URL, size and sha256), every context file, the gate config and the source of every git
     component (the pinned commit, or the content of a local `--source`): what goes into the image, nothing about
     the host (which secrets a host hands the build, its CA bundle say, never changes the hash)."""
     if sources is None:  # no staging: every git component at its pin

@@ -4,13 +4,15 @@ Every `git` component of a variant reaches the Dockerfile as the named context `
 `RUN --mount=type=bind,from=`), never as a `git clone` in a RUN line. By default the context is the pinned remote,
 `<git>#<ref>`, which BuildKit fetches itself. `build.py build --source NAME=PATH` replaces it with a local checkout
 or a source tarball: that is how a developer builds a change before it lands, and how a host without access to
-the remote builds at all. A local tree is staged (copied without `.git` and byte-code caches, a tarball unpacked
-with its single top folder stripped), and its content digest replaces the pinned commit in the input hash; the
-image's `io.miles.source.<name>` label records which was used.
+the remote builds at all. `--ref NAME=COMMIT` keeps the remote and changes only its commit, for one build (a pull
+request that tests an unmerged upstream fix does this). A local tree is staged (copied without `.git` and
+byte-code caches, a tarball unpacked with its single top folder stripped), and its content digest replaces the
+pinned commit in the input hash; the image's `io.miles.source.<name>` label records which was used.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import shutil
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from toolkit.errors import UsageError, short
+from toolkit.refnames import COMMIT_RE
 from toolkit.source_archive import unpack
 
 CONTEXT_PREFIX = "src-"
@@ -92,6 +95,45 @@ def overrides_for(variants, items) -> dict:
         if not any(name in components for components in known.values()):
             listed = ", ".join(sorted({n for components in known.values() for n in components})) or "none"
             raise UsageError(f"--source {short(item)}: no target here has the git component {short(name)} ({listed})")
+    return {v: [i for i in items if names[i] in components] for v, components in known.items()}
+
+
+def split_ref(item: str) -> tuple:
+    name, eq, commit = item.partition("=")
+    if not eq or not name or not COMMIT_RE.fullmatch(commit):
+        raise UsageError(f"--ref {short(item)}: expected NAME=COMMIT (a 40-hex commit of that component's remote)")
+    return name, commit
+
+
+def apply_refs(variant, items, sources=()):
+    """`--ref NAME=COMMIT` pairs -> a copy of the variant whose git component NAME is pinned to COMMIT for this
+    build (the remote stays; the input hash and the label follow the commit). NAME cannot also take `--source`."""
+    if not items:
+        return variant
+    known = git_components(variant)
+    local = {split_item(item)[0] for item in sources}
+    components = dict(variant.components)
+    for item in items:
+        name, commit = split_ref(item)
+        if name not in known:
+            listed = ", ".join(known) or "none"
+            raise UsageError(f"--ref {short(item)}: {name!r} is not a git component of {variant.name} ({listed})")
+        if name in local:
+            raise UsageError(f"--ref {name}: also given --source {name}; a build takes one of them")
+        if components[name] is not known[name]:
+            raise UsageError(f"--ref {name}: given twice")
+        components[name] = {**known[name], "ref": commit}
+    return dataclasses.replace(variant, components=components)
+
+
+def refs_for(variants, items) -> dict:
+    """`--ref` for several targets at once (bake): {variant name: the items naming one of its git components}."""
+    names = {item: split_ref(item)[0] for item in items}
+    known = {v.name: git_components(v) for v in variants}
+    for item, name in names.items():
+        if not any(name in components for components in known.values()):
+            listed = ", ".join(sorted({n for components in known.values() for n in components})) or "none"
+            raise UsageError(f"--ref {short(item)}: no target here has the git component {name!r} ({listed})")
     return {v: [i for i in items if names[i] in components] for v, components in known.items()}
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import yaml
 
 from toolkit.errors import SpecError, UsageError, short
+from toolkit.lock_policy import fill_from_lock
 from toolkit.schema import GATES, STEPS, STR_LIST, STR_MAP, check
 from toolkit.spec_values import (
     COMMIT_RE,
@@ -48,9 +49,20 @@ IMAGES_DIR = ROOT / "images"
 MAX_SPEC_BYTES = 1 << 20
 
 # Schema (toolkit/schema.py's language). `requirements`: a requirements file in a git component's tree that a
-# `requirements` step installs, less `exclude` (names).
-# `record`: where the pin is recorded (tests/test_pin_records.py checks it against that record).
-COMPONENT = {"git": str, "ref": str, "subdir": str, "requirements": str, "exclude": STR_LIST, "record": str}
+# `requirements` step installs, less `exclude` (names). `record`: where the pin is recorded
+# (tests/test_pin_records.py checks it). `track`: a policy, and then `ref` comes from the lock (lock_policy.py).
+COMPONENT = {
+    "git": str,
+    "ref": str,
+    "subdir": str,
+    "requirements": str,
+    "exclude": STR_LIST,
+    "record": str,
+    "track": {"branch": str, "tag": str, "commit": str},
+    "why": str,
+}
+# A file a build downloads by URL and checks by digest; its size and sha256 come from the lock.
+ARTIFACT = {"url": str, "release": {"repo": str, "tag": str}, "why": str}
 # `component`: the patch belongs to that git component's tree and is applied right after the tree is copied in.
 PATCH = {"file": str, "tree": str, "ref": str, "strip": int, "component": str}
 VARIANT = {
@@ -81,6 +93,7 @@ FAMILY = {
     "base_build": {"debootstrap": {"suite": str, "variant": str, "include": STR_LIST}},
     "wheelhouse": {"python_version": str, "platform": str, "constraints": str},
     "variants": ("map", VARIANT),
+    "artifacts": ("map", ARTIFACT),
     **{k: v for k, v in VARIANT.items() if k not in ("tag_suffix",)},
 }
 REQUIRED_FAMILY = ("family", "template", "repository", "default", "python", "base", "variants")
@@ -109,6 +122,7 @@ class Variant:
     description: str = ""
     base_build: dict = field(default_factory=dict)
     wheelhouse: dict = field(default_factory=dict)
+    artifacts: dict = field(default_factory=dict)  # name -> its locked records (lock_policy.artifact_record)
 
     @property
     def digest(self) -> str:
@@ -308,6 +322,21 @@ def load_layers(names: list, images_dir: Path, file: str) -> list[tuple[str, dic
     return layers
 
 
+def with_layers(raw: dict, layers: list) -> dict:
+    """The family's mapping with its layers' tables merged under its own (the family's values win)."""
+    under: dict = {}
+    for _, layer in layers:
+        under = merge(under, {k: v for k, v in layer.items() if k != "description"})
+    return merge(under, raw)
+
+
+def read_family(path: Path) -> tuple[dict, str]:
+    """(the family's mapping with its layers merged in, its label): what the lock reads its policies from."""
+    file, raw = read_spec_file(path)
+    check(raw, FAMILY, file, "")
+    return with_layers(raw, load_layers(raw.get("extends") or [], path.parent, file)), file
+
+
 def _parse_family(path: Path) -> tuple[dict, dict[str, Variant]]:
     """(the raw mapping, its validated variants by name)."""
     file, raw = read_spec_file(path)
@@ -325,10 +354,9 @@ def _parse_family(path: Path) -> tuple[dict, dict[str, Variant]]:
     if raw["default"] not in raw["variants"]:
         raise SpecError(file, "default", f"names no variant: {short(raw['default'])}")
     layers = load_layers(raw.get("extends") or [], path.parent, file)
-    family_defaults: dict = {}
-    for _, layer in layers:
-        family_defaults = merge(family_defaults, {k: v for k, v in layer.items() if k != "description"})
-    family_defaults = merge(family_defaults, {k: v for k, v in raw.items() if k in VARIANT})
+    own, raw = raw, with_layers(raw, layers)
+    fill_from_lock(raw, path, file)
+    family_defaults = {k: v for k, v in raw.items() if k in VARIANT}
     check_pins(family_defaults, file, "")
     if "gates" in raw:
         check_gates(raw["gates"], family_defaults.get("pip"), family_defaults.get("components"), file, "gates")
@@ -366,7 +394,7 @@ def _parse_family(path: Path) -> tuple[dict, dict[str, Variant]]:
         else:
             steps, steps_key = family_steps, "steps"
         check_pins(v, file, f"variants.{name}.")
-        origin = _origin_finder(file, name, raw, over, layers)
+        origin = _origin_finder(file, name, own, over, layers)
         check_steps(steps, v, Where(file, steps_key), origin)
         variants[name] = Variant(
             name=name,
@@ -388,6 +416,7 @@ def _parse_family(path: Path) -> tuple[dict, dict[str, Variant]]:
             description=v.get("description", ""),
             base_build=dict(raw.get("base_build") or {}),
             wheelhouse=dict(raw.get("wheelhouse") or {}),
+            artifacts=dict(raw.get("artifacts") or {}),
         )
     return raw, variants
 

@@ -147,6 +147,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16-cu129" \
       io.miles.variant="cu12-x86" \
-      io.miles.spec-digest="b85cacb9e5db0c38fcdc4b1693aa03093a0616f6d417875c84d9d436c035fb02"
+      io.miles.spec-digest="c991b066dd5678db6d098884d41e91c9405e64dc39104b293275a5abc26f817b"
 WORKDIR /root/
 CMD ["/bin/bash"]

@@ -158,6 +158,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16" \
       io.miles.variant="cu13-aarch64" \
-      io.miles.spec-digest="a1b5b613042f1323fde4c623ca1fde05d0dc2dc9f36d4a6c6d02662f880d862c"
+      io.miles.spec-digest="fe6e47a62acf652ae1482256f5e276e2535558702601ed457616b3bbe998e192"
 WORKDIR /root/
 CMD ["/bin/bash"]

@@ -158,6 +158,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16" \
       io.miles.variant="cu13-x86" \
-      io.miles.spec-digest="eb2c19aba496560edfec2575b87bb5a9d84c74199b1adb26aa7a1eedc9d18e15"
+      io.miles.spec-digest="52012a4bdd77e45cd540cfaa59e4221d46be04f0531b89ed12b5cb91136eb647"
 WORKDIR /root/
 CMD ["/bin/bash"]

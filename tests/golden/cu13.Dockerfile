@@ -158,6 +158,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16" \
       io.miles.variant="cu13" \
-      io.miles.spec-digest="f50b5bac27b7fe452e4951a82070ff1f87be76f4bbf7a39be32c11cf388c71d3"
+      io.miles.spec-digest="fee31f39343ac9d61f1e2f6acf66102c54d7e30be07d154b1e1f63abe54bbff1"
 WORKDIR /root/
 CMD ["/bin/bash"]

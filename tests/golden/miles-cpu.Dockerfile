@@ -53,4 +53,4 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="miles-base:bookworm-minbase-py311-git" \
       io.miles.variant="miles-cpu" \
-      io.miles.spec-digest="7ec25ba721f84c8f9b73b9a7414ce8944ffef502c1d434929882c659e1ee34e1"
+      io.miles.spec-digest="f4411240a4f6ccd722cb2d7e4cc4389321c743666835b148c385fc694870746d"

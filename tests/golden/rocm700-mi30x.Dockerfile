@@ -146,6 +146,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.10-rocm700-mi30x" \
       io.miles.variant="rocm700-mi30x" \
-      io.miles.spec-digest="479fcc12db91c24875eacfa451a3de6a6fafa237de137513e0af9015925bdc66"
+      io.miles.spec-digest="1c65422d412b19717ff134eb22e1ca3869d5d283fe0e86846fac8f578a81f51d"
 WORKDIR /root/
 CMD ["/bin/bash"]

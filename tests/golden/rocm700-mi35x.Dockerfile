@@ -146,6 +146,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="rocm/sgl-dev:v0.5.14-rocm700-mi35x-20260627" \
       io.miles.variant="rocm700-mi35x" \
-      io.miles.spec-digest="b4b88dc236f7d462cdbde1ceb81a8eb667a1270c2e20524ca685469deb10f57f"
+      io.miles.spec-digest="93f0e3a638186d490a3741fd497a005bcd3575e88a58860485268653e143a232"
 WORKDIR /root/
 CMD ["/bin/bash"]

@@ -146,6 +146,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="rocm/sgl-dev:v0.5.16-rocm720-mi35x-20260730" \
       io.miles.variant="rocm720-mi35x" \
-      io.miles.spec-digest="3827a5b355d2466444ebfb98d125ee74dcbe17501efd0d0a7688a20dc157ecab"
+      io.miles.spec-digest="66be747379f3a0da79a92274542b36bb52a51c678a7fab191ef384dcf0ba8582"
 WORKDIR /root/
 CMD ["/bin/bash"]

@@ -27,4 +27,4 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="miles-base:bookworm-minbase-py311-git" \
       io.miles.variant="smoke" \
-      io.miles.spec-digest="6afebdaa86cb045dd20f9ed3b310a12d7a2084e1dd593468d90bc57d2033cf4f"
+      io.miles.spec-digest="7299973a8bebf8de60fe2a7ebffec450c8c5deeb0deef11260023799b322e024"
