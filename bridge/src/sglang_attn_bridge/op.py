@@ -1,10 +1,10 @@
-"""The attention call as a torch.library custom op, so torch.compile treats it as one opaque node.
+"""The attention call as one torch.library custom op with its autograd: the single path every entry point takes.
 
-Dynamo cannot trace Triton launches it did not write, nor the layout code, which reads sequence lengths on the host.
-Under torch.compile the attention function calls these ops instead: they take the tensors that describe the
-sequences (padding mask, position_ids, cu_seq_lens) and build the layout inside, in eager code, with the same cache
-the eager path uses; fake implementations give Inductor the output shapes. Forward and backward run exactly the
-eager path's functions, so compiled and eager results are the same bits.
+The transformers attention function and `attention_varlen` both call `attention`, eager or under torch.compile.
+Dynamo cannot trace Triton launches it did not write, nor the layout code, which reads sequence lengths on the host,
+so the op takes the tensors that describe the sequences (padding mask, position_ids, cu_seq_lens) and builds the
+layout inside (cached per tensor object, so the layers of one forward pay for it once); fake implementations give
+Inductor the output shapes. Eager and compiled calls run the same code, so they give the same bits.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from . import layout, ops
-from .function import forward_impl
+from .function import forward_impl, separate_backward_output
 
 
 def _layout(q, k, attention_mask, position_ids, cu_seq_lens_q, cu_seq_lens_k, max_length_q, max_length_k):
@@ -51,13 +51,14 @@ def attention_op(
     window: int,
     softcap: float,
     need_lse: bool,
-) -> tuple[Tensor, Tensor]:
-    """q [B, Sq, Hq, D], k/v [B, Sk, Hkv, D] -> (o [B, Sq, Hq, D], lse [Hq, B*Sq] fp32, or empty if not need_lse)."""
+) -> tuple[Tensor, Tensor, Tensor]:
+    """q [B, Sq, Hq, D], k/v [B, Sk, Hkv, D] -> (o [B, Sq, Hq, D], lse [Hq, B*Sq] fp32 or empty if not need_lse,
+    the output the backward uses where it is not o (fp32 with sglang's forward), else empty)."""
     lay = _layout(q, k, attention_mask, position_ids, cu_seq_lens_q, cu_seq_lens_k, max_length_q, max_length_k)
-    o, lse = forward_impl(q, k, v, lay, scale, causal, _window(window), softcap, need_lse)
+    o, lse, o_bwd = forward_impl(q, k, v, lay, scale, causal, _window(window), softcap, need_lse)
     if lse is None:
         lse = q.new_empty((0,), dtype=torch.float32)
-    return o, lse
+    return o, lse, q.new_empty((0,)) if o_bwd is None else o_bwd
 
 
 @attention_op.register_fake
@@ -79,7 +80,8 @@ def _(
 ):
     b, sq, hq, d = q.shape
     lse = q.new_empty((hq, b * sq) if need_lse else (0,), dtype=torch.float32)
-    return q.new_empty((b, sq, hq, d)), lse
+    o_bwd = q.new_empty((b, sq, hq, d) if separate_backward_output(q.dtype, need_lse) else (0,))
+    return q.new_empty((b, sq, hq, d)), lse, o_bwd
 
 
 @torch.library.custom_op("sglang_attn_bridge::attention_backward", mutates_args=())
@@ -129,12 +131,12 @@ def _(
 
 def _setup_context(ctx, inputs, output):
     q, k, v, mask, pos, cu_q, cu_k, max_q, max_k, scale, causal, window, softcap, _ = inputs
-    o, lse = output
-    ctx.save_for_backward(q, k, v, o, lse, mask, pos, cu_q, cu_k)
+    o, lse, o_bwd = output
+    ctx.save_for_backward(q, k, v, o_bwd if o_bwd.numel() else o, lse, mask, pos, cu_q, cu_k)
     ctx.args = (max_q, max_k, scale, causal, window, softcap)
 
 
-def _backward(ctx, do, _dlse):
+def _backward(ctx, do, _dlse, _do_bwd):
     q, k, v, o, lse, mask, pos, cu_q, cu_k = ctx.saved_tensors
     dq, dk, dv = attention_backward_op(do.contiguous(), q, k, v, o, lse, mask, pos, cu_q, cu_k, *ctx.args)
     return dq, dk, dv, None, None, None, None, None, None, None, None, None, None, None
@@ -148,9 +150,9 @@ def attention(
     k,
     v,
     scale: float,
-    causal: bool,
-    window,
-    softcap,
+    causal: bool = True,
+    window=None,
+    softcap=None,
     attention_mask=None,
     position_ids=None,
     cu_seq_lens_q=None,
@@ -158,9 +160,10 @@ def attention(
     max_length_q=None,
     max_length_k=None,
 ):
-    """The compiled path's counterpart of function.attention (same conventions; window in sglang's)."""
-    need_lse = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
-    o, _ = attention_op(
+    """q [B, Sq, Hq, D], k/v [B, Sk, Hkv, D] views (head dim contiguous or not) -> o [B, Sq, Hq, D]. `window` in
+    sglang's convention (query i sees key j iff i - j <= window), None for none; softcap 0 or None for none."""
+    need_lse = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
+    o, _, _ = attention_op(
         q,
         k,
         v,
