@@ -1,10 +1,13 @@
-"""The attention call as one torch.library custom op with its autograd: the single path every entry point takes.
+"""The attention call: one forward and one backward implementation, a torch.library custom op around them, and the
+single entry point `attention` that the transformers attention function and `attention_varlen` both call.
 
-The transformers attention function and `attention_varlen` both call `attention`, eager or under torch.compile.
 Dynamo cannot trace Triton launches it did not write, nor the layout code, which reads sequence lengths on the host,
 so the op takes the tensors that describe the sequences (padding mask, position_ids, cu_seq_lens) and builds the
 layout inside (cached per tensor object, so the layers of one forward pay for it once); fake implementations give
-Inductor the output shapes. Eager and compiled calls run the same code, so they give the same bits.
+Inductor the output shapes. Under torch.compile `attention` calls the op. In eager mode it calls the same two
+implementations through a plain autograd.Function (or, without gradients, directly): the dispatcher's checks around
+a custom op cost more CPU time than a short attention call's launches (on the H200 machine's CPU), and they add
+nothing when nothing traces. Both routes run the same functions, so they give the same bits.
 """
 
 from __future__ import annotations
@@ -54,6 +57,40 @@ def attention_op(
 ) -> tuple[Tensor, Tensor, Tensor]:
     """q [B, Sq, Hq, D], k/v [B, Sk, Hkv, D] -> (o [B, Sq, Hq, D], lse [Hq, B*Sq] fp32 or empty if not need_lse,
     the output the backward uses where it is not o (fp32 with sglang's forward), else empty)."""
+    return _forward(
+        q,
+        k,
+        v,
+        attention_mask,
+        position_ids,
+        cu_seq_lens_q,
+        cu_seq_lens_k,
+        max_length_q,
+        max_length_k,
+        scale,
+        causal,
+        window,
+        softcap,
+        need_lse,
+    )
+
+
+def _forward(
+    q,
+    k,
+    v,
+    attention_mask,
+    position_ids,
+    cu_seq_lens_q,
+    cu_seq_lens_k,
+    max_length_q,
+    max_length_k,
+    scale,
+    causal,
+    window,
+    softcap,
+    need_lse,
+):
     lay = _layout(q, k, attention_mask, position_ids, cu_seq_lens_q, cu_seq_lens_k, max_length_q, max_length_k)
     o, lse, o_bwd = forward_impl(q, k, v, lay, scale, causal, _window(window), softcap, need_lse)
     if lse is None:
@@ -103,6 +140,44 @@ def attention_backward_op(
     window: int,
     softcap: float,
 ) -> tuple[Tensor, Tensor, Tensor]:
+    return _backward_impl(
+        do,
+        q,
+        k,
+        v,
+        o,
+        lse,
+        attention_mask,
+        position_ids,
+        cu_seq_lens_q,
+        cu_seq_lens_k,
+        max_length_q,
+        max_length_k,
+        scale,
+        causal,
+        window,
+        softcap,
+    )
+
+
+def _backward_impl(
+    do,
+    q,
+    k,
+    v,
+    o,
+    lse,
+    attention_mask,
+    position_ids,
+    cu_seq_lens_q,
+    cu_seq_lens_k,
+    max_length_q,
+    max_length_k,
+    scale,
+    causal,
+    window,
+    softcap,
+):
     lay = _layout(q, k, attention_mask, position_ids, cu_seq_lens_q, cu_seq_lens_k, max_length_q, max_length_k)
     return ops.backward(do, q, k, v, o, lse, lay, scale, causal, _window(window), softcap)
 
@@ -145,6 +220,23 @@ def _backward(ctx, do, _dlse, _do_bwd):
 attention_op.register_autograd(_backward, setup_context=_setup_context)
 
 
+class _Eager(torch.autograd.Function):
+    """The op's forward and backward in eager mode, without the dispatcher (the module docstring says why)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, mask, pos, cu_q, cu_k, max_q, max_k, scale, causal, window, softcap):
+        o, lse, o_bwd = _forward(q, k, v, mask, pos, cu_q, cu_k, max_q, max_k, scale, causal, window, softcap, True)
+        ctx.save_for_backward(q, k, v, o_bwd if o_bwd.numel() else o, lse, mask, pos, cu_q, cu_k)
+        ctx.args = (max_q, max_k, scale, causal, window, softcap)
+        return o
+
+    @staticmethod
+    def backward(ctx, do):
+        q, k, v, o, lse, mask, pos, cu_q, cu_k = ctx.saved_tensors
+        dq, dk, dv = _backward_impl(do.contiguous(), q, k, v, o, lse, mask, pos, cu_q, cu_k, *ctx.args)
+        return dq, dk, dv, None, None, None, None, None, None, None, None, None, None
+
+
 def attention(
     q,
     k,
@@ -163,7 +255,7 @@ def attention(
     """q [B, Sq, Hq, D], k/v [B, Sk, Hkv, D] views (head dim contiguous or not) -> o [B, Sq, Hq, D]. `window` in
     sglang's convention (query i sees key j iff i - j <= window), None for none; softcap 0 or None for none."""
     need_lse = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
-    o, _, _ = attention_op(
+    args = (
         q,
         k,
         v,
@@ -177,6 +269,9 @@ def attention(
         bool(causal),
         -1 if window is None else int(window),
         float(softcap or 0.0),
-        need_lse,
     )
-    return o
+    if torch.compiler.is_compiling():
+        return attention_op(*args, need_lse)[0]
+    if need_lse:
+        return _Eager.apply(*args)
+    return _forward(*args, False)[0]
