@@ -97,18 +97,12 @@ def do_bench(fn, grad_to_none=None):
 
 
 def with_forward(mode, fn):
-    """fn run with SGLANG_ATTN_BRIDGE_FORWARD=mode (the bridge reads it on every call)."""
+    """fn run with the bridge's `forward` setting = mode."""
+    from sglang_attn_bridge import settings
 
     def run():
-        old = os.environ.get(FWD_ENV)
-        os.environ[FWD_ENV] = mode
-        try:
+        with settings.override(forward=mode):
             return fn()
-        finally:
-            if old is None:
-                os.environ.pop(FWD_ENV, None)
-            else:
-                os.environ[FWD_ENV] = old
 
     return run
 

@@ -21,9 +21,9 @@ from dataclasses import replace
 
 import torch
 from common import load_sglang, make_qkv, packed_lengths
-from sglang_attn_bridge import config, layout, ops
-from sglang_attn_bridge.function import attention, sglang_forward
+from sglang_attn_bridge import config, layout, op, ops
 from sglang_attn_bridge.reference import reference_attention
+from sglang_attn_bridge.sglang_forward import sglang_forward
 from sglang_attn_bridge.sglang_kernel import resolve
 
 OUT = os.environ.get("OUT", "out")
@@ -81,10 +81,16 @@ def bit_exact(mod):
 def fa_rule(dtype, label, lens, hq, hkv, d, causal=True, hf_window=None, softcap=None, scale=None):
     scale = scale or d**-0.5
     q, k, v, cu = make_qkv(lens, hq, hkv, d, dtype, requires_grad=True)
-    t = sum(lens)
-    lay = layout.from_cu_seqlens(cu, cu, t, t)
-    o = attention(
-        q, k, v, lay, scale, causal=causal, window=None if hf_window is None else hf_window - 1, softcap=softcap
+    o = op.attention(
+        q,
+        k,
+        v,
+        scale,
+        causal,
+        None if hf_window is None else hf_window - 1,
+        softcap,
+        cu_seq_lens_q=cu,
+        cu_seq_lens_k=cu,
     )
     do = torch.randn_like(o)
     got = [o] + list(torch.autograd.grad(o, (q, k, v), do))
@@ -117,15 +123,14 @@ def fa_rule(dtype, label, lens, hq, hkv, d, causal=True, hf_window=None, softcap
 def determinism():
     lens = packed_lengths(4096, 5, seed=3)
     q, k, v, cu = make_qkv(lens, 32, 8, 128, torch.bfloat16, requires_grad=True)
-    lay = layout.from_cu_seqlens(cu, cu, sum(lens), sum(lens))
-    o = attention(q, k, v, lay, 128**-0.5)
+    o = op.attention(q, k, v, 128**-0.5, cu_seq_lens_q=cu, cu_seq_lens_k=cu)
     do = torch.randn_like(o)
     first = torch.autograd.grad(o, (q, k, v), do, retain_graph=True)
     same = True
     for _ in range(9):
         again = torch.autograd.grad(o, (q, k, v), do, retain_graph=True)
         same &= all(torch.equal(a, b) for a, b in zip(first, again))
-    o2 = attention(q, k, v, lay, 128**-0.5)
+    o2 = op.attention(q, k, v, 128**-0.5, cu_seq_lens_q=cu, cu_seq_lens_k=cu)
     record("determinism", "32/8 D128 packed 4096, 10 bwd", same and torch.equal(o, o2), "bitwise dq/dk/dv and o")
 
 

@@ -1,15 +1,38 @@
-"""CPU test set-up: Triton kernels run in the interpreter, which must be chosen before triton is imported."""
+"""Test set-up: the bridge under test is this tree's; on the CPU, Triton kernels run in the interpreter, which must be
+chosen before triton is imported (the GPU tests in gpu/ run where a GPU is and set it to 0 before this file runs)."""
 
 import importlib.machinery
 import os
 import sys
 import types
+from pathlib import Path
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 os.environ.setdefault("SGLANG_ATTN_BRIDGE_FORWARD", "auto")
 
 import pytest  # noqa: E402
+import sglang_attn_bridge  # noqa: E402
 import torch  # noqa: E402
+
+TREE = Path(__file__).resolve().parents[1] / "src" / "sglang_attn_bridge"
+if Path(sglang_attn_bridge.__file__).resolve().parent != TREE:
+    raise pytest.UsageError(
+        f"the imported sglang_attn_bridge is {sglang_attn_bridge.__file__}, not this tree's {TREE}: put bridge/src "
+        "first on the path (pytest.ini does, from the repository root)"
+    )
+
+
+@pytest.fixture
+def bridge_settings(monkeypatch):
+    """use(**changes): the bridge's settings with `changes` for the rest of the test (restored after it)."""
+    import dataclasses
+
+    from sglang_attn_bridge import settings
+
+    def use(**changes):
+        monkeypatch.setattr(settings, "_current", dataclasses.replace(settings.current(), **changes))
+
+    return use
 
 
 @pytest.fixture(autouse=True)
@@ -21,12 +44,12 @@ def _seeded():
 @pytest.fixture(autouse=True)
 def no_sglang(monkeypatch):
     """Resolution sees no sglang, whatever the machine has installed (tests that need one install a fake)."""
-    from sglang_attn_bridge import probe, sglang_kernel
+    from sglang_attn_bridge import probe, settings, sglang_kernel
 
     monkeypatch.setattr(sglang_kernel, "_cached", sglang_kernel.Resolution(None, False, "disabled for the test"))
-    monkeypatch.delenv(probe.CACHE_ENV, raising=False)
     probe.clear()  # probe decisions belong to one test's (fake) sglang
-    yield
+    with settings.override(probe_cache=None):
+        yield
 
 
 SGLANG_MODULES = (

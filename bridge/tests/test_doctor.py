@@ -22,9 +22,9 @@ def test_doctor_fails_on_broken_sglang(monkeypatch, capsys):
     assert "FAIL sglang kernel" in capsys.readouterr().out
 
 
-def test_doctor_require_flags(no_sglang, monkeypatch, capsys):
+def test_doctor_require_flags(bridge_settings, no_sglang, monkeypatch, capsys):
     assert doctor.main(["--require-sglang"]) == 1
-    monkeypatch.delenv("TRITON_INTERPRET")
+    bridge_settings(interpreter=False)
     assert doctor.main(["--require-gpu"]) == 1
 
 
@@ -74,4 +74,4 @@ def test_doctor_prints_the_forward_per_class(install_sglang, capsys):
     doctor.main([])
     out = capsys.readouterr().out
     lines = [ln for ln in out.splitlines() if "auto forward" in ln]
-    assert len(lines) == 4 and all("float32 D64" in ln and ": sglang (" in ln and "differ" in ln for ln in lines)
+    assert len(lines) == 4 and all("float16 D64" in ln and ": sglang (" in ln and "differ" in ln for ln in lines)

@@ -5,8 +5,7 @@ Shapes are small because the kernels run in the Triton interpreter here; the sam
 
 import pytest
 import torch
-from sglang_attn_bridge import layout
-from sglang_attn_bridge.function import attention
+from sglang_attn_bridge import attention_varlen, layout
 from sglang_attn_bridge.reference import reference_attention
 
 TOL = {torch.float32: 2e-5, torch.float16: 3e-3}
@@ -31,9 +30,17 @@ def _check(lens_q, lens_k, hq, hkv, d, dtype, scale, causal=True, hf_window=None
     q, k, v, lay, cu_q, cu_k = _packed_case(lens_q, lens_k, hq, hkv, d, dtype)
     for t in (q, k, v):
         t.requires_grad_(grad)
-    o = attention(
-        q, k, v, lay, scale, causal=causal, window=None if hf_window is None else hf_window - 1, softcap=softcap
-    )
+    o = attention_varlen(
+        q[0],
+        k[0],
+        v[0],
+        cu_seqlens_q=cu_q,
+        cu_seqlens_k=cu_k,
+        causal=causal,
+        window=None if hf_window is None else hf_window - 1,
+        softcap=softcap or 0.0,
+        scale=scale,
+    )[None]
     do = torch.randn_like(o)
     if grad:
         o.backward(do)

@@ -8,7 +8,8 @@ import logging
 import pytest
 import torch
 from sglang_attn_bridge import layout, ops, probe
-from sglang_attn_bridge.function import attention, select_forward
+from sglang_attn_bridge.function import select_forward
+from sglang_attn_bridge.op import attention
 
 NEW = "sglang.kernels.ops.attention.extend_attention"
 calls = []
@@ -54,12 +55,12 @@ def _seeded_mismatch(*args, **kwargs):
     """The same, with one output element nudged by one ulp: a kernel that differs in a single bit somewhere."""
     _exact(*args, **kwargs)
     o = kwargs["o"]
-    o.view(-1)[o.numel() // 2] = torch.nextafter(o.view(-1)[o.numel() // 2], torch.tensor(float("inf")))
+    o.view(-1)[o.numel() // 2] = torch.nextafter(o.view(-1)[o.numel() // 2], torch.tensor(float("inf"), dtype=o.dtype))
 
 
 def _call(causal=True):
-    q, k, v = (torch.randn(1, 40, h, 64) for h in (4, 2, 2))
-    return q, k, v, attention(q, k, v, layout.dense(1, 40, 40, "cpu"), 0.125, causal=causal)
+    q, k, v = (torch.randn(1, 40, h, 64, dtype=torch.float16) for h in (4, 2, 2))
+    return q, k, v, attention(q, k, v, 0.125, causal=causal)
 
 
 def test_exact_kernel_lets_the_in_tree_forward_run(install_sglang, monkeypatch, caplog):
@@ -72,7 +73,7 @@ def test_exact_kernel_lets_the_in_tree_forward_run(install_sglang, monkeypatch, 
     n = len(calls)
     _call()
     assert len(calls) == n  # the forward itself no longer calls sglang, and the decision is not re-probed
-    assert "in-tree forward for float32 D64 causal (triton)" in caplog.text and "bitwise equal" in caplog.text
+    assert "in-tree forward for float16 D64 causal (triton)" in caplog.text and "bitwise equal" in caplog.text
 
 
 def test_seeded_mismatch_falls_back_for_that_class_and_logs_once(install_sglang, monkeypatch, caplog):
@@ -84,22 +85,22 @@ def test_seeded_mismatch_falls_back_for_that_class_and_logs_once(install_sglang,
         _call()
         assert len(calls) == n + 1  # sglang's kernel computes every forward of this class
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(warnings) == 1 and "sglang's kernel for float32 D64 causal" in warnings[0].message
+    assert len(warnings) == 1 and "sglang's kernel for float16 D64 causal" in warnings[0].message
     assert "1 of" in warnings[0].message  # the reason names the one differing element
     assert select_forward(q, k, v, True) is not None
 
 
-def test_env_forces_either_forward(install_sglang, monkeypatch):
+def test_env_forces_either_forward(bridge_settings, install_sglang, monkeypatch):
     install_sglang(NEW, _seeded_mismatch)
-    q, k, v = (torch.randn(1, 8, 2, 64) for _ in range(3))
-    monkeypatch.setenv("SGLANG_ATTN_BRIDGE_FORWARD", "triton")
+    q, k, v = (torch.randn(1, 8, 2, 64, dtype=torch.float16) for _ in range(3))
+    bridge_settings(forward="triton")
     assert select_forward(q, k, v, True) is None
-    monkeypatch.setenv("SGLANG_ATTN_BRIDGE_FORWARD", "sglang")
+    bridge_settings(forward="sglang")
     calls.clear()
     assert select_forward(q, k, v, True) is not None and not calls  # forced: no probe
 
 
-def test_classes_are_decided_apart_and_kept_on_disk(install_sglang, monkeypatch, tmp_path):
+def test_classes_are_decided_apart_and_kept_on_disk(bridge_settings, install_sglang, monkeypatch, tmp_path):
     """The window class mismatches, the plain causal class does not: each gets its own decision, and the cache file
     answers a fresh process (here: cleared memory) without probing again."""
 
@@ -109,8 +110,8 @@ def test_classes_are_decided_apart_and_kept_on_disk(install_sglang, monkeypatch,
 
     install_sglang(NEW, window_differs)
     cache = tmp_path / "probe.json"
-    monkeypatch.setenv(probe.CACHE_ENV, str(cache))
-    q, k, v = (torch.randn(1, 8, 2, 64) for _ in range(3))
+    bridge_settings(probe_cache=str(cache))
+    q, k, v = (torch.randn(1, 8, 2, 64, dtype=torch.float16) for _ in range(3))
     assert select_forward(q, k, v, True) is None
     assert select_forward(q, k, v, True, window=5) is not None
     saved = json.loads(cache.read_text())
@@ -142,5 +143,25 @@ def test_probe_that_cannot_trust_sglang_keeps_sglang(install_sglang, bad):
         kwargs["o"].fill_(float(bad))
 
     install_sglang(NEW, broken)
-    q, k, v = (torch.randn(1, 8, 2, 64) for _ in range(3))
+    q, k, v = (torch.randn(1, 8, 2, 64, dtype=torch.float16) for _ in range(3))
     assert select_forward(q, k, v, True) is not None
+
+
+def test_fp32_keeps_sglangs_kernel_without_probing(install_sglang):
+    """fp32: the in-tree forward computes IEEE fp32 and sglang's kernel TF32 on a GPU, so they never agree and no
+    probe runs; the output is sglang's, the backward gets the in-tree fp32 forward's own output and LSE."""
+    install_sglang(NEW, _exact)
+    calls.clear()
+    q, k, v = (torch.randn(1, 8, 2, 64) for _ in range(3))
+    assert select_forward(q, k, v, True) is not None and not calls
+
+
+def test_probe_inputs_reach_subnormal_outputs():
+    """The large-logit probe case gives outputs in the subnormal range (the values ex2.approx.ftz flushed)."""
+    cls = probe.ProbeClass("float16", 64, True, False, False, "triton")
+    found = False
+    for q, k, v, lay in probe._inputs(cls, "cpu", 0):
+        o = ops.forward(q.float(), k.float(), v.float(), lay, 64**-0.5, True)[0]
+        tiny = (o != 0) & (o.abs() < torch.finfo(torch.float32).tiny)
+        found |= bool(tiny.any())
+    assert found

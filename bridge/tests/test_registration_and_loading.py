@@ -60,9 +60,9 @@ class RecordingModel(nn.Module):
 
 
 @pytest.fixture
-def rec(monkeypatch):
+def rec(bridge_settings, monkeypatch):
     RecordingModel.calls = []
-    monkeypatch.delenv("SGLANG_ATTN_BRIDGE_ENABLE", raising=False)
+    bridge_settings(enable=None)
     monkeypatch.setattr(torch.version, "hip", None)
     return RecordingModel
 
@@ -102,12 +102,12 @@ def test_rocm_can_opt_out(rec, monkeypatch):
 
 
 @pytest.mark.parametrize("how", ["argument", "env"])
-def test_opt_in_off_rocm(rec, monkeypatch, how):
+def test_opt_in_off_rocm(bridge_settings, rec, monkeypatch, how):
     kwargs = {}
     if how == "argument":
         kwargs["enable_bridge"] = True
     else:
-        monkeypatch.setenv("SGLANG_ATTN_BRIDGE_ENABLE", "1")
+        bridge_settings(enable=True)
     model, n = build_model_with_attn_bridge(rec, "/ckpt", "triton", **kwargs)
     assert n == 2 and rec.calls[0][1] == "eager"
 

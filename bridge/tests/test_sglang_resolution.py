@@ -6,8 +6,9 @@ output * v_scale), so a call that passes the wrong scale, or shifts positionals,
 
 import pytest
 import torch
-from sglang_attn_bridge import layout, sglang_kernel
-from sglang_attn_bridge.function import attention, select_forward
+from sglang_attn_bridge import attention_varlen, sglang_kernel
+from sglang_attn_bridge.function import select_forward
+from sglang_attn_bridge.op import attention
 from sglang_attn_bridge.reference import reference_varlen
 
 OLD = "sglang.srt.layers.attention.triton_ops.extend_attention"  # where conftest.install_sglang puts fakes
@@ -187,8 +188,7 @@ def test_bridge_forward_through_each_generation(install_sglang, module_name, fn,
     t = sum(lens)
     q, k, v = (torch.randn(1, t, h, 64) for h in (4, 2, 2))
     cu = torch.tensor([0, 30, 75], dtype=torch.int32)
-    lay = layout.from_cu_seqlens(cu, cu, t, t)
-    out = attention(q, k, v, lay, 0.3, causal=True, window=9, softcap=4.0)
+    out = attention_varlen(q[0], k[0], v[0], cu_seqlens_q=cu, cu_seqlens_k=cu, window=9, softcap=4.0, scale=0.3)[None]
     ref = reference_varlen(q[0].double(), k[0].double(), v[0].double(), cu, cu, 0.3, window=10, softcap=4.0)
     assert torch.allclose(out[0].double(), ref, atol=1e-5)
     # the last call is the forward's (the probe ran first: this fake's fp64 output differs, so sglang's kernel runs)
@@ -201,8 +201,7 @@ def test_bridge_forward_through_each_generation(install_sglang, module_name, fn,
 def test_backward_runs_after_sglang_forward(install_sglang):
     install_sglang(NEW, v0523)
     q, k, v = (torch.randn(1, 40, h, 64, requires_grad=True) for h in (4, 2, 2))
-    lay = layout.dense(1, 40, 40, "cpu")
-    attention(q, k, v, lay, 0.125).sum().backward()
+    attention(q, k, v, 0.125).sum().backward()
     assert all(torch.isfinite(t.grad).all() for t in (q, k, v))
 
 
@@ -222,7 +221,7 @@ def test_old_positional_call_fails_on_new_generations():
             fn(*positional)
 
 
-def test_unknown_signature_is_refused(install_sglang, monkeypatch):
+def test_unknown_signature_is_refused(bridge_settings, install_sglang, monkeypatch):
     def future(
         q,
         o,
@@ -245,13 +244,13 @@ def test_unknown_signature_is_refused(install_sglang, monkeypatch):
     assert res.kernel is None and res.installed and "new_required_thing" in res.reason
     with pytest.raises(RuntimeError, match="SGLANG_ATTN_BRIDGE_FORWARD=triton"):
         select_forward()
-    monkeypatch.setenv("SGLANG_ATTN_BRIDGE_FORWARD", "triton")
+    bridge_settings(forward="triton")
     assert select_forward() is None
 
 
-def test_absent_sglang_uses_in_tree_kernel(no_sglang, monkeypatch):
-    monkeypatch.setenv("SGLANG_ATTN_BRIDGE_FORWARD", "auto")
+def test_absent_sglang_uses_in_tree_kernel(bridge_settings, no_sglang, monkeypatch):
+    bridge_settings(forward="auto")
     assert select_forward() is None
-    monkeypatch.setenv("SGLANG_ATTN_BRIDGE_FORWARD", "sglang")
+    bridge_settings(forward="sglang")
     with pytest.raises(RuntimeError):
         select_forward()

@@ -7,27 +7,19 @@ the kernels (no K/V expansion). Sequences come from the padding mask, cu_seq_len
 
 from __future__ import annotations
 
-import logging
-
 import torch
 
-from . import compiled, layout
-from .errors import BridgeUnsupported
-from .function import attention
+from . import op
+from .errors import BridgeUnsupported, warn_once
+from .validate import check_qkv
+from .validate import refuse as _refuse
 
-logger = logging.getLogger(__name__)
-_SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 _REFUSED_KWARGS = {
     "s_aux": "attention sinks",
     "sinks": "attention sinks",
     "position_bias": "additive position bias",
     "head_mask": "head masks",
 }
-_warned = set()
-
-
-def _refuse(what: str):
-    raise BridgeUnsupported(f"attn_implementation='triton' does not support {what}; use 'eager' or 'sdpa' for it")
 
 
 def triton_attention_forward(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
@@ -37,9 +29,8 @@ def triton_attention_forward(module, query, key, value, attention_mask, scaling=
     for name, what in _REFUSED_KWARGS.items():
         if kwargs.get(name) is not None:
             _refuse(what)
-    if kwargs.get("output_attentions") and "output_attentions" not in _warned:
-        _warned.add("output_attentions")
-        logger.warning("attn_implementation='triton' does not return attention weights (returns None)")
+    if kwargs.get("output_attentions"):
+        warn_once("output_attentions", "attn_implementation='triton' does not return attention weights (returns None)")
     config = getattr(module, "config", None)
     if getattr(config, "attention_chunk_size", None):
         _refuse("chunked attention (config.attention_chunk_size)")
@@ -48,16 +39,8 @@ def triton_attention_forward(module, query, key, value, attention_mask, scaling=
         raise BridgeUnsupported(
             f"expected [B, H, S, D] query/key/value, got {tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}"
         )
-    batch, hq, seq_q, head_dim = query.shape
-    hkv, seq_k = key.shape[1], key.shape[2]
-    if value.shape[-1] != head_dim or key.shape[-1] != head_dim:
-        _refuse(f"different query/key/value head dims ({head_dim}, {key.shape[-1]}, {value.shape[-1]})")
-    if head_dim > 256:
-        _refuse(f"head_dim {head_dim} (at most 256)")
-    if hq % hkv:
-        _refuse(f"{hq} query heads over {hkv} key/value heads (must divide)")
-    if query.dtype not in _SUPPORTED_DTYPES or key.dtype != query.dtype or value.dtype != query.dtype:
-        _refuse(f"dtypes {query.dtype}/{key.dtype}/{value.dtype} (fp16, bf16 or fp32, all the same)")
+    check_qkv(query, key, value, head_axis=1)
+    head_dim, seq_q, seq_k = query.shape[-1], query.shape[2], key.shape[2]
     if seq_q > seq_k:
         _refuse(f"more queries ({seq_q}) than keys ({seq_k})")
 
@@ -84,7 +67,5 @@ def triton_attention_forward(module, query, key, value, attention_mask, scaling=
         max_length_q=kwargs.get("max_length_q"),
         max_length_k=kwargs.get("max_length_k"),
     )
-    if torch.compiler.is_compiling():  # one opaque op: the layout is built inside it, where lengths may be read
-        return compiled.attention(q, k, v, scale, bool(is_causal), window, softcap, **seqs), None
-    lay = layout.build(batch, seq_q, seq_k, query.device, **seqs)
-    return attention(q, k, v, lay, scale, causal=bool(is_causal), window=window, softcap=softcap), None
+    # one custom op, eager or compiled: the layout is built inside it, where lengths may be read
+    return op.attention(q, k, v, scale, bool(is_causal), window, softcap, **seqs), None

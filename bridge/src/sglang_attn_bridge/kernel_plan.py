@@ -10,23 +10,65 @@ launcher reads numbers and never decides, and every decision carries its reason.
 from __future__ import annotations
 
 import functools
+import importlib
+import importlib.util
 from dataclasses import dataclass
 
 import torch
 import triton
 import triton.language as tl
 
-from . import config
+from . import config, launch, settings
 
-# The Gluon kernels are written against Triton 3.6's Gluon API (it changes between releases)
+# The Gluon kernels are written against Triton 3.6's Gluon API (it changes between releases): what they use from it
 GLUON_TRITON = (3, 6)
-try:
+GLUON_API = {
+    "triton.experimental.gluon": ("jit",),
+    "triton.experimental.gluon.language": (
+        "allocate_shared_memory",
+        "warp_specialize",
+        "thread_barrier",
+        "NVMMASharedLayout",
+        "NVMMADistributedLayout",
+        "DotOperandLayout",
+        "SwizzledSharedLayout",
+        "inline_asm_elementwise",
+    ),
+    "triton.experimental.gluon.language.nvidia.hopper": ("mbarrier", "tma", "warpgroup_mma", "warpgroup_mma_wait"),
+    "triton.experimental.gluon.language.nvidia.hopper.tma": ("async_copy_global_to_shared", "make_tensor_descriptor"),
+}
+
+
+def _release(version: str) -> tuple:
+    return tuple(int(x) for x in version.split(".")[:2])
+
+
+def gluon_api_missing(version: str | None = None) -> str:
+    """Why this Triton cannot define the Gluon kernels ('' when it can), by looking, not by trying: its release and
+    the Gluon names the kernels use. An error inside the kernel modules is then an error, never "no Gluon"."""
+    version = triton.__version__ if version is None else version
+    if _release(version) != GLUON_TRITON:
+        return f"the Gluon kernels are written for Triton 3.6, this is Triton {version}"
+    if importlib.util.find_spec("triton.experimental.gluon") is None:
+        return "this Triton has no Gluon"
+    for module, names in GLUON_API.items():
+        mod = importlib.import_module(module)
+        missing = [n for n in names if not hasattr(mod, n)]
+        if missing:
+            return f"this Triton's Gluon lacks {module}.{', '.join(missing)}"
+    return ""
+
+
+_GLUON_MISSING = gluon_api_missing()
+if not _GLUON_MISSING:
     from .kernels.dkdv_sm90 import dkdv_sm90_kernel
     from .kernels.forward_ws_sm90 import ROWS as WS_ROWS
     from .kernels.forward_ws_sm90 import attn_fwd_ws_sm90_kernel
-except Exception:  # a Triton without Gluon, or whose Gluon cannot define them: the Triton kernels serve
+else:  # the Triton kernels serve every call
     dkdv_sm90_kernel = attn_fwd_ws_sm90_kernel = WS_ROWS = None
 
+GLUON_FWD_ROWS = 192  # query rows of one Gluon forward work item: 3 consumer warpgroups of 64 (its ROWS)
+assert WS_ROWS is None or WS_ROWS.value == GLUON_FWD_ROWS
 GLUON_KEYS = 64  # the Gluon forward's key tile: sglang's BLOCK_N, which fixes the order of the softmax sums
 GLUON_FWD_WARPS = 4  # warps of the Gluon forward's default partition; its workers add the other warpgroups
 GLUON_FWD_REGS = 128  # its register cap: 4 warpgroups at 128 fill the register file, which it splits (setmaxnreg)
@@ -36,9 +78,7 @@ GLUON_DKDV_BUFFERS = 2  # the Gluon dK/dV kernel's query-tile buffers (the next 
 def gluon_unavailable(device: torch.device) -> str:
     """Why the Gluon kernels (forward, dK/dV) cannot run on `device`, or '' when they can."""
     if dkdv_sm90_kernel is None:
-        return "this Triton has no usable Gluon"
-    if tuple(int(x) for x in triton.__version__.split(".")[:2]) != GLUON_TRITON:
-        return f"the Gluon kernels are written for Triton 3.6, this is Triton {triton.__version__}"
+        return _GLUON_MISSING
     if device.type != "cuda" or torch.version.hip or torch.cuda.get_device_capability(device)[0] != 9:
         return "the Gluon kernels need a Hopper (sm_90) GPU: wgmma"
     return ""
@@ -46,11 +86,7 @@ def gluon_unavailable(device: torch.device) -> str:
 
 def _allocator_hook() -> bool:
     """Device-built TMA descriptors need scratch memory through `triton.set_allocator`, which older Tritons lack."""
-    try:
-        from triton.runtime import _allocation  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    return importlib.util.find_spec("triton.runtime._allocation") is not None and hasattr(triton, "set_allocator")
 
 
 @dataclass(frozen=True)
@@ -66,27 +102,34 @@ class Target:
 
     @classmethod
     def of(cls, device: torch.device) -> Target:
-        """The device's Target, worked out once per device (every attention call asks)."""
-        return _target_of(device, config.interpreting())
+        """The device's Target, worked out once per device and settings (every attention call asks)."""
+        s = settings.current()
+        return _target_of(device, s.interpreter, s.portable)
 
     @classmethod
-    def _probe(cls, device: torch.device, interp: bool) -> Target:
+    def _probe(cls, device: torch.device, interp: bool, portable: bool = False) -> Target:
         gpu = device.type == "cuda"
-        nvidia = gpu and not torch.version.hip
+        nvidia = gpu and not torch.version.hip and not portable
         sm90 = nvidia and torch.cuda.get_device_capability(device)[0] >= 9
         has_desc = hasattr(tl, "make_tensor_descriptor")
+        if interp:
+            gluon = "the Triton interpreter runs no Gluon"
+        elif portable:
+            gluon = "the portable kernels were asked for (SGLANG_ATTN_BRIDGE_PORTABLE)"
+        else:
+            gluon = gluon_unavailable(device)
         return cls(
             interpreting=interp,
             ptx=nvidia and not interp,
-            tma=has_desc and (interp or (sm90 and _allocator_hook())),
-            gluon="the Triton interpreter runs no Gluon" if interp else gluon_unavailable(device),
+            tma=has_desc and ((interp and not portable) or (sm90 and _allocator_hook())),
+            gluon=gluon,
             streams=gpu,
         )
 
 
 @functools.cache
-def _target_of(device: torch.device, interp: bool) -> Target:
-    return Target._probe(device, interp)
+def _target_of(device: torch.device, interp: bool, portable: bool) -> Target:
+    return Target._probe(device, interp, portable)
 
 
 @dataclass(frozen=True)
@@ -115,7 +158,8 @@ class KernelPlan:
     dkdv: Launch
     dq: Launch
     interior: int  # the forward's handling of fully visible tiles (config.FwdConfig.interior), as it will compile
-    exp_ftz: bool  # the forward's exp as ex2.approx.ftz (NVIDIA only)
+    exp_ftz: bool  # the forward's exp as ex2.approx.ftz (NVIDIA only; not exact, off in the committed tables)
+    precise: bool  # fp32 on a GPU: libdevice exp/log in the forward and backward (FlashAttention's rule vs fp64)
     fast: bool  # FlashAttention's arithmetic in the Triton forward: NOT bit-exact with sglang (a bench yardstick)
     l2_group_mb: int  # the Gluon forward's L2 groups of (sequence, head) pairs, 0 = one group
     pairs: bool  # the Gluon dK/dV kernel runs and a program takes key block j, then the last-j one
@@ -125,6 +169,7 @@ class KernelPlan:
     def describe(self) -> str:
         return (
             f"fwd {self.forward} interior={self.interior}{' ftz' if self.exp_ftz else ''}"
+            f"{' precise' if self.precise else ''}"
             f"{' fast' if self.fast else ''} | dK/dV {self.dkdv}{' pairs' if self.pairs else ''} | dQ {self.dq}"
             f" | {self.streams} stream(s)"
         )
@@ -166,7 +211,7 @@ def _plan_forward(cfg: config.FwdConfig, target: Target, q, window, softcap, com
         )
     if not skip:
         return (
-            Launch("gluon", WS_ROWS.value, GLUON_KEYS, GLUON_FWD_WARPS, cfg.gluon_ws, GLUON_FWD_REGS, True),
+            Launch("gluon", GLUON_FWD_ROWS, GLUON_KEYS, GLUON_FWD_WARPS, cfg.gluon_ws, GLUON_FWD_REGS, True),
             "forward: Gluon (persistent, warp-specialised)",
         )
     return (
@@ -217,10 +262,42 @@ def plan(
     """The kernels that run for attention over q [B, Sq, Hq, D] and k/v [B, Sk, Hkv, D] (views whose last dim is
     contiguous). `compute_o=False` is the LSE-only forward that serves sglang's path; `do` is the output gradient
     (None: plan the backward for a fresh contiguous one, which is what autograd passes for our contiguous output);
-    `target` defaults to q's device."""
+    `target` defaults to q's device. Plans are kept per (tables, target, shapes, strides, dtypes, alignment, flags):
+    every attention call asks, and the answer depends on nothing else."""
     target = Target.of(q.device) if target is None else target
     fcfg = config.fwd_config(q.shape[-1], target.interpreting)
     bcfg = config.bwd_config(q.shape[-1], target.interpreting)
+    key = (
+        id(fcfg),
+        id(bcfg),
+        target,
+        _tensor_key(q),
+        _tensor_key(k),
+        _tensor_key(v),
+        None if do is None else _tensor_key(do),
+        window is None,
+        bool(softcap),
+        bool(compute_o),
+    )
+    hit = _plans.get(key)
+    if hit is not None:
+        return hit[0]
+    if len(_plans) > 4096:
+        _plans.clear()
+        launch.clear()  # its keys hold plan ids
+    p = _plan(fcfg, bcfg, target, q, k, v, window, softcap, compute_o, do)
+    _plans[key] = (p, fcfg, bcfg)  # holding the configs keeps their ids unique while the entry lives
+    return p
+
+
+_plans: dict = {}
+
+
+def _tensor_key(t: torch.Tensor) -> tuple:
+    return t.shape, t.stride(), t.dtype, t.data_ptr() % 16 == 0
+
+
+def _plan(fcfg, bcfg, target: Target, q, k, v, window, softcap, compute_o, do) -> KernelPlan:
     if do is None:  # a fresh contiguous [B, Sq, Hq, D] tensor: allocations are aligned, strides follow the shape
         D, el = q.shape[-1], q.element_size()
         do_heads, do_aligned = True, all(n * el % 16 == 0 for n in (D, q.shape[2] * D, q.shape[1] * q.shape[2] * D))
@@ -251,6 +328,7 @@ def plan(
         dq=dq,
         interior=1 if fcfg.interior == 3 and not target.ptx else fcfg.interior,
         exp_ftz=fcfg.exp_ftz and target.ptx,
+        precise=q.dtype == torch.float32 and not target.interpreting,
         fast=not fcfg.exact and not softcap,
         l2_group_mb=fcfg.gluon_group_mb,
         pairs=bcfg.gluon_pairs and dkdv.kernel == "gluon",

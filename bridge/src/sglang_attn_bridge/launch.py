@@ -31,12 +31,19 @@ def _spec(a):
     return "o", a
 
 
-def launch(fn, grid, args: tuple, kwargs: dict) -> None:
-    """fn[grid](*args, **kwargs): args positional (every runtime argument), kwargs the constexprs and options."""
+def clear() -> None:
+    _kernels.clear()
+
+
+def launch(fn, grid, args: tuple, kwargs: dict, sig=None) -> None:
+    """fn[grid](*args, **kwargs): args positional (every runtime argument), kwargs the constexprs and options.
+    `sig`, when given, is a hashable value that determines every argument's specialization and every kwarg (the
+    caller's shapes, strides, dtypes, alignment and plan): then it is the key, and the per-argument checks are
+    skipped."""
     if not ENABLED or config.interpreting():
         fn[grid](*args, **kwargs)
         return
-    key = (fn, *map(_spec, args), *kwargs.items())
+    key = (fn, sig) if sig is not None else (fn, *map(_spec, args), *kwargs.items())
     hit = _kernels.get(key)
     if hit is None:
         if any(p.is_constexpr for p in fn.params[: len(args)]):  # their values would need to be in the key

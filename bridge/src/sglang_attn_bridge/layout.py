@@ -32,6 +32,13 @@ class Varlen:
     max_k: int
     covers_all: bool  # every query/key slot of [B, S] belongs to a sequence (outputs need no zero fill)
 
+    @functools.cached_property
+    def signature(self) -> tuple:
+        """What a kernel launch specializes on in this layout: the grid's sizes and whether every array is 16-byte
+        aligned (Triton's pointer specialization). Worked out once per layout object."""
+        arrays = (self.row, self.q_start, self.k_start, self.len_q, self.len_k)
+        return self.n, self.max_q, self.max_k, self.covers_all, all(a.data_ptr() % 16 == 0 for a in arrays)
+
     def cu_seqlens(self):
         """(cu_q, cu_k) int32 for a packed copy of the sequences, in layout order."""
         z = torch.zeros(1, dtype=torch.int32, device=self.len_q.device)

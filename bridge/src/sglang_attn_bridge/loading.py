@@ -9,29 +9,21 @@ Opt-in: enable_bridge=True, or SGLANG_ATTN_BRIDGE_ENABLE=1 (enable_bridge=False 
 
 from __future__ import annotations
 
-import os
 from contextlib import nullcontext
 
 import torch
 
+from . import settings
 from .registration import DEFAULT_NAME, register
 
-ENABLE_ENV = "SGLANG_ATTN_BRIDGE_ENABLE"
-
-
-def _env_flag(name: str):
-    value = os.environ.get(name, "").strip().lower()
-    if value in ("1", "true", "yes", "on"):
-        return True
-    if value in ("0", "false", "no", "off"):
-        return False
-    return None
+ENABLE_ENV = settings.ENV["enable"]
 
 
 def bridge_enabled(enable_bridge=None) -> bool:
+    """The argument if given, else the `enable` setting, else whether this torch is ROCm's."""
     if enable_bridge is not None:
         return bool(enable_bridge)
-    env = _env_flag(ENABLE_ENV)
+    env = settings.current().enable
     if env is not None:
         return env
     return getattr(torch.version, "hip", None) is not None

@@ -37,6 +37,11 @@ def _window(window) -> int:
     return -1 if window is None else int(window)
 
 
+def _sig(t: torch.Tensor) -> tuple:
+    """What a launch specializes on for a tensor argument, with its shape and strides (they fix the int arguments)."""
+    return t.shape, t.stride(), t.dtype, t.data_ptr() % 16 == 0
+
+
 def l2_group_pairs(pairs: int, max_k: int, head_dim: int, elem_bytes: int, group: int, mb: int) -> int:
     """How many (sequence, head) pairs the Gluon forward works on together: as many as keep their K and V within `mb`
     MB of L2 (a query head's share of its KV head's keys and values: its GQA group shares them), at least one;
@@ -110,6 +115,7 @@ def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softc
         plan = kernel_plan.plan(q, k, v, window, softcap, compute_o, target=target)
     fwd = plan.forward
     _ensure_allocator(q.device, fwd)
+    sig = (id(plan), _sig(q), _sig(k), _sig(v), lay.signature, bool(causal), window, float(softcap or 0.0))
     lse = torch.empty((Hq, B * Sq), device=q.device, dtype=torch.float32)
     o = None
     if compute_o:
@@ -169,6 +175,7 @@ def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softc
                 num_warps=fwd.warps,
                 maxnreg=fwd.max_regs,
             ),
+            sig,
         )
         return o, lse
     grid = (Hq, lay.n, triton.cdiv(lay.max_q, fwd.rows))
@@ -203,10 +210,12 @@ def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softc
             TMA=fwd.tma,
             FAST=plan.fast,
             EXP_FTZ=plan.exp_ftz,
+            PRECISE=plan.precise,
             num_warps=fwd.warps,
             num_stages=fwd.stages,
             **_max_regs(fwd.max_regs),
         ),
+        sig,
     )
     return o, lse
 
@@ -238,7 +247,27 @@ def backward(
     block_d = max(16, triton.next_power_of_2(D))
     delta = torch.empty_like(lse)
     common = dict(
-        IS_CAUSAL=bool(causal), WINDOW=_window(window), SOFTCAP=float(softcap or 0.0), DOT_PREC=_prec(q.dtype)
+        IS_CAUSAL=bool(causal),
+        WINDOW=_window(window),
+        SOFTCAP=float(softcap or 0.0),
+        DOT_PREC=_prec(q.dtype),
+        PRECISE=plan.precise,
+    )
+    sig = (
+        id(plan),
+        _sig(do),
+        _sig(q),
+        _sig(k),
+        _sig(v),
+        _sig(o),
+        _sig(lse),
+        _sig(dq),
+        _sig(dk),
+        _sig(dv),
+        lay.signature,
+        bool(causal),
+        window,
+        float(softcap or 0.0),
     )
 
     launch(
@@ -265,6 +294,7 @@ def backward(
             BLOCK_D=block_d,
             BLOCK_M=64,
         ),
+        sig,
     )
 
     def dkdv():
@@ -314,6 +344,7 @@ def backward(
                     PAIRS=plan.pairs,
                     num_warps=lp.warps,
                 ),
+                sig,
             )
             return
         launch(
@@ -363,6 +394,7 @@ def backward(
                 num_stages=lp.stages,
                 **_max_regs(lp.max_regs),
             ),
+            sig,
         )
 
     def dq_():
@@ -410,6 +442,7 @@ def backward(
                 num_stages=lp.stages,
                 **_max_regs(lp.max_regs),
             ),
+            sig,
         )
 
     if "dkdv" in parts and "dq" in parts and plan.streams == 2:

@@ -1,15 +1,20 @@
 """Decide, per configuration class, whether the in-tree forward may stand in for the installed sglang kernel.
 
-The in-tree forward is written to give sglang's bits, and is 2-3x faster than sglang's kernel plus an LSE pass.
-"Written to" is not proof on every device, Triton and sglang release, so under SGLANG_ATTN_BRIDGE_FORWARD=auto the
-first call of each class runs both kernels on random inputs and compares them with torch.equal. A class is what the
-kernels choose between: dtype, head dim, causal, window, softcap and which in-tree kernel runs (Gluon or Triton);
+The in-tree forward does sglang's arithmetic instruction for instruction over the same 64-key tiles, so it gives
+sglang's bits by construction, and it is 2-3x faster than sglang's kernel plus an LSE pass. Construction is checked,
+not assumed, on every device, Triton and sglang release: under the `auto` forward the first call of each class runs
+both kernels on inputs chosen for the cases that change rounding and compares them with torch.equal. A class is what
+the kernels choose between: dtype, head dim, causal, window, softcap and which in-tree kernel runs (Gluon or Triton);
 its key also holds the sglang, Triton and torch versions and the device, so a change of any of them probes again.
-Every probe covers GQA and plain heads, prefixes (queries shorter than keys), a 1-token sequence and large logits.
 
-Decisions live in memory; SGLANG_ATTN_BRIDGE_PROBE_CACHE=FILE also keeps them in a JSON file (a later process of the
-same install skips the probe). A mismatch, or a probe that fails, keeps sglang's kernel for that class and is
-logged once with the reason.
+The probe inputs (`_inputs`): packed sequences with 1-token sequences, cached prefixes (queries shorter than keys) and
+a long row; GQA and plain heads; ordinary logits; logits so large that most probabilities, and outputs whose
+strongest key has a zero value, lie in the subnormal range; key tiles that a row sees none of (the -inf rows of a
+causal edge, a window or a prefix). A class passes only on equality everywhere.
+
+Decisions live in memory; the `probe_cache` setting (SGLANG_ATTN_BRIDGE_PROBE_CACHE=FILE) also keeps them in a JSON
+file, so a later process of the same install skips the probe. A mismatch, or a probe that fails, keeps sglang's
+kernel for that class and is logged once with the reason.
 """
 
 from __future__ import annotations
@@ -18,12 +23,16 @@ import json
 import logging
 import os
 import threading
+import time
 from dataclasses import asdict, dataclass
 
 import torch
 
+from . import config, layout, ops, settings
+from .sglang_forward import sglang_forward
+from .sglang_kernel import resolve, sglang_version
+
 logger = logging.getLogger(__name__)
-CACHE_ENV = "SGLANG_ATTN_BRIDGE_PROBE_CACHE"
 
 
 @dataclass(frozen=True)
@@ -54,8 +63,6 @@ _environments: dict = {}
 def environment(device: torch.device) -> dict:
     """What besides the class decides the bits: releases and the device (read once per device and kernel: looking
     up versions costs more than a short attention call)."""
-    from .sglang_kernel import resolve
-
     res = resolve()
     key = (device, res.kernel)
     env = _environments.get(key)
@@ -66,9 +73,6 @@ def environment(device: torch.device) -> dict:
 
 def _read_environment(device: torch.device, res) -> dict:
     import triton
-
-    from . import config
-    from .sglang_kernel import sglang_version
 
     if config.interpreting():
         arch = "triton-interpreter"
@@ -90,8 +94,6 @@ def _read_environment(device: torch.device, res) -> dict:
 
 def class_of(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, window, softcap) -> ProbeClass:
     """The class of a call on [B, S, H, D] views (no device sync)."""
-    from . import ops
-
     return ProbeClass(
         str(q.dtype).replace("torch.", ""),
         int(q.shape[-1]),
@@ -107,7 +109,7 @@ def _key(env: dict, cls: ProbeClass) -> str:
 
 
 def _cache_file() -> str | None:
-    return os.environ.get(CACHE_ENV) or None
+    return settings.current().probe_cache
 
 
 def _load_disk(path: str) -> None:
@@ -133,17 +135,23 @@ def _save_disk(path: str) -> None:
         logger.warning("sglang_attn_bridge: cannot write the probe cache %s: %s", path, e)
 
 
-def _inputs(cls: ProbeClass, device, seed: int):
-    """Packed sequences (len_q, len_k) with a 1-token sequence, prefixes and a longer one; GQA and plain heads."""
-    from . import config, layout
+# (query heads, KV heads, scale of q and k, fraction of v set to zero): ordinary logits; logits so large (|s| in the
+# hundreds) that most probabilities are subnormal or zero and an output whose strongest key has v = 0 is itself
+# subnormal; moderate logits with one KV head
+_CASES = ((16, 4, 1.0, 0.0), (8, 8, 16.0, 0.5), (8, 1, 4.0, 0.0))
+_CASES_SMALL = ((4, 2, 1.0, 0.0), (2, 2, 16.0, 0.5))
+# (query length, key length): 1-token sequences (with and without a prefix), prefixes, a row much longer than one
+# key tile; each sequence's first query rows see none of the later key tiles (-inf rows under a causal mask)
+_SEQS = ((1, 1), (1, 300), (700, 700), (333, 1500), (64, 64), (3000, 3000), (1, 64))
+_SEQS_SMALL = ((1, 1), (1, 17), (40, 40), (30, 71), (5, 5), (150, 150))
+PROBE_WINDOW = 5  # sglang's convention: a window shorter than a key tile, so most tiles are -inf for most rows
+PROBE_SOFTCAP = 7.5
 
+
+def _inputs(cls: ProbeClass, device, seed: int):
+    """(q, k, v, layout) of each probe call: one packed row of `_SEQS` per case of `_CASES`."""
     small = config.interpreting()
-    seqs = (
-        [(1, 1), (1, 17), (40, 40), (30, 71), (5, 5)]
-        if small
-        else [(1, 1), (1, 300), (700, 700), (333, 1500), (64, 64), (1030, 1030)]
-    )
-    heads = [(4, 2), (2, 2)] if small else [(16, 4), (8, 8), (8, 1)]
+    seqs = _SEQS_SMALL if small else _SEQS
     dtype = getattr(torch, cls.dtype)
     gen = torch.Generator(device="cpu").manual_seed(seed)
     lq = torch.tensor([s[0] for s in seqs])
@@ -152,21 +160,19 @@ def _inputs(cls: ProbeClass, device, seed: int):
     cu_k = torch.cat([torch.zeros(1, dtype=torch.long), lk.cumsum(0)]).to(torch.int32).to(device)
     tq, tk = int(lq.sum()), int(lk.sum())
     lay = layout.from_cu_seqlens(cu_q, cu_k, tq, tk)
-    for i, (hq, hkv) in enumerate(heads):
-        spread = 1.0 if i % 2 == 0 else 4.0  # large logits: the exp's range and the running max's rescales
+    for hq, hkv, spread, zeros in _CASES_SMALL if small else _CASES:
         q = (torch.randn(1, tq, hq, cls.head_dim, generator=gen) * spread).to(device, dtype)
         k = (torch.randn(1, tk, hkv, cls.head_dim, generator=gen) * spread).to(device, dtype)
-        v = torch.randn(1, tk, hkv, cls.head_dim, generator=gen).to(device, dtype)
-        yield q, k, v, lay
+        v = torch.randn(1, tk, hkv, cls.head_dim, generator=gen)
+        if zeros:
+            v = v * (torch.rand(v.shape, generator=gen) >= zeros)
+        yield q, k, v.to(device, dtype), lay
 
 
 def run_probe(kernel, cls: ProbeClass, device, seed: int = 0) -> Decision:
     """Both forwards on the probe inputs; in-tree only if every output is bitwise equal and covers every token."""
-    from . import ops
-    from .function import sglang_forward
-
-    window = 5 if cls.window else None  # sglang's convention (transformers' sliding_window - 1)
-    softcap = 7.5 if cls.softcap else 0.0
+    window = PROBE_WINDOW if cls.window else None
+    softcap = PROBE_SOFTCAP if cls.softcap else 0.0
     scale = cls.head_dim**-0.5
     checked = 0
     for q, k, v, lay in _inputs(cls, device, seed):
@@ -205,11 +211,16 @@ def decide(kernel, cls: ProbeClass, device: torch.device) -> Decision:
         hit = _decisions.get(key)
         if hit is not None:
             return hit
+        started = time.perf_counter()
         try:
             with torch.no_grad():
                 decision = run_probe(kernel, cls, device)
-        except Exception as e:  # a probe that cannot run proves nothing: keep sglang's kernel
+        except Exception as e:  # a probe that cannot run proves nothing: keep sglang's kernel (logged below)
             decision = Decision(False, f"probe failed: {type(e).__name__}: {e}")
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        seconds = time.perf_counter() - started
+        decision = Decision(decision.in_tree, f"{decision.reason}; probed in {seconds:.1f} s, compiles included")
         _decisions[key] = decision
         what = "in-tree forward" if decision.in_tree else "sglang's kernel"
         (logger.info if decision.in_tree else logger.warning)(
@@ -244,9 +255,7 @@ def clear() -> None:
 
 def standard_classes(device: torch.device) -> list[ProbeClass]:
     """The classes a doctor run reports: the dtypes and head dims models use, with each flag alone."""
-    from . import config, ops
-
-    dtypes = ("float32",) if config.interpreting() or device.type != "cuda" else ("bfloat16", "float16")
+    dtypes = ("float16",) if config.interpreting() or device.type != "cuda" else ("bfloat16", "float16")
     dims = (64,) if config.interpreting() else (64, 128)
     flags = ((True, False, False), (False, False, False), (True, True, False), (True, False, True))
     out = []
@@ -262,8 +271,6 @@ def standard_classes(device: torch.device) -> list[ProbeClass]:
 def report_lines(device: torch.device | None = None) -> list[tuple[str, str, str]]:
     """(class, chosen forward, reason) for each standard class, probing where needed: the doctor prints these.
     Empty when no sglang kernel is resolved (the in-tree forward is then the only one)."""
-    from .sglang_kernel import resolve
-
     res = resolve()
     if res.kernel is None:
         return []
@@ -279,11 +286,7 @@ def report_lines(device: torch.device | None = None) -> list[tuple[str, str, str
 def print_report(line, device: torch.device) -> None:
     """The doctor's lines: the forward chosen for each standard class on `device` (a GPU, or the CPU under the
     interpreter), probing where needed; `line(status, what, detail)` prints one. Nothing without an sglang kernel."""
-    import os
-
-    from .function import FORWARD_ENV
-
-    mode = os.environ.get(FORWARD_ENV, "auto").strip().lower()
+    mode = settings.current().forward
     for cls, choice, reason in report_lines(device):
-        forced = "" if mode == "auto" else f"; {FORWARD_ENV}={mode} overrides it"
+        forced = "" if mode == "auto" else f"; {settings.ENV['forward']}={mode} overrides it"
         line("INFO", "auto forward", f"{cls}: {choice} ({reason}{forced})")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .attention import triton_attention_forward
+from .errors import BridgeConfigError
 from .mask import triton_mask
 
 DEFAULT_NAME = "triton"
@@ -14,7 +15,9 @@ def register(name: str = DEFAULT_NAME) -> str:
     Names containing "flash" or of the form a/b take special paths in transformers; "triton" avoids both.
     """
     if "flash" in name or "/" in name:
-        raise ValueError(f"attention name {name!r}: names with 'flash' or '/' take special paths in transformers")
+        raise BridgeConfigError(
+            f"attention name {name!r}: names with 'flash' or '/' take special paths in transformers"
+        )
     from transformers import AttentionInterface
 
     try:

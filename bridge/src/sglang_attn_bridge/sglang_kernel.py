@@ -16,6 +16,7 @@ import importlib.util
 import inspect
 from dataclasses import dataclass, field
 
+from .errors import BridgeUnsupported
 from .sglang_api import EXTEND_ATTENTION as _TABLE
 
 MODULES = tuple(_TABLE["modules"])
@@ -72,8 +73,6 @@ class SglangKernel:
             if name in self.params:
                 kwargs[name] = value
             elif value != defaults[name]:
-                from .errors import BridgeUnsupported
-
                 raise BridgeUnsupported(f"sglang {self.generation} kernel has no '{name}' parameter")
         return self.fn(**kwargs)
 

@@ -15,15 +15,28 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
+from triton.language.extra import libdevice
 
 from . import tiles, varlen
 
-# log2(e) is written out as a literal in the kernels: the interpreter mishandles constexpr globals
+# log2(e) is written out as a literal in the kernels: the interpreter mishandles constexpr globals.
+# PRECISE (fp32 inputs on a GPU): P = exp(S * scale - LSE) in natural units with libdevice's correctly rounded-ish
+# exp, not exp2 of log2(e)-scaled values through ex2.approx: their rounding, ~1e-6 relative in P, would put fp32
+# gradients outside FlashAttention's rule against fp64. Half types keep exp2 (their rounding hides it).
 
 
 @triton.jit
 def _tanh(x):
     return 2 * tl.sigmoid(2 * x) - 1
+
+
+@triton.jit
+def _exp2(x, PRECISE: tl.constexpr):
+    """exp2(x), or with PRECISE exp(x) (the caller then works in natural units)."""
+    if PRECISE:
+        return libdevice.exp(x)
+    else:
+        return tl.exp2(x)
 
 
 @triton.jit
@@ -105,19 +118,21 @@ def _dkdv_step(
     MASK: tl.constexpr,
     DOT_PREC: tl.constexpr,
     TMA: tl.constexpr,
+    PRECISE: tl.constexpr = False,
 ):
+    LOG2E: tl.constexpr = 1.0 if PRECISE else 1.4426950408889634
     offs_m = start_m + tl.arange(0, BLOCK_M)
     mask_m = offs_m < len_q
     q = tiles.load(q_rows, start_m, len_q, sqs, BLOCK_M, BLOCK_D, HEAD_DIM, TMA)
     do = tiles.load(do_rows, start_m, len_q, sdos, BLOCK_M, BLOCK_D, HEAD_DIM, TMA)
-    lse2 = tl.load(lse_base + offs_m, mask=mask_m, other=0.0) * 1.4426950408889634
+    lse2 = tl.load(lse_base + offs_m, mask=mask_m, other=0.0) * LOG2E
     delta = tl.load(delta_base + offs_m, mask=mask_m, other=0.0)
     sT = tl.dot(k, tl.trans(q), input_precision=DOT_PREC)  # [N, M]
     if SOFTCAP > 0:
-        t = _tanh(sT * (qk_scale2 / 1.4426950408889634 / SOFTCAP))
-        pT = tl.exp2(SOFTCAP * 1.4426950408889634 * t - lse2[None, :])
+        t = _tanh(sT * (qk_scale2 / LOG2E / SOFTCAP))
+        pT = _exp2(SOFTCAP * LOG2E * t - lse2[None, :], PRECISE)
     else:
-        pT = tl.exp2(sT * qk_scale2 - lse2[None, :])
+        pT = _exp2(sT * qk_scale2 - lse2[None, :], PRECISE)
     if MASK:
         vis = tl.trans(_visible(offs_m, offs_n, prefix, IS_CAUSAL, WINDOW))
         pT = tl.where(vis, pT, 0.0)
@@ -176,7 +191,9 @@ def dkdv_kernel(
     SOFTCAP: tl.constexpr,
     DOT_PREC: tl.constexpr,
     TMA: tl.constexpr,
+    PRECISE: tl.constexpr = False,
 ):
+    LOG2E: tl.constexpr = 1.0 if PRECISE else 1.4426950408889634
     # grid (KV head, sequence, key block): block 0 holds the first keys, which every query row sees under a causal mask
     kv_head = tl.program_id(0)
     seq = tl.program_id(1)
@@ -187,7 +204,7 @@ def dkdv_kernel(
     len_q = tl.load(LenQ + seq)
     row, q_start, k_start = varlen.offsets(seq, Row, QStart, KStart)
     prefix = len_k - len_q
-    qk_scale2 = sm_scale * 1.4426950408889634
+    qk_scale2 = sm_scale * LOG2E
 
     offs_n = n0 + tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
@@ -245,6 +262,7 @@ def dkdv_kernel(
                 True,
                 DOT_PREC,
                 TMA,
+                PRECISE,
             )
         for start_m in range(full_lo, hi, BLOCK_M):
             dk, dv = _dkdv_step(
@@ -272,6 +290,7 @@ def dkdv_kernel(
                 False,
                 DOT_PREC,
                 TMA,
+                PRECISE,
             )
     dk *= sm_scale
     kv_mask = (offs_n < len_k)[:, None] & (offs_d < HEAD_DIM)[None, :]
@@ -304,16 +323,18 @@ def _dq_step(
     MASK: tl.constexpr,
     DOT_PREC: tl.constexpr,
     TMA: tl.constexpr,
+    PRECISE: tl.constexpr = False,
 ):
+    LOG2E: tl.constexpr = 1.0 if PRECISE else 1.4426950408889634
     offs_n = start_n + tl.arange(0, BLOCK_N)
     k = tiles.load(k_rows, start_n, len_k, sks, BLOCK_N, BLOCK_D, HEAD_DIM, TMA)
     v = tiles.load(v_rows, start_n, len_k, svs, BLOCK_N, BLOCK_D, HEAD_DIM, TMA)
     s = tl.dot(q, tl.trans(k), input_precision=DOT_PREC)
     if SOFTCAP > 0:
-        t = _tanh(s * (qk_scale2 / 1.4426950408889634 / SOFTCAP))
-        p = tl.exp2(SOFTCAP * 1.4426950408889634 * t - lse2[:, None])
+        t = _tanh(s * (qk_scale2 / LOG2E / SOFTCAP))
+        p = _exp2(SOFTCAP * LOG2E * t - lse2[:, None], PRECISE)
     else:
-        p = tl.exp2(s * qk_scale2 - lse2[:, None])
+        p = _exp2(s * qk_scale2 - lse2[:, None], PRECISE)
     if MASK:
         vis = _visible(offs_m, offs_n, prefix, IS_CAUSAL, WINDOW) & (offs_n < len_k)[None, :]
         p = tl.where(vis, p, 0.0)
@@ -367,7 +388,9 @@ def dq_kernel(
     SOFTCAP: tl.constexpr,
     DOT_PREC: tl.constexpr,
     TMA: tl.constexpr,
+    PRECISE: tl.constexpr = False,
 ):
+    LOG2E: tl.constexpr = 1.0 if PRECISE else 1.4426950408889634
     head, seq, len_q, m0 = varlen.query_block(LenQ, BLOCK_M)
     if m0 < 0:
         return
@@ -375,7 +398,7 @@ def dq_kernel(
     row, q_start, k_start = varlen.offsets(seq, Row, QStart, KStart)
     prefix = len_k - len_q
     kv_head = head // group
-    qk_scale2 = sm_scale * 1.4426950408889634
+    qk_scale2 = sm_scale * LOG2E
 
     offs_m = m0 + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
@@ -384,7 +407,7 @@ def dq_kernel(
     do_rows = tiles.rows(DO + row * sdob + head * sdoh + q_start * sdos, len_q, sdos, BLOCK_M, BLOCK_D, HEAD_DIM, TMA)
     q = tiles.load(q_rows, m0, len_q, sqs, BLOCK_M, BLOCK_D, HEAD_DIM, TMA)
     do = tiles.load(do_rows, m0, len_q, sdos, BLOCK_M, BLOCK_D, HEAD_DIM, TMA)
-    lse2 = tl.load(LSE + head * lse_sh + row * lse_sb + q_start + offs_m, mask=mask_m, other=0.0) * 1.4426950408889634
+    lse2 = tl.load(LSE + head * lse_sh + row * lse_sb + q_start + offs_m, mask=mask_m, other=0.0) * LOG2E
     delta = tl.load(Delta + head * lse_sh + row * lse_sb + q_start + offs_m, mask=mask_m, other=0.0)
     k_rows = tiles.rows(K + row * skb + kv_head * skh + k_start * sks, len_k, sks, BLOCK_N, BLOCK_D, HEAD_DIM, TMA)
     v_rows = tiles.rows(V + row * svb + kv_head * svh + k_start * svs, len_k, svs, BLOCK_N, BLOCK_D, HEAD_DIM, TMA)
@@ -427,6 +450,7 @@ def dq_kernel(
             False,
             DOT_PREC,
             TMA,
+            PRECISE,
         )
     for start_n in range(full_hi, hi, BLOCK_N):
         dq = _dq_step(
@@ -453,6 +477,7 @@ def dq_kernel(
             True,
             DOT_PREC,
             TMA,
+            PRECISE,
         )
     dq *= sm_scale
     qmask = mask_m[:, None] & (offs_d < HEAD_DIM)[None, :]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
+from triton.language.extra import libdevice
 
 from . import tiles, varlen
 
@@ -66,11 +67,23 @@ def exp_ftz(x):
 
 
 @triton.jit
-def _exp(x, FTZ: tl.constexpr):
-    if FTZ:
+def _exp(x, FTZ: tl.constexpr, PRECISE: tl.constexpr):
+    """sglang's exp (tl.exp: a multiply by log2(e), then ex2.approx); FTZ: the flushing variant (not exact);
+    PRECISE: libdevice's exp, for fp32 inputs, whose forward serves the backward rather than matching sglang."""
+    if PRECISE:
+        return libdevice.exp(x)
+    elif FTZ:
         return exp_ftz(x)
     else:
         return tl.exp(x)
+
+
+@triton.jit
+def _log(x, PRECISE: tl.constexpr):
+    if PRECISE:
+        return libdevice.log(x)
+    else:
+        return tl.log(x)
 
 
 @triton.jit
@@ -101,6 +114,7 @@ def _fwd_tile(
     DOT_PREC: tl.constexpr,
     TMA: tl.constexpr,
     EXP_FTZ: tl.constexpr,
+    PRECISE: tl.constexpr,
 ):
     offs_kn = start_n + offs_n
     mask_n = offs_kn < len_k
@@ -121,8 +135,8 @@ def _fwd_tile(
     row_max = tl.max(qk, 1)
     row_max = tl.where(row_max == float("-inf"), -1e20, row_max)
     n_e_max = tl.maximum(row_max, e_max)
-    re_scale = _exp(e_max - n_e_max, EXP_FTZ)
-    p = _exp(qk - n_e_max[:, None], EXP_FTZ)
+    re_scale = _exp(e_max - n_e_max, EXP_FTZ, PRECISE)
+    p = _exp(qk - n_e_max[:, None], EXP_FTZ, PRECISE)
     deno = deno * re_scale + tl.sum(p, 1)
     if COMPUTE_O:
         v = tiles.load(v_rows, start_n, len_k, svs, BLOCK_N, BLOCK_D, HEAD_DIM, TMA)
@@ -219,6 +233,7 @@ def attn_fwd_kernel(
     TMA: tl.constexpr,
     FAST: tl.constexpr = False,
     EXP_FTZ: tl.constexpr = False,
+    PRECISE: tl.constexpr = False,
 ):
     head, seq, len_q, m0 = varlen.query_block(LenQ, BLOCK_M)
     if m0 < 0:
@@ -347,6 +362,7 @@ def attn_fwd_kernel(
                 DOT_PREC,
                 TMA,
                 EXP_FTZ,
+                PRECISE,
             )
         for start_n in range(full_hi, hi, BLOCK_N):
             start_n = tl.multiple_of(start_n, BLOCK_N)
@@ -377,10 +393,11 @@ def attn_fwd_kernel(
                 DOT_PREC,
                 TMA,
                 EXP_FTZ,
+                PRECISE,
             )
 
     lse_ptrs = LSE + head * lse_sh + row * lse_sb + q_start + offs_m
-    tl.store(lse_ptrs, e_max + tl.log(deno), mask=mask_m)
+    tl.store(lse_ptrs, e_max + _log(deno, PRECISE), mask=mask_m)
     if COMPUTE_O:
         o_ptrs = O + row * sob + head * soh + (q_start + offs_m)[:, None] * sos + offs_d[None, :]
         tl.store(o_ptrs, acc / deno[:, None] * v_scale, mask=mask_m[:, None] & mask_d[None, :])

@@ -1,0 +1,277 @@
+"""The attention call: one forward and one backward implementation, a torch.library custom op around them, and the
+single entry point `attention` that the transformers attention function and `attention_varlen` both call.
+
+Dynamo cannot trace Triton launches it did not write, nor the layout code, which reads sequence lengths on the host,
+so the op takes the tensors that describe the sequences (padding mask, position_ids, cu_seq_lens) and builds the
+layout inside (cached per tensor object, so the layers of one forward pay for it once); fake implementations give
+Inductor the output shapes. Under torch.compile `attention` calls the op. In eager mode it calls the same two
+implementations through a plain autograd.Function (or, without gradients, directly): the dispatcher's checks around
+a custom op cost more CPU time than a short attention call's launches (on the H200 machine's CPU), and they add
+nothing when nothing traces. Both routes run the same functions, so they give the same bits.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from . import layout, ops
+from .function import forward_impl, separate_backward_output
+
+
+def _layout(q, k, attention_mask, position_ids, cu_seq_lens_q, cu_seq_lens_k, max_length_q, max_length_k):
+    return layout.build(
+        q.shape[0],
+        q.shape[1],
+        k.shape[1],
+        q.device,
+        attention_mask=attention_mask,
+        position_ids=position_ids,
+        cu_seq_lens_q=cu_seq_lens_q,
+        cu_seq_lens_k=cu_seq_lens_k,
+        max_length_q=None if max_length_q < 0 else max_length_q,
+        max_length_k=None if max_length_k < 0 else max_length_k,
+    )
+
+
+def _window(window: int):
+    return None if window < 0 else window
+
+
+@torch.library.custom_op("sglang_attn_bridge::attention", mutates_args=())
+def attention_op(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    attention_mask: Tensor | None,
+    position_ids: Tensor | None,
+    cu_seq_lens_q: Tensor | None,
+    cu_seq_lens_k: Tensor | None,
+    max_length_q: int,
+    max_length_k: int,
+    scale: float,
+    causal: bool,
+    window: int,
+    softcap: float,
+    need_lse: bool,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """q [B, Sq, Hq, D], k/v [B, Sk, Hkv, D] -> (o [B, Sq, Hq, D], lse [Hq, B*Sq] fp32 or empty if not need_lse,
+    the output the backward uses where it is not o (fp32 with sglang's forward), else empty)."""
+    return _forward(
+        q,
+        k,
+        v,
+        attention_mask,
+        position_ids,
+        cu_seq_lens_q,
+        cu_seq_lens_k,
+        max_length_q,
+        max_length_k,
+        scale,
+        causal,
+        window,
+        softcap,
+        need_lse,
+    )
+
+
+def _forward(
+    q,
+    k,
+    v,
+    attention_mask,
+    position_ids,
+    cu_seq_lens_q,
+    cu_seq_lens_k,
+    max_length_q,
+    max_length_k,
+    scale,
+    causal,
+    window,
+    softcap,
+    need_lse,
+):
+    lay = _layout(q, k, attention_mask, position_ids, cu_seq_lens_q, cu_seq_lens_k, max_length_q, max_length_k)
+    o, lse, o_bwd = forward_impl(q, k, v, lay, scale, causal, _window(window), softcap, need_lse)
+    if lse is None:
+        lse = q.new_empty((0,), dtype=torch.float32)
+    return o, lse, q.new_empty((0,)) if o_bwd is None else o_bwd
+
+
+@attention_op.register_fake
+def _(
+    q,
+    k,
+    v,
+    attention_mask,
+    position_ids,
+    cu_seq_lens_q,
+    cu_seq_lens_k,
+    max_length_q,
+    max_length_k,
+    scale,
+    causal,
+    window,
+    softcap,
+    need_lse,
+):
+    b, sq, hq, d = q.shape
+    lse = q.new_empty((hq, b * sq) if need_lse else (0,), dtype=torch.float32)
+    o_bwd = q.new_empty((b, sq, hq, d) if separate_backward_output(q.dtype, need_lse) else (0,))
+    return q.new_empty((b, sq, hq, d)), lse, o_bwd
+
+
+@torch.library.custom_op("sglang_attn_bridge::attention_backward", mutates_args=())
+def attention_backward_op(
+    do: Tensor,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    o: Tensor,
+    lse: Tensor,
+    attention_mask: Tensor | None,
+    position_ids: Tensor | None,
+    cu_seq_lens_q: Tensor | None,
+    cu_seq_lens_k: Tensor | None,
+    max_length_q: int,
+    max_length_k: int,
+    scale: float,
+    causal: bool,
+    window: int,
+    softcap: float,
+) -> tuple[Tensor, Tensor, Tensor]:
+    return _backward_impl(
+        do,
+        q,
+        k,
+        v,
+        o,
+        lse,
+        attention_mask,
+        position_ids,
+        cu_seq_lens_q,
+        cu_seq_lens_k,
+        max_length_q,
+        max_length_k,
+        scale,
+        causal,
+        window,
+        softcap,
+    )
+
+
+def _backward_impl(
+    do,
+    q,
+    k,
+    v,
+    o,
+    lse,
+    attention_mask,
+    position_ids,
+    cu_seq_lens_q,
+    cu_seq_lens_k,
+    max_length_q,
+    max_length_k,
+    scale,
+    causal,
+    window,
+    softcap,
+):
+    lay = _layout(q, k, attention_mask, position_ids, cu_seq_lens_q, cu_seq_lens_k, max_length_q, max_length_k)
+    return ops.backward(do, q, k, v, o, lse, lay, scale, causal, _window(window), softcap)
+
+
+@attention_backward_op.register_fake
+def _(
+    do,
+    q,
+    k,
+    v,
+    o,
+    lse,
+    attention_mask,
+    position_ids,
+    cu_seq_lens_q,
+    cu_seq_lens_k,
+    max_length_q,
+    max_length_k,
+    scale,
+    causal,
+    window,
+    softcap,
+):
+    return tuple(torch.empty_like(t if t.stride(-1) == 1 else t.contiguous()) for t in (q, k, v))
+
+
+def _setup_context(ctx, inputs, output):
+    q, k, v, mask, pos, cu_q, cu_k, max_q, max_k, scale, causal, window, softcap, _ = inputs
+    o, lse, o_bwd = output
+    ctx.save_for_backward(q, k, v, o_bwd if o_bwd.numel() else o, lse, mask, pos, cu_q, cu_k)
+    ctx.args = (max_q, max_k, scale, causal, window, softcap)
+
+
+def _backward(ctx, do, _dlse, _do_bwd):
+    q, k, v, o, lse, mask, pos, cu_q, cu_k = ctx.saved_tensors
+    dq, dk, dv = attention_backward_op(do.contiguous(), q, k, v, o, lse, mask, pos, cu_q, cu_k, *ctx.args)
+    return dq, dk, dv, None, None, None, None, None, None, None, None, None, None, None
+
+
+attention_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+class _Eager(torch.autograd.Function):
+    """The op's forward and backward in eager mode, without the dispatcher (the module docstring says why)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, mask, pos, cu_q, cu_k, max_q, max_k, scale, causal, window, softcap):
+        o, lse, o_bwd = _forward(q, k, v, mask, pos, cu_q, cu_k, max_q, max_k, scale, causal, window, softcap, True)
+        ctx.save_for_backward(q, k, v, o_bwd if o_bwd.numel() else o, lse, mask, pos, cu_q, cu_k)
+        ctx.args = (max_q, max_k, scale, causal, window, softcap)
+        return o
+
+    @staticmethod
+    def backward(ctx, do):
+        q, k, v, o, lse, mask, pos, cu_q, cu_k = ctx.saved_tensors
+        dq, dk, dv = _backward_impl(do.contiguous(), q, k, v, o, lse, mask, pos, cu_q, cu_k, *ctx.args)
+        return dq, dk, dv, None, None, None, None, None, None, None, None, None, None
+
+
+def attention(
+    q,
+    k,
+    v,
+    scale: float,
+    causal: bool = True,
+    window=None,
+    softcap=None,
+    attention_mask=None,
+    position_ids=None,
+    cu_seq_lens_q=None,
+    cu_seq_lens_k=None,
+    max_length_q=None,
+    max_length_k=None,
+):
+    """q [B, Sq, Hq, D], k/v [B, Sk, Hkv, D] views (head dim contiguous or not) -> o [B, Sq, Hq, D]. `window` in
+    sglang's convention (query i sees key j iff i - j <= window), None for none; softcap 0 or None for none."""
+    need_lse = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
+    args = (
+        q,
+        k,
+        v,
+        attention_mask,
+        position_ids,
+        cu_seq_lens_q,
+        cu_seq_lens_k,
+        -1 if max_length_q is None else int(max_length_q),
+        -1 if max_length_k is None else int(max_length_k),
+        float(scale),
+        bool(causal),
+        -1 if window is None else int(window),
+        float(softcap or 0.0),
+    )
+    if torch.compiler.is_compiling():
+        return attention_op(*args, need_lse)[0]
+    if need_lse:
+        return _Eager.apply(*args)
+    return _forward(*args, False)[0]
