@@ -45,10 +45,15 @@ def edited_spec(images_dir, family, fn):
     """images_dir/FAMILY.yaml: the project's spec of that family, parsed, changed in place by fn(data), dumped."""
     import yaml
 
+    import shutil
+
     data = yaml.safe_load((ROOT / "images" / f"{family}.yaml").read_text())
     fn(data)
     path = Path(images_dir) / f"{family}.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
+    lock = ROOT / "images" / f"{family}.lock.json"  # the pins of its tracked components, beside it as in images/
+    if lock.is_file():
+        shutil.copyfile(lock, Path(images_dir) / lock.name)
     return path
 
 

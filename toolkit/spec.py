@@ -148,7 +148,7 @@ def check_pins(v: dict, file: str, prefix: str) -> None:
         if "git" in comp:
             if not GIT_URL_RE.fullmatch(comp["git"]):
                 raise SpecError(file, f"{key}.git", f"not a git URL (scheme://host/path): {short(comp['git'])}")
-            if not COMMIT_RE.fullmatch(comp.get("ref", "")):
+            if "track" not in comp and not COMMIT_RE.fullmatch(comp.get("ref", "")):  # a policy: the lock pins it
                 raise SpecError(
                     file, f"{key}.ref", f"git component must be pinned to a 40-hex commit, got {short(comp.get('ref'))}"
                 )

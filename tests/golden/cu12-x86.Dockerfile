@@ -99,8 +99,8 @@ RUN --mount=type=secret,id=pip-ca \
     rm -rf /var/lib/apt/lists/* && \
     pip install --no-cache-dir nvidia-cudnn-cu"${CUDA_MAJOR}"==9.22.0.52
 # ---- sglang from the sglang-miles commit of miles' release lock, over the base image's checkout (a git checkout, as
-# ---- upstream's CI moves it with `git fetch`), editable and without deps as upstream installs it; it keeps the
-# ---- base's sglang version (the tree carries no tags).
+# ---- upstream's CI moves it to other refs), editable and without deps as upstream installs it; it keeps the base's
+# ---- sglang version (the tree carries no tags).
 RUN rm -rf /sgl-workspace/sglang
 COPY --from=src-sglang_miles / /sgl-workspace/sglang
 RUN --mount=type=secret,id=pip-ca \
@@ -147,6 +147,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16-cu129" \
       io.miles.variant="cu12-x86" \
-      io.miles.spec-digest="c991b066dd5678db6d098884d41e91c9405e64dc39104b293275a5abc26f817b"
+      io.miles.spec-digest="d41638c6a64af524b337d85da7663011be96f5079c3e046f582267eeaa1aa20a"
 WORKDIR /root/
 CMD ["/bin/bash"]

@@ -106,8 +106,8 @@ RUN --mount=type=secret,id=pip-ca \
     rm -rf /var/lib/apt/lists/* && \
     pip install --no-cache-dir nvidia-cudnn-cu"${CUDA_MAJOR}"==9.22.0.52
 # ---- sglang from the sglang-miles commit of miles' release lock, over the base image's checkout (a git checkout, as
-# ---- upstream's CI moves it with `git fetch`), editable and without deps as upstream installs it; it keeps the
-# ---- base's sglang version (the tree carries no tags).
+# ---- upstream's CI moves it to other refs), editable and without deps as upstream installs it; it keeps the base's
+# ---- sglang version (the tree carries no tags).
 RUN rm -rf /sgl-workspace/sglang
 COPY --from=src-sglang_miles / /sgl-workspace/sglang
 RUN --mount=type=secret,id=pip-ca \
@@ -158,6 +158,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16" \
       io.miles.variant="cu13-aarch64" \
-      io.miles.spec-digest="fe6e47a62acf652ae1482256f5e276e2535558702601ed457616b3bbe998e192"
+      io.miles.spec-digest="4e0bf6216e2c34a7407110e0deca0a2a387a3dff51cd3ede94bb836739b8cea0"
 WORKDIR /root/
 CMD ["/bin/bash"]

@@ -106,8 +106,8 @@ RUN --mount=type=secret,id=pip-ca \
     rm -rf /var/lib/apt/lists/* && \
     pip install --no-cache-dir nvidia-cudnn-cu"${CUDA_MAJOR}"==9.22.0.52
 # ---- sglang from the sglang-miles commit of miles' release lock, over the base image's checkout (a git checkout, as
-# ---- upstream's CI moves it with `git fetch`), editable and without deps as upstream installs it; it keeps the
-# ---- base's sglang version (the tree carries no tags).
+# ---- upstream's CI moves it to other refs), editable and without deps as upstream installs it; it keeps the base's
+# ---- sglang version (the tree carries no tags).
 RUN rm -rf /sgl-workspace/sglang
 COPY --from=src-sglang_miles / /sgl-workspace/sglang
 RUN --mount=type=secret,id=pip-ca \
@@ -158,6 +158,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16" \
       io.miles.variant="cu13-x86" \
-      io.miles.spec-digest="52012a4bdd77e45cd540cfaa59e4221d46be04f0531b89ed12b5cb91136eb647"
+      io.miles.spec-digest="8ce8df63a1b66d4a3bf6b3c0891458e2749350a4a29e613374c3635c51a941da"
 WORKDIR /root/
 CMD ["/bin/bash"]

@@ -106,8 +106,8 @@ RUN --mount=type=secret,id=pip-ca \
     rm -rf /var/lib/apt/lists/* && \
     pip install --no-cache-dir nvidia-cudnn-cu"${CUDA_MAJOR}"==9.22.0.52
 # ---- sglang from the sglang-miles commit of miles' release lock, over the base image's checkout (a git checkout, as
-# ---- upstream's CI moves it with `git fetch`), editable and without deps as upstream installs it; it keeps the
-# ---- base's sglang version (the tree carries no tags).
+# ---- upstream's CI moves it to other refs), editable and without deps as upstream installs it; it keeps the base's
+# ---- sglang version (the tree carries no tags).
 RUN rm -rf /sgl-workspace/sglang
 COPY --from=src-sglang_miles / /sgl-workspace/sglang
 RUN --mount=type=secret,id=pip-ca \
@@ -158,6 +158,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16" \
       io.miles.variant="cu13" \
-      io.miles.spec-digest="fee31f39343ac9d61f1e2f6acf66102c54d7e30be07d154b1e1f63abe54bbff1"
+      io.miles.spec-digest="74a067b4abfab37c659d2c52055333d1dcb91fb636222aa5f1e454ae095699b9"
 WORKDIR /root/
 CMD ["/bin/bash"]

@@ -63,8 +63,8 @@ RUN --mount=type=bind,source=patches,target=/tmp/patches \
     git -C /root/Megatron-LM apply -p1 /tmp/patches/rocm-megatron.patch && \
     git -C /root/Megatron-LM apply --reverse --check -p1 /tmp/patches/rocm-megatron.patch
 # ---- sglang from the sglang-miles commit of miles' release lock, over the base image's checkout (a git checkout, as
-# ---- upstream's CI moves it with `git fetch`), editable and without deps as upstream installs it; it keeps the
-# ---- base's sglang version (the tree carries no tags).
+# ---- upstream's CI moves it to other refs), editable and without deps as upstream installs it; it keeps the base's
+# ---- sglang version (the tree carries no tags).
 RUN rm -rf /sgl-workspace/sglang
 COPY --from=src-sglang_miles / /sgl-workspace/sglang
 RUN --mount=type=secret,id=pip-ca \
@@ -146,6 +146,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.10-rocm700-mi30x" \
       io.miles.variant="rocm700-mi30x" \
-      io.miles.spec-digest="1c65422d412b19717ff134eb22e1ca3869d5d283fe0e86846fac8f578a81f51d"
+      io.miles.spec-digest="5114417e92016e447f46c5e6af0bcdc6886e2c28a7fc61fa52edaee119e6a99f"
 WORKDIR /root/
 CMD ["/bin/bash"]

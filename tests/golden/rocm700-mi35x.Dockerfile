@@ -63,8 +63,8 @@ RUN --mount=type=bind,source=patches,target=/tmp/patches \
     git -C /root/Megatron-LM apply -p1 /tmp/patches/rocm-megatron.patch && \
     git -C /root/Megatron-LM apply --reverse --check -p1 /tmp/patches/rocm-megatron.patch
 # ---- sglang from the sglang-miles commit of miles' release lock, over the base image's checkout (a git checkout, as
-# ---- upstream's CI moves it with `git fetch`), editable and without deps as upstream installs it; it keeps the
-# ---- base's sglang version (the tree carries no tags).
+# ---- upstream's CI moves it to other refs), editable and without deps as upstream installs it; it keeps the base's
+# ---- sglang version (the tree carries no tags).
 RUN rm -rf /sgl-workspace/sglang
 COPY --from=src-sglang_miles / /sgl-workspace/sglang
 RUN --mount=type=secret,id=pip-ca \
@@ -146,6 +146,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="rocm/sgl-dev:v0.5.14-rocm700-mi35x-20260627" \
       io.miles.variant="rocm700-mi35x" \
-      io.miles.spec-digest="93f0e3a638186d490a3741fd497a005bcd3575e88a58860485268653e143a232"
+      io.miles.spec-digest="9d521bef2e7b105058edf4c4b01eb8bf8ce7283c9fe9eaf8b924a74ad1c013c8"
 WORKDIR /root/
 CMD ["/bin/bash"]

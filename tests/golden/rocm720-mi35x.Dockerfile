@@ -63,8 +63,8 @@ RUN --mount=type=bind,source=patches,target=/tmp/patches \
     git -C /root/Megatron-LM apply -p1 /tmp/patches/rocm-megatron.patch && \
     git -C /root/Megatron-LM apply --reverse --check -p1 /tmp/patches/rocm-megatron.patch
 # ---- sglang from the sglang-miles commit of miles' release lock, over the base image's checkout (a git checkout, as
-# ---- upstream's CI moves it with `git fetch`), editable and without deps as upstream installs it; it keeps the
-# ---- base's sglang version (the tree carries no tags).
+# ---- upstream's CI moves it to other refs), editable and without deps as upstream installs it; it keeps the base's
+# ---- sglang version (the tree carries no tags).
 RUN rm -rf /sgl-workspace/sglang
 COPY --from=src-sglang_miles / /sgl-workspace/sglang
 RUN --mount=type=secret,id=pip-ca \
@@ -146,6 +146,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="rocm/sgl-dev:v0.5.16-rocm720-mi35x-20260730" \
       io.miles.variant="rocm720-mi35x" \
-      io.miles.spec-digest="66be747379f3a0da79a92274542b36bb52a51c678a7fab191ef384dcf0ba8582"
+      io.miles.spec-digest="b43238605bd100a05ce56d29c5501131bb59ed9b22a4339da35030e03f15428a"
 WORKDIR /root/
 CMD ["/bin/bash"]

@@ -143,6 +143,7 @@ def test_the_yaml_layout_is_not_hashed(catalog, images_dir):
     data = yaml.safe_load((ROOT / "images" / "rocm.yaml").read_text())
     path = images_dir / "rocm.yaml"
     path.write_text(yaml.safe_dump(_reversed(data), sort_keys=False, default_flow_style=True, width=10_000))
+    (images_dir / "rocm.lock.json").write_text((ROOT / "images" / "rocm.lock.json").read_text())
     relaid = load_family(path)["rocm720-mi35x"]
     original = catalog.resolve("rocm720-mi35x")
     assert list(relaid.env) != list(original.env)  # really in another order
