@@ -43,9 +43,9 @@ def run_build_py(*args, cwd=ROOT, env=None, timeout=1800):
 
 def edited_spec(images_dir, family, fn):
     """images_dir/FAMILY.yaml: the project's spec of that family, parsed, changed in place by fn(data), dumped."""
-    import yaml
-
     import shutil
+
+    import yaml
 
     data = yaml.safe_load((ROOT / "images" / f"{family}.yaml").read_text())
     fn(data)
