@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# The code's own checks, as pre-commit runs them: ruff lint and format (ruff.toml), mypy (mypy.ini).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ruff check .
+ruff format --check .
+mypy
