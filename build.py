@@ -30,7 +30,7 @@ def out(line: str) -> None:
 
 def cmd_list(args) -> int:
     catalog = load_catalog()
-    aliases = {}
+    aliases: dict = {}
     for alias, name in catalog.aliases.items():
         aliases.setdefault(name, []).append(alias)
     for name, v in sorted(catalog.variants.items(), key=lambda kv: (kv[1].family, kv[0])):

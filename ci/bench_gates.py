@@ -95,8 +95,8 @@ def main(argv=None) -> int:
             container,
             {"gates.json": json.dumps(gates).encode(), "gates-no-commands.json": json.dumps(no_commands).encode()},
         )
-        walls = {name: [] for name in cases}
-        cpus = {name: [] for name in cases}
+        walls: dict[str, list] = {name: [] for name in cases}
+        cpus: dict[str, list] = {name: [] for name in cases}
         for round_no in range(args.repeat + 1):
             for name, cmd in cases.items():
                 wall, cpu = _timed(container, args.python, cmd)
@@ -132,7 +132,7 @@ def main(argv=None) -> int:
     print("\nfull gate, last run, per check (seconds inside the runner; command gates run side by side):\n")
     print("| check | target | seconds |")
     print("|---|---|---|")
-    rows = {}  # one row per (kind, target): pip check reports one result per conflict line, all from one pip run
+    rows: dict = {}  # one row per (kind, target): pip check reports one result per conflict line, all from one pip run
     for c in checks:
         rows.setdefault((c["kind"], c["target"]), []).append(c["seconds"])
     for (kind, target), secs in rows.items():

@@ -46,8 +46,8 @@ def main(argv=None) -> int:
     ap.add_argument("--assets", type=int, default=3)
     ap.add_argument("--asset-mib", type=int, default=32)
     opts = ap.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="bench-lock-") as tmp:
-        tmp = Path(tmp)
+    with tempfile.TemporaryDirectory(prefix="bench-lock-") as tmp_name:
+        tmp = Path(tmp_name)
         proj = tmp / "project"
         proj.mkdir()
         for item in ("build.py", "toolkit", "images", "templates", "verify"):

@@ -73,6 +73,7 @@ def hash_revision(repo: Path, rev: str) -> dict:
     with tempfile.TemporaryDirectory(prefix="miles-rev-") as tmp:
         archive = subprocess.Popen(["git", "-C", str(repo), "archive", "--format=tar", commit], stdout=subprocess.PIPE)
         untar = subprocess.run(["tar", "-x", "-C", tmp], stdin=archive.stdout, capture_output=True, text=True)
+        assert archive.stdout is not None  # stdout=PIPE
         archive.stdout.close()
         if archive.wait() != 0 or untar.returncode != 0:
             raise HashFailed(f"cannot export {rev}: {untar.stderr.strip()}")

@@ -37,7 +37,7 @@ PULL_RE = re.compile(r"#([1-9][0-9]{0,9})")
 
 def parse_body(body: str) -> dict:
     """{component: ref} from the directive lines (one per directive); a bad value is a UsageError."""
-    out = {}
+    out: dict = {}
     for line in body.replace("\r\n", "\n").split("\n"):
         m = LINE_RE.fullmatch(line)
         if not m or m.group(1) not in DIRECTIVES:
@@ -77,7 +77,8 @@ def resolve(url: str, ref: str) -> str:
 
 def override_args(wanted: dict, catalog) -> tuple:
     """(bake arguments, report lines) for the wanted {component: ref}."""
-    targets, urls = [], {}
+    targets: list = []
+    urls: dict = {}
     for name, variant in sorted(catalog.variants.items()):
         comps = git_components(variant)
         if any(c in comps for c in wanted):

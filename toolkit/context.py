@@ -120,11 +120,12 @@ def stage(plan, dockerfile_text: str, build_dir: Path = BUILD_DIR, scope: Scope 
     removes what was made, and the caller removes the rest (`discard`) or keeps the context (`keep`)."""
     own = Scope() if scope is None else None
     scope = scope or own
+    assert scope is not None
     try:
         files = context_files(plan)
         parent = build_dir / plan.name
         sources_dir = scope.mkdtemp(".sources-", parent) if plan.sources else None
-        sources = resolve(plan, sources_dir)
+        sources = resolve(plan, sources_dir)  # type: ignore[arg-type]  # None only when there is nothing to stage
         digest = plan_hash(plan, dockerfile_text, files, sources)
         root = scope.mkdtemp(".staging-", parent)
         for rel, src in files.items():
@@ -157,6 +158,7 @@ def keep(ctx: Context) -> Context:
     for src, dst in ((ctx.path, final), (ctx.sources_dir, final_sources)):
         if src is None:
             continue
+        assert dst is not None  # set whenever src is
         try:
             os.rename(src, dst)
         except OSError:

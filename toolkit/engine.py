@@ -87,6 +87,7 @@ def import_tree(folder, ref: str, tar_options: tuple = ()) -> None:
         tar.kill()
         raise unanswered(f"`docker import {ref}`", IMPORT_TIMEOUT) from None
     finally:
+        assert tar.stdout is not None  # stdout=PIPE
         tar.stdout.close()
     if tar.wait() != 0 or imp.returncode != 0:
         raise BuildFailed(f"docker import of {ref} failed: {imp.stderr.strip()}")
@@ -177,6 +178,7 @@ def build(plan, ctx, out=print) -> str:
             cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, bufsize=1, start_new_session=True
         )
         first = FirstStep(proc)  # an engine that stopped answering starts no step: exit 3, not a silent wait
+        assert proc.stdout is not None  # stdout=PIPE
         try:
             for line in proc.stdout:
                 first.seen(line)
@@ -266,7 +268,8 @@ def stop_child(proc, signum: int) -> None:
 
 def tag_all(client, iid: str, refs) -> None:
     """Point every ref at image `iid`, or none: when one tag fails, those already moved go back where they were."""
-    before, moved = {}, []
+    before: dict = {}
+    moved: list = []
     for ref in refs:
         try:
             before[ref] = image_id(client, ref)

@@ -178,7 +178,7 @@ def lock_family(path: Path, update=(), pins=None, release=None, release_label=""
                 f"{family}: {short(name)} is not a tracked source ({', '.join([*git, *artifacts]) or 'none'})"
             )
     new = lock_file.empty(family)
-    tasks = {}
+    tasks: dict = {}
     for name, policy in git.items():
         prev = old["sources"].get(name)
         same = prev is not None and prev["git"] == policy.git and prev["policy"] == policy.track
@@ -289,7 +289,9 @@ def cmd_lock(args, out) -> int:
         out("lock: no family declares a policy (components.*.track or artifacts)")
         return 0
     if args.check:
-        rows, moved, errors = [], False, []
+        rows: list = []
+        errors: list = []
+        moved = False
         for _, path in todo:
             r, m, e = check_family(path)
             rows, moved, errors = rows + r, moved or m, errors + e

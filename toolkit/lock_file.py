@@ -90,7 +90,9 @@ def check(lock, label: str, family: str) -> dict:
         _need(isinstance(entry.get("git"), str), label, f"{key}.git", "missing")
         _need(COMMIT_RE.fullmatch(str(entry.get("commit", ""))) is not None, label, f"{key}.commit", "not a commit")
         policy = entry.get("policy")
-        _need(isinstance(policy, dict) and policy and set(policy) <= set(TRACK_KINDS), label, f"{key}.policy", "bad")
+        _need(
+            bool(isinstance(policy, dict) and policy and set(policy) <= set(TRACK_KINDS)), label, f"{key}.policy", "bad"
+        )
         _need(isinstance(entry.get("via"), str), label, f"{key}.via", "missing")
     for name, entry in (lock.get("artifacts") or {}).items():
         key = f"artifacts.{name}"

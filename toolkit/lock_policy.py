@@ -110,7 +110,8 @@ def policies(raw: dict, file: str) -> tuple:
     """({component: GitPolicy}, {artifact: ArtifactPolicy}, {component: spec key of its track}) declared by a
     family. A family's lock holds one pin per name, so every variant that tracks a component tracks the same one."""
     family = raw.get("components") or {}
-    git, where = {}, {}
+    git: dict = {}
+    where: dict = {}
     for prefix, comps in _locations(raw):
         for name, comp in comps.items():
             base = {} if not prefix else (family.get(name) or {})
@@ -175,6 +176,7 @@ def fill_from_lock(raw: dict, spec_path: Path, file: str) -> None:
     for _, comps in _locations(raw):
         for name, comp in comps.items():
             if name in git and "track" in comp:
+                assert lock is not None  # every tracked component has a pin (checked above)
                 comp["ref"] = lock["sources"][name]["commit"]
                 del comp["track"]
     for name, policy in artifacts.items():

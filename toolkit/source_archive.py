@@ -37,7 +37,8 @@ def checked_members(tar: tarfile.TarFile, dest: Path, what: str) -> list:
     """The members, each passed through the `data` filter, within the caps; UsageError naming the first problem."""
     max_files = limit("MILES_SOURCE_MAX_FILES", DEFAULT_MAX_FILES)
     max_bytes = limit("MILES_SOURCE_MAX_BYTES", DEFAULT_MAX_BYTES)
-    members, total = [], 0
+    members: list = []
+    total = 0
     for member in tar:
         if len(members) >= max_files:
             raise UsageError(f"{what}: more than {max_files} members (MILES_SOURCE_MAX_FILES raises the cap)")

@@ -34,7 +34,9 @@ def _read_back(container, path: str) -> bytes | None:
         return None
     with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
         member = tar.getmembers()[0]
-        return tar.extractfile(member).read()
+        fh = tar.extractfile(member)
+        assert fh is not None  # a regular file
+        return fh.read()
 
 
 def verify_image(client, variant, image: str, json_path=None, junit_path=None, out=print) -> int:

@@ -134,6 +134,7 @@ def ensure_wheelhouse_image(client, variant, log=print, scope=None) -> str | Non
     except docker.errors.ImageNotFound:
         pass
     folder = ensure_wheelhouse(variant, log=log, scope=scope)
+    assert folder is not None  # the variant has a wheelhouse (its image ref is set)
     engine.import_tree(folder, ref, ("--exclude=./.complete",))
     log(f"wheelhouse image {ref} made from {folder.relative_to(ROOT)}")
     return ref

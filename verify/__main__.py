@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import List, Optional
+from typing import List, NoReturn, Optional
 
 from . import report
 from .config import ConfigError, GateConfig, load_config
@@ -19,7 +19,7 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, not argparse's usage block
+    def error(self, message: str) -> NoReturn:  # one line, not argparse's usage block
         sys.stderr.write("verify: error: %s (see python -m verify --help)\n" % message)
         sys.exit(EXIT_USAGE)
 

@@ -46,7 +46,7 @@ def _top_level_bindings(body: List[ast.stmt]) -> List[ast.stmt]:
 
 
 def _binding(body: List[ast.stmt], name: str) -> Optional[ast.stmt]:
-    found = None
+    found: Optional[ast.stmt] = None
     for stmt in _top_level_bindings(body):
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and stmt.name == name:
             found = stmt
@@ -69,7 +69,9 @@ def signature_of_def(fn: _Def, drop_first: bool = False) -> inspect.Signature:
     """Turn a parsed ``def`` into an inspect.Signature (annotations are left out; defaults keep their source text)."""
     P = inspect.Parameter
     a = fn.args
-    positional = [(arg, P.POSITIONAL_ONLY) for arg in getattr(a, "posonlyargs", [])]
+    positional: List[Tuple[ast.arg, inspect._ParameterKind]] = [
+        (arg, P.POSITIONAL_ONLY) for arg in getattr(a, "posonlyargs", [])
+    ]
     positional += [(arg, P.POSITIONAL_OR_KEYWORD) for arg in a.args]
     first_default = len(positional) - len(a.defaults)
     params = []

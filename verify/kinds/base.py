@@ -84,7 +84,7 @@ class Gate:
     def start(self, items: List[Any]) -> List[Check]:
         """Called for every kind before any check runs: a kind whose checks are subprocesses starts them here,
         so they overlap the in-process checks; each returned callable still reports in its place."""
-        return [lambda item=item: self.check(item) for item in items]
+        return [lambda item=item: self.check(item) for item in items]  # type: ignore[misc]  # item bound as a default
 
     def check(self, item: Any) -> Outcome:
         raise NotImplementedError

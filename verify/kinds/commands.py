@@ -169,6 +169,7 @@ def argv_problem(argv: List[str], shell_reason: Optional[str]) -> Optional[Tuple
         elif script is not None:
             problem = "options with + (`+e`, `+o`) let the script run on after a failure"
         if problem:
+            assert script is not None  # a problem is found only in a script
             return argv.index(script, len(argv) - len(args)), problem
     return None
 

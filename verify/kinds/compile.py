@@ -33,7 +33,7 @@ def _compile_roots(target: str) -> Tuple[List[str], Optional[str]]:
 def _py_files(root: str) -> List[str]:
     if os.path.isfile(root):
         return [root]
-    out = []
+    out: List[str] = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and not d.startswith("."))
         out.extend(os.path.join(dirpath, f) for f in sorted(filenames) if f.endswith(".py"))

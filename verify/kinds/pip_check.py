@@ -260,7 +260,7 @@ class PipCheck(Gate):
         runs: List[Callable[[], List[CheckResult]]] = []
         for allow in items:
             run = PipRun()
-            runs.append(lambda run=run, allow=allow: run.results(allow))
+            runs.append(lambda run=run, allow=allow: run.results(allow))  # type: ignore[misc]  # bound as defaults
         return list(runs)
 
     def cst_tests(self, items: List[Any], python: str, runner_test: RunnerTest) -> List[Dict[str, Any]]:

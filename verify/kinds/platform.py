@@ -19,7 +19,7 @@ def cuda_wheels() -> List[str]:
 
     names = set()
     for dist in importlib.metadata.distributions():
-        name = dist.metadata.get("Name") if dist.metadata is not None else None
+        name = dist.metadata.get("Name") if dist.metadata is not None else None  # type: ignore[attr-defined]  # an email.message.Message
         if not name:
             continue
         norm = re.sub(r"[-_.]+", "-", name).lower()
@@ -68,6 +68,7 @@ class Platform(Gate):
             build = "torch %s hip=%s cuda=%s" % (getattr(mod, "__version__", "?"), hip, cuda)
         problems = []
         if platform in ("rocm", "cuda") and mod is None:
+            assert failure is not None  # import_module gives a failure when it gives no module
             problems.append("torch import failed: %s" % failure.detail)
         elif platform == "rocm":
             if not hip:

@@ -233,6 +233,7 @@ def check_resolved_signature(spec: SignatureSpec) -> CheckResult:
                 tried.append("%s: %s" % (candidate.target, exc))
                 continue
             origin = "source %s:%d" % (path, line)
+        assert sig is not None  # keywords=[]: a signature comes with no failure
         kws = _call_keywords(sig, keywords, groups)
         problem = _binds(sig, kws)
         if problem is None:

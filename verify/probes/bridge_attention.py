@@ -130,7 +130,7 @@ def main() -> int:
                 problem = run_case(fn, label, device, dtype, **shape)
             except Exception as exc:
                 tb = traceback.extract_tb(exc.__traceback__)
-                at = " at %s:%d" % (tb[-1].filename, tb[-1].lineno) if tb else ""
+                at = " at %s:%d" % (tb[-1].filename, tb[-1].lineno) if tb else ""  # type: ignore[str-format]  # a traceback frame has a line
                 traceback.print_exc()
                 problem = "raised %s: %s%s" % (type(exc).__name__, " ".join(str(exc).split())[:200], at)
             if problem:
