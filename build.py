@@ -15,6 +15,7 @@ import sys
 
 from toolkit import engine, registry
 from toolkit.cleanup import Scope
+from toolkit.cli import parse
 from toolkit.engine_calls import as_engine_error
 from toolkit.errors import Interrupted, ToolkitError, UsageError, short
 from toolkit.outputs import check_output, write_output
@@ -332,10 +333,9 @@ def main(argv=None) -> int:
     if argv and argv[0].startswith("--target"):
         argv.insert(0, "build")  # `build.py --target T` is `build.py build --target T`
     p = parser()
-    try:
-        args = p.parse_args(argv)
-    except SystemExit as e:
-        return 2 if e.code else 0
+    args = parse(p, argv)
+    if isinstance(args, int):
+        return args
     if args.command is None:
         p.print_usage(sys.stderr)
         return 2

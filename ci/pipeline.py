@@ -30,6 +30,7 @@ from xml.sax.saxutils import escape
 
 from toolkit import registry
 from toolkit.bake import target_name
+from toolkit.cli import parse
 from toolkit.context import INPUT_HASH_LABEL
 from toolkit.errors import ToolkitError
 from toolkit.plan import make_plan
@@ -287,10 +288,9 @@ def main(argv=None) -> int:
     i.add_argument("--summary", help="also append the markdown summary to this file")
     i.add_argument("--builder", help="buildx builder (default: the current one, or $BUILDX_BUILDER)")
     i.add_argument("--jobs", type=int, default=4, help="targets baked at once")
-    try:
-        args = p.parse_args(argv)
-    except SystemExit as e:
-        return 2 if e.code else 0
+    args = parse(p, argv)
+    if isinstance(args, int):
+        return args
     try:
         return {"matrix": cmd_matrix, "render-all": cmd_render_all, "images": cmd_images}[args.command](args)
     except ToolkitError as e:
