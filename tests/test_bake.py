@@ -41,7 +41,7 @@ def test_every_target_becomes_a_bake_target_with_tags_labels_platforms(tmp_path)
         t, v = doc["target"][target_name(name)], catalog.variants[name]
         assert t["context"] == str(tmp_path / name / "context") and t["dockerfile"] == "Dockerfile"
         assert t["platforms"] == list(v.platforms)
-        keep_git = {"BUILDKIT_CONTEXT_KEEP_GIT_DIR": "1"} if v.components else {}  # git trees keep their .git
+        keep_git = {"BUILDKIT_CONTEXT_KEEP_GIT_DIR": "1"} if t.get("contexts") else {}  # git trees keep their .git
         assert t["args"] == {**v.args, **keep_git}
         assert t["tags"] == [f"{v.repository}:{v.tag_suffix}", f"{v.repository}:{v.tag_suffix}-{HASH[:12]}"]
         assert t["labels"]["io.miles.input-hash"] == HASH

@@ -132,6 +132,7 @@ def test_bake_targets_carry_their_named_contexts(tmp_path):
     ctx = stage(plan, render(plan), build_dir=tmp_path)
     target = bake_file([(plan, ctx)])["target"]["miles-cpu"]
     assert target["contexts"] == {"src-miles": f"https://github.com/radixark/miles.git#{COMMIT}"}
+    assert target["args"]["BUILDKIT_CONTEXT_KEEP_GIT_DIR"] == "1"  # a git named context keeps its .git
     assert target["labels"]["io.miles.source.miles"].endswith(COMMIT)
 
 
