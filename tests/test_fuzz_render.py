@@ -160,7 +160,9 @@ def field_setters(v) -> dict:
         f: (lambda f: lambda var, x: dataclasses.replace(var, **{f: x}))(f)
         for f in ("base", "python", "name", "repository")
     }
-    setters.update({f"args.{k}": put("args", k) for k in v.args})
+    # An arg a step's `when` names decides which steps a variant has (by design): it is not free text here.
+    decides = {name for s in v.steps for name in s.get("when", {})}
+    setters.update({f"args.{k}": put("args", k) for k in v.args if k not in decides})
     setters.update({f"env.{k}": put("env", k) for k in v.env})
     setters.update({f"pip.{k}": put("pip", k) for k in v.pip})
     for name, c in v.components.items():

@@ -130,7 +130,8 @@ RUN --mount=type=secret,id=pip-ca \
     flashinfer-cubin==0.6.15.post1
 
 # ---- The attention bridge: its own distribution, installed like any other package (no overlay into miles).
-# ---- Late and bind-mounted, so a bridge-only edit rebuilds this step and the gates, nothing before it.
+# ---- Late and bind-mounted, so a bridge-only edit rebuilds this step and the gates, nothing before it. The host's CA
+# ---- bundle is mounted as a secret on every family (offline ones too), so every build proves it never lands in a layer.
 RUN --mount=type=bind,source=bridge,target=/tmp/sglang-attn-bridge,rw --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     python3 -m pip install --no-cache-dir --no-deps --no-build-isolation /tmp/sglang-attn-bridge

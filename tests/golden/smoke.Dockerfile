@@ -13,8 +13,10 @@ RUN --mount=type=bind,from=miles-wheelhouse:smoke-f63abcf47ff653e7,target=/tmp/w
 
 
 # ---- The attention bridge: its own distribution, installed like any other package (no overlay into miles).
-# ---- Late and bind-mounted, so a bridge-only edit rebuilds this step and the gates, nothing before it.
-RUN --mount=type=bind,source=bridge,target=/tmp/sglang-attn-bridge,rw --mount=type=bind,from=miles-wheelhouse:smoke-f63abcf47ff653e7,target=/tmp/wheelhouse \
+# ---- Late and bind-mounted, so a bridge-only edit rebuilds this step and the gates, nothing before it. The host's CA
+# ---- bundle is mounted as a secret on every family (offline ones too), so every build proves it never lands in a layer.
+RUN --mount=type=bind,source=bridge,target=/tmp/sglang-attn-bridge,rw --mount=type=secret,id=pip-ca --mount=type=bind,from=miles-wheelhouse:smoke-f63abcf47ff653e7,target=/tmp/wheelhouse \
+    if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     /opt/venv/bin/python -m pip install --no-cache-dir --no-index --find-links /tmp/wheelhouse --constraint /tmp/wheelhouse/constraints.txt --no-deps --no-build-isolation /tmp/sglang-attn-bridge
 
 # ---- Gates: verify/ runs with the image's own python against this target's gate list (gates/gates.json).
