@@ -94,6 +94,7 @@ def _probe_component(project: Path) -> None:
     spec = project / "images" / "smoke.yaml"
     data = yaml.safe_load(spec.read_text())
     data["components"] = {"probe": {"git": "https://example.invalid/probe.git", "ref": "a" * 40}}
+    data["steps"] = data["steps"] + [{"source": "probe", "into": "/opt/probe", "install": False}]
     spec.write_text(yaml.safe_dump(data, sort_keys=False))
 
 

@@ -23,15 +23,10 @@ def test_a_locked_remote_git_source_is_fetched_by_buildkit_and_labelled(project_
         spec = project_copy / "images" / "smoke.yaml"
         data = yaml.safe_load(spec.read_text())
         data["components"] = {"demo": {"git": url, "track": {"branch": "main"}, "why": "the remote path, for real"}}
+        data["steps"] = data["steps"] + [{"source": "demo", "into": "/opt/demo", "install": False}]
         data["gates"]["compile"] = ["sglang_attn_bridge", "/opt/demo"]
         data["variants"] = {"smoke": {"tag_suffix": SUFFIX}}
         spec.write_text(yaml.safe_dump(data, sort_keys=False))
-        template = project_copy / "templates" / "smoke.Dockerfile.j2"
-        text = template.read_text()
-        step = "# ---- the tracked component, from its named context\nCOPY --from={{ src.demo }} / /opt/demo\n\n"
-        template.write_text(
-            text.replace('{% include "partials/gates.j2" %}', step + '{% include "partials/gates.j2" %}')
-        )
         env = env_for()
         assert run_build_py("lock", "--family", "smoke", cwd=project_copy, env=env).returncode == 0
         second = g.commit("o/demo", {"demo.py": "WHERE = 'second'\n"})  # the branch moves; the lock does not

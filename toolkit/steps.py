@@ -222,7 +222,8 @@ class Source(Kind):
     its `.git`, a checkout at the pinned commit, and stays in the image; the component's own patches are applied
     right after the copy); `replace` (remove what the base image has at `into` first); `editable` (install `into`
     in editable mode; needs `into`); `version_of` (build with the version the named distribution has now, for a
-    tree whose version would come from tags it does not carry).
+    tree whose version would come from tags it does not carry); `install: false` (with `into`: copy the tree in, install
+    nothing).
     Leaves: the installed package; with `into`, the tree at that path. Without `into` the tree is bind-mounted for
     this step only and nothing of it but the install remains.
     May not: fetch the source itself (BuildKit fetches the named context `src-COMPONENT`).
@@ -239,6 +240,7 @@ class Source(Kind):
         "replace": bool,
         "editable": bool,
         "version_of": str,
+        "install": bool,
     }
 
     def check(self, step, v, where):
@@ -246,6 +248,8 @@ class Source(Kind):
         _flags_env(step, v, where)
         if "into" in step:
             check_abs_path(step["into"], where.file, f"{where.key}.into")
+        if step.get("install") is False and "into" not in step:
+            raise where.error("install", "`install: false` needs `into` (the tree is then only copied in)")
         for option in ("editable", "replace"):
             if step.get(option) and "into" not in step:
                 raise where.error(option, f"`{option}` needs `into` (the tree must stay in the image)")
