@@ -16,22 +16,22 @@ def _miles_commit() -> str:
     return load_catalog().resolve("miles-cpu").components["miles"]["ref"]
 
 
-def _snapshot_of(commit: str) -> Path:
-    """The `git archive` of miles at `commit` beside the checkout (its pax header names the commit), or where it
-    would be: a miles bump is one edit of images/layers/miles.yaml plus the snapshot of the new commit here."""
+def snapshot_of(commit: str) -> Path | None:
+    """The `git archive` of `commit` beside the checkout (its pax header names the commit), or None. A miles bump
+    is one edit of images/layers/miles.yaml plus the snapshot of the new commit here."""
     import tarfile
 
-    for path in sorted(UPSTREAM.glob("miles-*.tar.gz")):
+    for path in sorted(UPSTREAM.glob("*.tar.gz")):
         with tarfile.open(path) as tar:
             if tar.pax_headers.get("comment") == commit:
                 return path
-    return UPSTREAM / f"miles-{commit[:9]}.tar.gz"
+    return None
 
 
 # The miles commit every family pins, read from the catalog, and its upstream snapshot (the README's main command
 # builds from it).
 MILES_COMMIT = _miles_commit()
-SNAPSHOT = _snapshot_of(MILES_COMMIT)
+SNAPSHOT = snapshot_of(MILES_COMMIT) or UPSTREAM / f"miles-{MILES_COMMIT[:9]}.tar.gz"
 
 
 def run_build_py(*args, cwd=ROOT, env=None, timeout=1800):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import tarfile
 
 import pytest
-from support import ROOT, UPSTREAM, git
+from support import ROOT, git, snapshot_of
 
 from toolkit.spec import load_catalog
 
@@ -25,13 +25,13 @@ CASES = sorted(
 
 
 def unpack(commit: str, dest):
-    for path in sorted(UPSTREAM.glob("*.tar.gz")):
-        with tarfile.open(path) as tar:
-            if tar.pax_headers.get("comment") == commit:
-                tar.extractall(dest, filter="data")
-                (top,) = list(dest.iterdir())
-                return top
-    pytest.skip(f"no snapshot of {commit} beside the checkout")
+    path = snapshot_of(commit)
+    if path is None:
+        pytest.skip(f"no snapshot of {commit} beside the checkout")
+    with tarfile.open(path) as tar:
+        tar.extractall(dest, filter="data")
+    (top,) = list(dest.iterdir())
+    return top
 
 
 @pytest.mark.parametrize("patch, component, commit, strip", CASES, ids=[c[0].rsplit("/", 1)[-1] for c in CASES])

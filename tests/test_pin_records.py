@@ -11,7 +11,7 @@ import json
 import tarfile
 
 import pytest
-from support import SNAPSHOT, UPSTREAM
+from support import SNAPSHOT, snapshot_of
 
 from toolkit.spec import load_catalog
 
@@ -33,14 +33,6 @@ def snapshot_file(archive, path: str) -> str:
         return tar.extractfile(member).read().decode()
 
 
-def archive_of(commit: str):
-    for path in sorted(UPSTREAM.glob("*.tar.gz")):
-        with tarfile.open(path) as tar:
-            if tar.pax_headers.get("comment") == commit:
-                return path
-    return None
-
-
 @pytest.fixture(scope="module")
 def miles():
     if not SNAPSHOT.is_file():
@@ -48,28 +40,36 @@ def miles():
     return SNAPSHOT
 
 
-@pytest.mark.parametrize("name, git, ref, record", PINS, ids=[p[0] for p in PINS])
-def test_every_pin_is_found_in_its_record(miles, name, git, ref, record):
-    assert record, f"components.{name} says nowhere where {ref} is recorded (`record`)"
+def record_problem(miles, record: str, ref: str) -> str | None:
+    """Why `record` does not record `ref`, or None."""
+    if not record:
+        return f"says nowhere where {ref} is recorded (`record`)"
     if record.startswith("miles:"):
         path, _, key = record[len("miles:") :].partition("#")
         text = snapshot_file(miles, path)
-        if key:
-            assert json.loads(text)[key] == ref, f"{record} records {json.loads(text)[key]}, the spec pins {ref}"
-        else:
-            assert ref in text, f"{path} of miles at its pin does not name {ref}"
-    else:
-        assert record.startswith("verified: ") and len(record) > len("verified: ") + 15, record
+        found = json.loads(text)[key] if key else text
+        if (found != ref) if key else (ref not in found):
+            return f"{record} does not record {ref}"
+        return None
+    if not (record.startswith("verified: ") and len(record) > len("verified: ") + 15):
+        return f"a record is `miles:FILE[#KEY]` or `verified: <reason>`, got {record!r}"
+    return None
+
+
+@pytest.mark.parametrize("name, git, ref, record", PINS, ids=[p[0] for p in PINS])
+def test_every_pin_is_found_in_its_record(miles, name, git, ref, record):
+    assert record_problem(miles, record, ref) is None, f"components.{name}: {record_problem(miles, record, ref)}"
 
 
 def test_the_miles_and_megatron_pins_are_the_snapshots_the_tests_use(miles):
     megatron = {c["ref"] for v in CATALOG.variants.values() for n, c in v.components.items() if n == "megatron_lm"}
     assert len(megatron) == 1
-    assert archive_of(megatron.pop()) is not None, "no snapshot of the pinned Megatron-LM commit beside the checkout"
+    assert snapshot_of(megatron.pop()) is not None, "no snapshot of the pinned Megatron-LM commit beside the checkout"
 
 
 def test_a_wrong_record_fails(miles):
-    """The check can fail: a commit the release lock does not hold is caught."""
-    lock = json.loads(snapshot_file(miles, "release-lock.json"))
-    assert lock["megatron_commit"] != "e6007f1613a02761e69d4449767f72102da203bf"
-    assert "e6007f1613a02761e69d4449767f72102da203bf" not in snapshot_file(miles, "docker/Dockerfile")
+    """The check can fail: the commit the GPU specs pinned before (in no public ref) is in no record of miles."""
+    old = "e6007f1613a02761e69d4449767f72102da203bf"
+    assert record_problem(miles, "miles:release-lock.json#megatron_commit", old)
+    assert record_problem(miles, "miles:docker/Dockerfile", old)
+    assert record_problem(miles, "", old) and record_problem(miles, "verified: x", old)
