@@ -41,6 +41,9 @@ def write_family(project, components=None, artifacts=None, family=FAMILY):
         data["steps"] = data["steps"] + [{"source": name} for name in components]  # each is installed by a step
     if artifacts:
         data["artifacts"] = artifacts
+        data["steps"] = data["steps"] + [  # each file is installed by a step (a release is only recorded)
+            {"artifact": name, "to": f"/opt/artifacts/{name}"} for name, a in artifacts.items() if "url" in a
+        ]
     path = project / "images" / f"{family}.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path

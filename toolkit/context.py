@@ -13,11 +13,13 @@ import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from toolkit import artifacts
 from toolkit.cleanup import Scope
 from toolkit.gate_bundle import config_text, payload_files
 from toolkit.lock_policy import artifact_origin
 from toolkit.sources import LABEL_PREFIX, git_components, remote, resolve
 from toolkit.spec import ROOT
+from toolkit.steps import views
 
 BUILD_DIR = ROOT / "build"
 # What a copy of the project needs to render, stage and build every target (tests and benches copy exactly this).
@@ -53,13 +55,15 @@ class Context:
 
 def build_labels(plan, ctx: Context) -> dict:
     """The labels a build applies: the plan's, the input hash, which source each git component came from (the
-    commit the lock resolved, a `--ref`, or a local tree), and each locked artifact's URL and digest."""
+    commit the lock resolved, a `--ref`, or a local tree), each artifact's URL and digest (or that it is pending),
+    and, for each step with a prebuilt wheel, what it installed."""
     labels = dict(plan.labels)
     labels[INPUT_HASH_LABEL] = ctx.input_hash
     for s in ctx.sources:
         labels[LABEL_PREFIX + s.name] = s.origin
     for name, record in plan.variant.artifacts.items():
         labels[LABEL_PREFIX + name] = artifact_origin(record)
+    labels.update(artifacts.build_labels(views(plan.variant, plan.wheels)))
     return dict(sorted(labels.items()))
 
 

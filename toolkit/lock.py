@@ -240,7 +240,8 @@ def _check_artifact(policy, entry) -> tuple:
         entry = None
     if "url" in policy.policy:
         got = remote.fetch(policy.policy["url"])
-        moved = entry is None or (got.sha256, got.size) != (entry["sha256"], entry["size"])
+        size_moved = entry is not None and entry["size"] is not None and got.size != entry["size"]
+        moved = entry is None or got.sha256 != entry["sha256"] or size_moved
         return f"sha256:{got.sha256[:12]}", "yes" if moved else "no"
     rel = policy.policy["release"]
     listed = remote.release_assets(rel["repo"], rel["tag"])

@@ -7,10 +7,11 @@ A git component may say what it follows instead of naming a commit:
 `track` is `{branch: NAME}` (the branch head when last locked), `{tag: NAME}` (the commit the tag names),
 `{commit: SHA}` (fixed), or `{commit: SHA, branch: NAME}` (fixed, with the branch a development image would
 follow: `lock --check` shows its head, and never counts it as moved). A family may also declare `artifacts`, files
-a build downloads by URL and checks by digest: `{url: URL}` (one file) or `{release: {repo: OWNER/NAME, tag: TAG}}`
-(every asset of a GitHub release tag). The spec keeps the policy and its `why`; the lock (`toolkit/lock_file.py`)
-keeps what it resolved to. On load, `fill_from_lock` writes each tracked component's `ref` and each artifact's
-records from the lock, and drops the policy text, so the variant (and its input hash) carries exactly the pins.
+a build downloads by URL and checks by digest (toolkit/artifacts.py): `{url: URL}` (one file) or
+`{release: {repo: OWNER/NAME, tag: TAG}}` (every asset of a GitHub release tag). The spec keeps the policy and its
+`why`; the lock (`toolkit/lock_file.py`) keeps what it resolved to. On load, `fill_from_lock` writes each tracked
+component's `ref` and each artifact's records from the lock (an artifact the lock does not hold yet is marked
+pending), and drops the policy text, so the variant (and its input hash) carries exactly the pins.
 A component without `track` keeps its hand-written `ref` as before.
 """
 
@@ -181,9 +182,12 @@ def fill_from_lock(raw: dict, spec_path: Path, file: str) -> None:
                 del comp["track"]
     for name, policy in artifacts.items():
         entry = (lock or {}).get("artifacts", {}).get(name)
-        if entry is None or entry["policy"] != policy.policy:
-            raise SpecError(file, f"artifacts.{name}", f"no pin for this policy in {label}: {fix}")
-        raw["artifacts"][name] = artifact_record(entry)
+        if entry is None:  # declared before anyone locked it: pending (toolkit/artifacts.py)
+            raw["artifacts"][name] = {"pending": True, **policy.policy}
+        elif entry["policy"] != policy.policy:
+            raise SpecError(file, f"artifacts.{name}", f"{label} pins another policy for it: {fix}")
+        else:
+            raw["artifacts"][name] = artifact_record(entry)
 
 
 def artifact_record(entry: dict) -> dict:
@@ -202,6 +206,9 @@ def assets_fingerprint(assets: dict) -> str:
 
 def artifact_origin(record: dict) -> str:
     """The `io.miles.source.<artifact>` label: where a locked artifact comes from and what it hashes to."""
+    if record.get("pending"):
+        where = record.get("url") or "release {repo}@{tag}".format(**record["release"])
+        return f"pending: {where} is not in the lock (steps that need the file are left out)"
     if "assets" in record:
         rel = record["release"]
         return (

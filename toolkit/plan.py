@@ -14,8 +14,9 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 
+from toolkit.artifacts import WHEELS
 from toolkit.errors import SpecError, UsageError, short
-from toolkit.sources import parse_overrides
+from toolkit.sources import parse_overrides, used_wheels
 from toolkit.spec import ROOT, VARIANT, Variant, check, check_pins
 from toolkit.spec_values import local_base_problem, text_problem
 from toolkit.steps import Where, check_steps
@@ -34,6 +35,7 @@ class Plan:
     no_cache: bool = False
     progress: str = "auto"
     sources: dict = field(default_factory=dict)  # git component -> local folder or tarball (`--source`)
+    wheels: tuple = ()  # the wheel files of `--source wheels=DIR`, by name (toolkit/artifacts.py)
 
     @property
     def name(self) -> str:
@@ -109,6 +111,7 @@ def make_plan(
     if variant.base_build and local_base_problem(variant.base):  # the spec's own base (--set's is checked above)
         raise SpecError(variant.spec_file, "base", local_base_problem(variant.base))
     overrides = parse_overrides(sources, variant)
+    wheels = used_wheels(overrides[WHEELS], variant) if WHEELS in overrides else ()
     all_secrets = list(secrets)
     if pip_ca and not any(sid == SECRET_PIP_CA for sid, _ in all_secrets):
         all_secrets.append((SECRET_PIP_CA, str(pip_ca)))
@@ -125,6 +128,7 @@ def make_plan(
         no_cache=no_cache,
         progress=progress,
         sources={name: str(path) for name, path in overrides.items()},
+        wheels=wheels,
     )
 
 

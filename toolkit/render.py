@@ -13,12 +13,13 @@ import shlex
 
 import jinja2
 
+from toolkit import artifacts
 from toolkit.errors import SpecError, UsageError, short
 from toolkit.plan import SECRET_PIP_CA, Plan
 from toolkit.sources import context_name, git_components
 from toolkit.spec import ROOT
 from toolkit.spec_values import IDENT_RE, MAX_VALUE_BYTES, check_abs_path, reference_problem, text_problem
-from toolkit.steps import ARG_REF_RE, KINDS, applies
+from toolkit.steps import ARG_REF_RE, views
 from toolkit.wheelhouse import image_ref
 
 TEMPLATES = ROOT / "templates"
@@ -138,16 +139,18 @@ def environment() -> jinja2.Environment:
     env.filters["shword"] = shell_word
     env.filters["dqword"] = dockerfile_word
     env.filters["shglob"] = shell_glob
+    env.filters["artifact_stage"] = artifacts.stage_name
     return env
 
 
 def render(plan: Plan) -> str:
     """Templates see the resolved spec's fields (name, base, args, env, components, pip, patches, ...), `steps` as
-    each step kind resolves them (toolkit/steps.py), and `src`, the named build context of each git component."""
+    each step kind resolves them (toolkit/steps.py), `src`, the named build context of each git component, and the
+    fetch stage of each artifact a step reads (toolkit/artifacts.py)."""
     v = plan.variant
     guard(v)
     data = v.as_dict()
-    data["steps"] = [KINDS[step["kind"]].view(step, data) for step in v.steps if applies(step, v.args)]
+    data["steps"] = views(v, plan.wheels)
     template = environment().get_template(v.template)
     text = template.render(
         **data,
@@ -156,6 +159,10 @@ def render(plan: Plan) -> str:
         pip_secret=SECRET_PIP_CA,
         wheelhouse_image=image_ref(v),
         src={name: context_name(name) for name in git_components(v)},
+        artifact_stages=artifacts.stages(data["steps"], v.artifacts),
+        artifact_dir=artifacts.MOUNT_DIR,
+        wheels_context=context_name(artifacts.WHEELS),
+        wheels_dir=artifacts.WHEELS_DIR,
     )
     for number, line in enumerate(text.splitlines(), 1):  # BuildKit reads no longer line; refuse it here, not there
         if len(line.encode()) > MAX_VALUE_BYTES:

@@ -20,9 +20,11 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from toolkit.artifacts import WHEELS, file_name, wheel_dist
 from toolkit.errors import UsageError, short
 from toolkit.refnames import COMMIT_RE
 from toolkit.source_archive import unpack
+from toolkit.steps import applies
 
 CONTEXT_PREFIX = "src-"
 LABEL_PREFIX = "io.miles.source."
@@ -63,11 +65,15 @@ def split_item(item: str) -> tuple:
 
 
 def parse_overrides(items, variant) -> dict:
-    """`NAME=PATH` pairs -> {name: absolute Path}; NAME a git component of the variant, PATH a folder or tarball."""
+    """`NAME=PATH` pairs -> {name: absolute Path}; NAME a git component of the variant, PATH a folder or tarball,
+    or `wheels` and a folder of prebuilt wheels (toolkit/artifacts.py)."""
     known = git_components(variant)
     out = {}
     for item in items:
         name, path = split_item(item)
+        if name == WHEELS and name not in known:
+            out[name] = wheels_folder(item, path)
+            continue
         if name not in known:
             listed = ", ".join(known) or "none"
             raise UsageError(
@@ -86,16 +92,52 @@ def parse_overrides(items, variant) -> dict:
     return out
 
 
+def wheels_folder(item: str, path: str) -> Path:
+    """`--source wheels=DIR`: a folder holding at least one wheel (by its file name)."""
+    p = Path(path).expanduser().resolve()
+    if not p.is_dir():
+        raise UsageError(f"--source {short(item)}: {short(path)} is not a folder of wheels")
+    if not any(wheel_dist(f.name) for f in p.iterdir() if f.is_file()):
+        raise UsageError(f"--source {short(item)}: {short(path)} holds no wheel (NAME-VERSION-TAGS.whl)")
+    return p
+
+
+def used_wheels(folder: Path, variant) -> tuple:
+    """The wheel files of `--source wheels=DIR` for the variant: each must replace a step's `prebuilt` artifact
+    (the same distribution), one per step. A wheel no step takes is refused: a drop-in that is silently ignored
+    would build something other than what was asked."""
+    wanted = {}
+    for step in variant.steps:
+        if "prebuilt" in step and applies(step, variant.args):
+            wanted[wheel_dist(file_name(variant.artifacts[step["prebuilt"]]))] = step["prebuilt"]
+    out: dict = {}
+    for f in sorted(folder.iterdir()):
+        dist = wheel_dist(f.name) if f.is_file() else None
+        if dist is None:
+            continue
+        if dist not in wanted:
+            known = ", ".join(sorted(wanted)) or "none"
+            raise UsageError(f"--source wheels: {short(f.name)} replaces no prebuilt step of {variant.name} ({known})")
+        if dist in out:
+            raise UsageError(f"--source wheels: {short(out[dist])} and {short(f.name)} are both {dist}; keep one")
+        out[dist] = f.name
+    return tuple(sorted(out.values()))
+
+
 def overrides_for(variants, items) -> dict:
     """`--source` for several targets at once (bake): {variant name: the items naming one of its git components}.
     An item that no target can take is an error, as it is for one target."""
     names = {item: split_item(item)[0] for item in items}
     known = {v.name: git_components(v) for v in variants}
     for item, name in names.items():
-        if not any(name in components for components in known.values()):
+        if name != WHEELS and not any(name in components for components in known.values()):
             listed = ", ".join(sorted({n for components in known.values() for n in components})) or "none"
             raise UsageError(f"--source {short(item)}: no target here has the git component {short(name)} ({listed})")
-    return {v: [i for i in items if names[i] in components] for v, components in known.items()}
+    prebuilt = {v.name for v in variants if any("prebuilt" in step for step in v.steps)}
+    return {
+        v: [i for i in items if names[i] in components or (names[i] == WHEELS and v in prebuilt)]
+        for v, components in known.items()
+    }
 
 
 def split_ref(item: str) -> tuple:
@@ -201,4 +243,11 @@ def resolve(plan, staging_dir: Path) -> tuple:
     for name, component in git_components(plan.variant).items():
         local = plan.sources.get(name)
         out.append(stage_local(name, Path(local), staging_dir / name) if local else remote(name, component))
+    if plan.wheels:  # only the wheels a step takes are staged (and hashed)
+        dest = staging_dir / WHEELS
+        dest.mkdir(parents=True)
+        for wheel in plan.wheels:
+            shutil.copy2(Path(plan.sources[WHEELS]) / wheel, dest / wheel)
+        digest = tree_digest(dest)
+        out.append(Source(name=WHEELS, context=str(dest), digest=digest, origin=f"local wheels {digest}"))
     return tuple(out)

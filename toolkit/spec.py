@@ -79,7 +79,14 @@ VARIANT = {
     "patches": ("list", PATCH),
 }
 # A layer (images/layers/*.yaml, named by a family's `extends`): tables several families share, one home each.
-LAYER = {"description": str, "args": STR_MAP, "env": STR_MAP, "components": ("map", COMPONENT), "pip": STR_MAP}
+LAYER = {
+    "description": str,
+    "args": STR_MAP,
+    "env": STR_MAP,
+    "components": ("map", COMPONENT),
+    "pip": STR_MAP,
+    "artifacts": ("map", ARTIFACT),
+}
 LAYERS_DIR = IMAGES_DIR / "layers"
 FAMILY = {
     "family": str,
@@ -371,6 +378,7 @@ def _parse_family(path: Path) -> tuple[dict, dict[str, Variant]]:
             )
         over = over or {}
         v = merge(family_defaults, over)
+        v["artifacts"] = raw.get("artifacts") or {}
         if "tag_suffix" not in over:
             check_tag(name, file, f"variants.{name}")
         gates_key = f"variants.{name}.gates" if "gates" in over else "gates"

@@ -20,6 +20,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from toolkit import artifacts as art
 from toolkit.errors import SpecError, short
 from toolkit.schema import STR_LIST, STR_MAP, check
 from toolkit.spec_values import (
@@ -94,6 +95,32 @@ def _component(name: str, v: dict, where: Where, sub: str) -> dict:
     return comp
 
 
+def _artifact(name, v: dict, where: Where, sub: str, wheel: bool = False) -> dict:
+    """The record of a family artifact that names one file (locked or pending); a wheel when `wheel`."""
+    record = (v.get("artifacts") or {}).get(name) if isinstance(name, str) else None
+    if record is None:
+        raise where.error(sub, f"{short(name)} is not an artifact of the family (declare it under `artifacts`)")
+    if "url" not in record:
+        raise where.error(sub, f"artifact {short(name)} is a whole release; a step reads one file (declare it by url)")
+    if wheel and art.wheel_dist(art.file_name(record)) is None:
+        raise where.error(sub, f"artifact {short(name)} is not a wheel: {short(art.file_name(record))}")
+    return record
+
+
+def _prebuilt(step: dict, v: dict, where: Where) -> None:
+    if "prebuilt" in step:
+        _artifact(step["prebuilt"], v, where, "prebuilt", wheel=True)
+
+
+def _with_prebuilt(step: dict, v: dict, target: str) -> dict:
+    """A step's view with its prebuilt choice (toolkit/artifacts.py) and the artifact it then reads."""
+    choice = art.prebuilt_choice(step, v.get("artifacts") or {}, v.get("wheels") or ())
+    if choice is None:
+        return step
+    reads = [choice["name"]] if choice["how"] == "artifact" else []
+    return dict(step, choice=choice, target=target, reads_artifacts=reads)
+
+
 def _flags_env(step: dict, v: dict, where: Where) -> None:
     for i, flag in enumerate(step.get("flags", [])):
         if flag not in PIP_FLAGS:
@@ -145,7 +172,8 @@ class Pip(Kind):
 
     Reads: names in the `pip` table (the versions live there, once); options `flags` (no-deps, no-build-isolation,
     force-reinstall), `env` (variables for this pip run only; `${NAME}` references allowed) and `replaces_apt`
-    (apt packages the wheels replace, purged first in the same step, so the loader never mixes the two).
+    (apt packages the wheels replace, purged first in the same step, so the loader never mixes the two);
+    `prebuilt` (a wheel artifact installed instead of building the one pin from source: toolkit/artifacts.py).
     Leaves: the distributions. On a wheelhouse family pip runs offline against the wheelhouse and its constraints;
     elsewhere it reaches the index with the host's CA bundle mounted as a secret (never in a layer).
     May not: install anything unpinned or name a pin the table does not hold.
@@ -153,13 +181,21 @@ class Pip(Kind):
 
     key = "pip"
     main = STR_LIST
-    options = {"flags": STR_LIST, "env": STR_MAP, "replaces_apt": STR_LIST}
+    options = {"flags": STR_LIST, "env": STR_MAP, "replaces_apt": STR_LIST, "prebuilt": str}
 
     def check(self, step, v, where):
         args = v.get("args") or {}
         for i, name in enumerate(step["value"]):
             _pin(name, v, where, f"pip[{i}]")
         _flags_env(step, v, where)
+        _prebuilt(step, v, where)
+        if "prebuilt" in step:
+            if len(step["value"]) != 1:
+                raise where.error("prebuilt", "a prebuilt wheel replaces one pin: name exactly one")
+            name = step["value"][0]
+            wheel = art.file_name(v["artifacts"][step["prebuilt"]])
+            if not art.is_wheel_of(wheel, expand(name, args), v["pip"][name]):
+                raise where.error("prebuilt", f"{short(wheel)} is not the wheel of {name}=={v['pip'][name]}")
         for i, name in enumerate(step.get("replaces_apt", [])):
             check_refs(name, args, where, f"replaces_apt[{i}]")
             if not DEBIAN_NAME_RE.fullmatch(expand(name, args)):
@@ -169,7 +205,8 @@ class Pip(Kind):
         return {("pip", name) for name in step["value"]}
 
     def view(self, step, v):
-        return dict(step, pins=[(name, v["pip"][name]) for name in step["value"]])
+        pins = [(name, v["pip"][name]) for name in step["value"]]
+        return _with_prebuilt(dict(step, pins=pins), v, step["value"][0])
 
 
 class PipUninstall(Kind):
@@ -223,7 +260,7 @@ class Source(Kind):
     right after the copy); `replace` (remove what the base image has at `into` first); `editable` (install `into`
     in editable mode; needs `into`); `version_of` (build with the version the named distribution has now, for a
     tree whose version would come from tags it does not carry); `install: false` (with `into`: copy the tree in, install
-    nothing).
+    nothing); `prebuilt` (without `into`: a wheel artifact installed instead of the build, toolkit/artifacts.py).
     Leaves: the installed package; with `into`, the tree at that path. Without `into` the tree is bind-mounted for
     this step only and nothing of it but the install remains.
     May not: fetch the source itself (BuildKit fetches the named context `src-COMPONENT`).
@@ -241,11 +278,15 @@ class Source(Kind):
         "editable": bool,
         "version_of": str,
         "install": bool,
+        "prebuilt": str,
     }
 
     def check(self, step, v, where):
         _component(step["value"], v, where, "source")
         _flags_env(step, v, where)
+        _prebuilt(step, v, where)
+        if "prebuilt" in step and "into" in step:
+            raise where.error("prebuilt", "a tree that stays in the image (`into`) has no prebuilt wheel")
         if "into" in step:
             check_abs_path(step["into"], where.file, f"{where.key}.into")
         if step.get("install") is False and "into" not in step:
@@ -267,7 +308,8 @@ class Source(Kind):
         comp = v["components"][step["value"]]
         name = step["value"]
         patches = [p for p in v.get("patches") or () if p.get("component") == name]
-        return dict(step, name=name, subdir=step.get("subdir", comp.get("subdir", "")), patches=patches)
+        view = dict(step, name=name, subdir=step.get("subdir", comp.get("subdir", "")), patches=patches)
+        return _with_prebuilt(view, v, name)
 
 
 class Make(Kind):
@@ -351,6 +393,95 @@ class Patches(Kind):
         return dict(step, patches=[p for p in v.get("patches") or () if "component" not in p])
 
 
+class Artifact(Kind):
+    """`artifact: NAME` with `to: PATH`, or `over: LINK` and `expect: FILE` — installs a checksum-pinned file.
+
+    Reads: a family artifact (one file by URL, its sha256 from the lock); `to` (the absolute path the file is
+    installed at, mode 0644, or 0755 with `executable: true`), or `over` (an absolute path whose link target the
+    file replaces, a shared library say) with `expect` (the file name that target must have, so the file replaces
+    the build it was made for; the original is kept beside it as `<target>.orig`).
+    Leaves: the file. BuildKit fetches it in a stage of its own and checks its digest; the step bind-mounts it.
+    May not: run the file, or install anything while the artifact is pending in the lock (the step is then left out
+    and the image's `io.miles.source.NAME` label says so).
+    """
+
+    key = "artifact"
+    main = str
+    options = {"to": str, "over": str, "expect": str, "executable": bool}
+
+    def check(self, step, v, where):
+        _artifact(step["value"], v, where, "artifact")
+        if ("to" in step) == ("over" in step):
+            raise where.error("", "exactly one of `to` (a file path) and `over` (a link whose target it replaces)")
+        path = step.get("to", step.get("over", ""))
+        check_abs_path(path, where.file, f"{where.key}.{'to' if 'to' in step else 'over'}")
+        if "over" in step and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._+-]*", step.get("expect", "")):
+            raise where.error("expect", f"`over` needs `expect`, the target's file name: {short(step.get('expect'))}")
+        if "over" not in step and "expect" in step:
+            raise where.error("expect", "`expect` goes with `over`")
+
+    def uses(self, step, v):
+        return {("artifacts", step["value"])}
+
+    def view(self, step, v):
+        record = v["artifacts"][step["value"]]
+        if art.is_pending(record):
+            return dict(step, pending=True)
+        return dict(step, file=art.file_name(record), reads_artifacts=[step["value"]])
+
+
+class Cargo(Kind):
+    """`cargo: COMPONENT` with `toolchain: {ARCH: ARTIFACT}` — builds a Rust component with a pinned toolchain.
+
+    Reads: the component; `toolchain` (per `uname -m`, x86_64 and/or aarch64: a family artifact that is Rust's
+    standalone release tarball, `rust-<version>-<triple>.tar.gz`, locked by digest); `bins` (binaries built with
+    `cargo build --release` and installed in `to`); `features` (cargo features, also passed to maturin);
+    `python` (a folder of the tree with a maturin `pyproject.toml`: its wheel is built and pip installed, with
+    maturin from the variant's pins, no build isolation).
+    Leaves: the binaries and the Python package. The toolchain is unpacked, used and removed in the same step, so
+    neither it nor the crate cache reaches a layer.
+    May not: fetch a toolchain by script (rustup's `curl | sh`): only the locked tarball runs.
+    """
+
+    key = "cargo"
+    main = str
+    options = {"toolchain": STR_MAP, "bins": STR_LIST, "features": STR_LIST, "to": str, "python": str}
+    ARCHES = ("x86_64", "aarch64")
+
+    def check(self, step, v, where):
+        _component(step["value"], v, where, "cargo")
+        toolchain = step.get("toolchain") or {}
+        if not toolchain:
+            raise where.error("toolchain", "name the Rust toolchain artifact per machine (x86_64, aarch64)")
+        for arch, name in toolchain.items():
+            if arch not in self.ARCHES:
+                raise where.error(f"toolchain.{short(arch, 40, quote=False)}", f"one of {', '.join(self.ARCHES)}")
+            record = _artifact(name, v, where, f"toolchain.{arch}")
+            if art.is_pending(record):
+                raise where.error(f"toolchain.{arch}", f"artifact {name} is pending in the lock; lock it first")
+            if not re.fullmatch(r"rust-[0-9][0-9.]*-[A-Za-z0-9_]+-unknown-linux-gnu\.tar\.gz", art.file_name(record)):
+                raise where.error(f"toolchain.{arch}", f"not a Rust release tarball: {short(art.file_name(record))}")
+        for opt in ("bins", "features"):
+            for i, word in enumerate(step.get(opt, [])):
+                if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]*", word):
+                    raise where.error(f"{opt}[{i}]", f"a cargo name is letters, digits, '_', '-': {short(word)}")
+        if step.get("bins"):
+            check_abs_path(step.get("to", ""), where.file, f"{where.key}.to")
+        if "python" in step:
+            check_rel_path(step["python"], where.file, f"{where.key}.python")
+            if "maturin" not in (v.get("pip") or {}):
+                raise where.error("python", "a maturin build needs a `maturin` pin in the variant's `pip` table")
+        if not step.get("bins") and "python" not in step:
+            raise where.error("", "nothing to build: give `bins` and/or `python`")
+
+    def uses(self, step, v):
+        return {("components", step["value"])} | {("artifacts", n) for n in (step.get("toolchain") or {}).values()}
+
+    def view(self, step, v):
+        tools = [(arch, name, art.file_name(v["artifacts"][name])) for arch, name in sorted(step["toolchain"].items())]
+        return dict(step, name=step["value"], tools=tools, reads_artifacts=[n for _, n, _ in tools])
+
+
 class Workdir(Kind):
     """`workdir: PATH` — the working directory of the steps after it and of the image.
 
@@ -365,7 +496,21 @@ class Workdir(Kind):
 
 
 KINDS: dict[str, Kind] = {
-    k.key: k() for k in (BuildEnv, Apt, Pip, PipUninstall, PipPyFiles, Source, Make, Requirements, Patches, Workdir)
+    k.key: k()
+    for k in (
+        BuildEnv,
+        Apt,
+        Pip,
+        PipUninstall,
+        PipPyFiles,
+        Source,
+        Make,
+        Cargo,
+        Requirements,
+        Patches,
+        Artifact,
+        Workdir,
+    )
 }
 
 
@@ -414,11 +559,15 @@ def check_steps(steps, v: dict, where: Where, origin) -> None:
                 raise at.error(f"when.{short(name, 40, quote=False)}", "names no build arg of the variant")
         kind.check(step, v, at)
         used |= kind.uses(step, v)
+        if "prebuilt" in step:
+            used.add(("artifacts", step["prebuilt"]))
         seen_patches |= step["kind"] == "patches"
         if step["kind"] == "source" and "into" in step:
             copied.add(step["value"])
-    for table in ("pip", "components"):
-        for name in v.get(table) or {}:
+    for table in ("pip", "components", "artifacts"):
+        for name, entry in (v.get(table) or {}).items():
+            if table == "artifacts" and "url" not in entry:
+                continue  # a whole release is recorded (its assets' fingerprint labels the image), not installed
             if (table, name) not in used:
                 file, key = origin(table, name)
                 raise SpecError(file, key, "no step installs it (name it in a step of `steps`, or remove it)")
@@ -428,6 +577,13 @@ def check_steps(steps, v: dict, where: Where, origin) -> None:
             file, key = origin("patches", i)
             need = "a `patches` step" if comp is None else f"a `source: {comp}` step with `into`"
             raise SpecError(file, key, f"no step applies it ({need})")
+
+
+def views(variant, wheels=()) -> list[dict]:
+    """What the templates receive: each step that applies to the variant, as its kind resolves it (with the wheels
+    of `--source wheels=DIR` in play for `prebuilt`)."""
+    data = dict(variant.as_dict(), wheels=list(wheels))
+    return [KINDS[step["kind"]].view(step, data) for step in variant.steps if applies(step, variant.args)]
 
 
 def reference() -> str:

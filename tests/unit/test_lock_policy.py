@@ -107,8 +107,14 @@ def test_an_untracked_component_keeps_its_hand_written_ref(demo):
 def test_artifacts_reach_the_variant_and_the_labels_from_the_lock(write_spec, demo_text, images_dir):
     url = "https://example.com/w-1.0-py3-none-any.whl"
     text = demo_text.replace("variants:\n", f"artifacts:\n  wheel: {{url: {url}, why: prebuilt}}\nvariants:\n")
+    text = text.replace(
+        "steps: [{pip: [torch]}, {source: lib}, patches]",
+        "steps: [{pip: [torch]}, {source: lib}, patches, {artifact: wheel, to: /opt/w.whl}]",
+    )
     path = write_spec(text)
-    with pytest.raises(SpecError, match="artifacts.wheel: no pin for this policy in images/demo.lock.json"):
+    assert load_family(path)["a"].artifacts == {"wheel": {"pending": True, "url": url}}
+    write_lock(images_dir, artifacts={"wheel": {"policy": {"url": url + "?old"}, "url": url, "size": 3, "sha256": SHA}})
+    with pytest.raises(SpecError, match="artifacts.wheel: images/demo.lock.json pins another policy for it"):
         load_family(path)
     write_lock(images_dir, artifacts={"wheel": {"policy": {"url": url}, "url": url, "size": 3, "sha256": SHA}})
     variant = load_family(path)["a"]
