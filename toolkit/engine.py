@@ -17,6 +17,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from toolkit import artifacts
 from toolkit.context import build_labels
 from toolkit.engine_calls import IMPORT_TIMEOUT, FirstStep, engine_timeout, unanswered
 from toolkit.errors import BuildFailed, EngineUnavailable, Interrupted, short
@@ -208,14 +209,28 @@ def build(plan, ctx, out=print) -> str:
                 for ln in parser.tail[-50:]:
                     out(f"  | {ln}")
             reason = next((ln for ln in reversed(parser.tail) if ln.startswith("ERROR")), f"buildx exited {rc}")
+            fetched = artifact_of(step, plan.variant.artifacts) if step is not None else None
             if report is not None:  # the last line of the log says which gate failed and why
                 reason = f"gate step: {failures(report)}"
+            elif fetched is not None:  # an artifact's fetch stage: which file, and the digest the lock wants
+                name, record = fetched
+                said = next((ln for ln in reversed(step.log) if ln.startswith("ERROR")), reason)
+                reason = f"artifact {name} ({record['url']}, lock sha256:{record['sha256'][:12]}): {said}"
             elif step is not None:
                 reason = " ".join(step.name.split())
             raise BuildFailed(f"build of {plan.name} failed: {reason}")
         image_id = open(iidfile).read().strip()
     out(f"built {plan.name} in {time.monotonic() - started:.1f}s: {image_id[:19]}")
     return image_id
+
+
+def artifact_of(step: Step, records: dict) -> tuple | None:
+    """(name, record) of the artifact whose fetch stage (toolkit/artifacts.py) a BuildKit step is, or None."""
+    m = re.match(r"\[(\S+) \d+/\d+\]", step.name)
+    for name, record in records.items():
+        if m and m.group(1) == artifacts.stage_name(name) and "sha256" in record:
+            return name, record
+    return None
 
 
 def gate_report(step: Step) -> dict | None:
