@@ -75,24 +75,30 @@ def git_init(path):
 
 
 SGLANG_WHEELS = ROOT / ".cache" / "sglang-wheels"
+WHEELS = ROOT / ".cache" / "wheels"
 
 
-def sglang_wheel(version: str) -> Path:
-    """The PyPI wheel of sglang==version, downloaded into .cache/sglang-wheels when missing; skips the calling test,
-    saying why, only when the download is impossible."""
+def pypi_wheel(name: str, version: str, folder: Path = WHEELS) -> Path:
+    """The PyPI wheel of name==version, downloaded into `folder` (under .cache) when missing; skips the calling
+    test, saying why, only when the download is impossible."""
     import pytest
 
-    found = sorted(SGLANG_WHEELS.glob("sglang-%s-*.whl" % version))
+    pattern = "%s-%s-*.whl" % (name.replace("-", "_"), version)
+    found = sorted(folder.glob(pattern))
     if not found:
-        SGLANG_WHEELS.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(parents=True, exist_ok=True)
         run = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "sglang==%s" % version, "-d", str(SGLANG_WHEELS)],
+            [sys.executable, "-m", "pip", "download", "--no-deps", "%s==%s" % (name, version), "-d", str(folder)],
             capture_output=True,
             text=True,
             timeout=900,
         )
-        found = sorted(SGLANG_WHEELS.glob("sglang-%s-*.whl" % version))
+        found = sorted(folder.glob(pattern))
         if not found:
             last = (run.stderr.strip().splitlines() or ["no output"])[-1]
-            pytest.skip("cannot download sglang==%s (pip download --no-deps failed: %s)" % (version, last))
+            pytest.skip("cannot download %s==%s (pip download --no-deps failed: %s)" % (name, version, last))
     return found[-1]
+
+
+def sglang_wheel(version: str) -> Path:
+    return pypi_wheel("sglang", version, SGLANG_WHEELS)

@@ -18,7 +18,7 @@ from toolkit.steps import applies
 
 CATALOG = load_catalog()
 GPU = sorted(n for n, v in CATALOG.variants.items() if v.family in ("rocm", "cuda"))
-INSTRUCTIONS = {"FROM", "SHELL", "ARG", "WORKDIR", "ENV", "RUN", "COPY", "LABEL", "CMD", "COMMENT"}
+INSTRUCTIONS = {"FROM", "SHELL", "ARG", "WORKDIR", "ENV", "RUN", "COPY", "LABEL", "CMD", "COMMENT", "ADD"}
 _BIND = re.compile(r"--mount=type=bind,source=([^,\s]+)")
 
 
@@ -34,7 +34,15 @@ def test_structure(name):
     v = plan.variant
     kinds = [i["instruction"] for i in df.structure]
     assert set(kinds) <= INSTRUCTIONS, set(kinds) - INSTRUCTIONS
-    assert kinds.count("FROM") == 1 and df.baseimage == v.base
+    # One image stage on the base; before it, one scratch stage per checksum-pinned artifact, which holds exactly
+    # one ADD with the lock's digest (the only ADDs of the file).
+    froms = [i["value"] for i in df.structure if i["instruction"] == "FROM"]
+    adds = [i["value"] for i in df.structure if i["instruction"] == "ADD"]
+    assert froms[-1] == v.base and df.baseimage == v.base and len(froms) == len(adds) + 1
+    for stage, add in zip(froms[:-1], adds):
+        art = stage.removeprefix("scratch AS art-")
+        record = next(r for n, r in v.artifacts.items() if n.replace("_", "-") == art)
+        assert add.startswith(f"--checksum=sha256:{record['sha256']} [") and record["url"] in add
     for copy in (i["value"] for i in df.structure if i["instruction"] == "COPY"):
         assert copy.startswith("--from=src-"), copy  # only source trees; files of the context are bind-mounted
     assert df.args == v.args  # every build arg comes from the spec, nothing else

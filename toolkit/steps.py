@@ -459,8 +459,11 @@ class Cargo(Kind):
             record = _artifact(name, v, where, f"toolchain.{arch}")
             if art.is_pending(record):
                 raise where.error(f"toolchain.{arch}", f"artifact {name} is pending in the lock; lock it first")
-            if not re.fullmatch(r"rust-[0-9][0-9.]*-[A-Za-z0-9_]+-unknown-linux-gnu\.tar\.gz", art.file_name(record)):
-                raise where.error(f"toolchain.{arch}", f"not a Rust release tarball: {short(art.file_name(record))}")
+            if not re.fullmatch(rf"rust-[0-9][0-9.]*-{arch}-unknown-linux-gnu\.tar\.gz", art.file_name(record)):
+                raise where.error(f"toolchain.{arch}", f"not Rust's {arch} release: {short(art.file_name(record))}")
+        for platform in v.get("platforms") or ():
+            if self.MACHINES.get(platform) not in toolchain:
+                raise where.error("toolchain", f"no toolchain for the variant's platform {platform}")
         for opt in ("bins", "features"):
             for i, word in enumerate(step.get(opt, [])):
                 if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]*", word):
@@ -477,8 +480,16 @@ class Cargo(Kind):
     def uses(self, step, v):
         return {("components", step["value"])} | {("artifacts", n) for n in (step.get("toolchain") or {}).values()}
 
+    MACHINES = {"linux/amd64": "x86_64", "linux/arm64": "aarch64"}
+
     def view(self, step, v):
-        tools = [(arch, name, art.file_name(v["artifacts"][name])) for arch, name in sorted(step["toolchain"].items())]
+        # Only the toolchains of the variant's platforms are fetched (a tarball is hundreds of MB).
+        machines = {self.MACHINES.get(p) for p in v.get("platforms") or ()}
+        tools = [
+            (arch, name, art.file_name(v["artifacts"][name]))
+            for arch, name in sorted(step["toolchain"].items())
+            if arch in machines
+        ]
         return dict(step, name=step["value"], tools=tools, reads_artifacts=[n for _, n, _ in tools])
 
 

@@ -1,4 +1,7 @@
 # Rendered by build.py from images/cuda.yaml, variant cu13-x86. Do not edit: change the spec or the template.
+# Checksum-pinned files (the lock's sha256): BuildKit fetches each in a stage of its own and refuses another digest.
+FROM scratch AS art-rust-x86-64
+ADD --checksum=sha256:3bb1925a0a5ad2c17be731ee6e977e4a68490ab2182086db897bd28be21e965f ["https://static.rust-lang.org/dist/rust-1.94.0-x86_64-unknown-linux-gnu.tar.gz", "/rust-1.94.0-x86_64-unknown-linux-gnu.tar.gz"]
 FROM lmsysorg/sglang:v0.5.16
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ARG CUDA_MAJOR="13"
@@ -123,6 +126,25 @@ RUN --mount=type=bind,from=src-miles,target=/tmp/src/miles,rw --mount=type=secre
     pip install --no-cache-dir --no-build-isolation /tmp/src/miles/miles/backends/megatron_utils/kernels/int4_qat
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
+    pip install --no-cache-dir maturin==1.16.0
+# ---- miles' router fork: the sgl-model-gateway binary and the sglang_router package over PyPI's, from a pinned
+# ---- commit with a checksum-pinned Rust release (the fork has no Cargo.lock: crates resolve at build time).
+RUN --mount=type=bind,from=src-sgl_router,target=/tmp/src/sgl_router,rw --mount=type=bind,from=art-rust-x86-64,target=/tmp/artifacts/rust_x86_64 --mount=type=secret,id=pip-ca \
+    if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
+    case "$(uname -m)" in \
+      x86_64) toolchain=/tmp/artifacts/rust_x86_64/rust-1.94.0-x86_64-unknown-linux-gnu.tar.gz ;; \
+      *) echo "no Rust toolchain artifact for $(uname -m)" >&2; exit 1 ;; \
+    esac && \
+    mkdir /tmp/rust-dist && tar -xzf "$toolchain" -C /tmp/rust-dist --strip-components=1 && \
+    /tmp/rust-dist/install.sh --prefix=/tmp/rust --disable-ldconfig >/dev/null && \
+    export PATH=/tmp/rust/bin:$PATH CARGO_HOME=/tmp/cargo-home CARGO_TARGET_DIR=/tmp/cargo-target && \
+    if [ -n "${PIP_CERT:-}" ]; then export CARGO_HTTP_CAINFO="$PIP_CERT"; fi && \
+    cargo build --release --manifest-path /tmp/src/sgl_router/Cargo.toml --bin sgl-model-gateway --features vendored-openssl && \
+    install -m 0755 /tmp/cargo-target/release/sgl-model-gateway /usr/local/bin/sgl-model-gateway && \
+    MATURIN_PEP517_ARGS='--features vendored-openssl' pip install --no-cache-dir --no-deps --no-build-isolation /tmp/src/sgl_router/bindings/python && \
+    rm -rf /tmp/rust-dist /tmp/rust /tmp/cargo-home /tmp/cargo-target
+RUN --mount=type=secret,id=pip-ca \
+    if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir typer==0.25.1 click==8.2.1
 # ---- Last, over everything else and without deps, so no earlier resolve can move them: apache-tvm-ffi at sglang's
 # ---- own pin (cutlass-dsl 4.6 calls make_kwargs_wrapper(map_dataclass_to_tuple=...)); every nvidia-cutlass-dsl
@@ -159,6 +181,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16" \
       io.miles.variant="cu13-x86" \
-      io.miles.spec-digest="8ce8df63a1b66d4a3bf6b3c0891458e2749350a4a29e613374c3635c51a941da"
+      io.miles.spec-digest="0ba1f4d32fd5ca0e1b20d05f0fd25c97c56231f21d21bb61d5ab87f5bfeb1378"
 WORKDIR /root/
 CMD ["/bin/bash"]

@@ -1,6 +1,10 @@
 # Rendered by build.py from images/rocm.yaml, variant rocm700-mi35x. Do not edit: change the spec or the template.
+# Checksum-pinned files (the lock's sha256): BuildKit fetches each in a stage of its own and refuses another digest.
+FROM scratch AS art-rust-x86-64
+ADD --checksum=sha256:3bb1925a0a5ad2c17be731ee6e977e4a68490ab2182086db897bd28be21e965f ["https://static.rust-lang.org/dist/rust-1.94.0-x86_64-unknown-linux-gnu.tar.gz", "/rust-1.94.0-x86_64-unknown-linux-gnu.tar.gz"]
 FROM rocm/sgl-dev:v0.5.14-rocm700-mi35x-20260627
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+ARG APPLY_ROCR_VMMFIX="0"
 ARG GPU_ARCH="gfx950"
 ARG MAX_JOBS="64"
 
@@ -107,6 +111,25 @@ RUN --mount=type=bind,source=patches,target=/tmp/patches \
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir --no-deps -e /root/miles
+RUN --mount=type=secret,id=pip-ca \
+    if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
+    pip install --no-cache-dir maturin==1.16.0
+# ---- miles' router fork: the sgl-model-gateway binary and the sglang_router package over PyPI's, from a pinned
+# ---- commit with a checksum-pinned Rust release (the fork has no Cargo.lock: crates resolve at build time).
+RUN --mount=type=bind,from=src-sgl_router,target=/tmp/src/sgl_router,rw --mount=type=bind,from=art-rust-x86-64,target=/tmp/artifacts/rust_x86_64 --mount=type=secret,id=pip-ca \
+    if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
+    case "$(uname -m)" in \
+      x86_64) toolchain=/tmp/artifacts/rust_x86_64/rust-1.94.0-x86_64-unknown-linux-gnu.tar.gz ;; \
+      *) echo "no Rust toolchain artifact for $(uname -m)" >&2; exit 1 ;; \
+    esac && \
+    mkdir /tmp/rust-dist && tar -xzf "$toolchain" -C /tmp/rust-dist --strip-components=1 && \
+    /tmp/rust-dist/install.sh --prefix=/tmp/rust --disable-ldconfig >/dev/null && \
+    export PATH=/tmp/rust/bin:$PATH CARGO_HOME=/tmp/cargo-home CARGO_TARGET_DIR=/tmp/cargo-target && \
+    if [ -n "${PIP_CERT:-}" ]; then export CARGO_HTTP_CAINFO="$PIP_CERT"; fi && \
+    cargo build --release --manifest-path /tmp/src/sgl_router/Cargo.toml --bin sgl-model-gateway --features vendored-openssl && \
+    install -m 0755 /tmp/cargo-target/release/sgl-model-gateway /usr/local/bin/sgl-model-gateway && \
+    MATURIN_PEP517_ARGS='--features vendored-openssl' pip install --no-cache-dir --no-deps --no-build-isolation /tmp/src/sgl_router/bindings/python && \
+    rm -rf /tmp/rust-dist /tmp/rust /tmp/cargo-home /tmp/cargo-target
 # ---- After miles' requirements: the CLI stack for huggingface_hub/Ray, and numpy 1.x for Megatron.
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
@@ -147,6 +170,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="rocm/sgl-dev:v0.5.14-rocm700-mi35x-20260627" \
       io.miles.variant="rocm700-mi35x" \
-      io.miles.spec-digest="9d521bef2e7b105058edf4c4b01eb8bf8ce7283c9fe9eaf8b924a74ad1c013c8"
+      io.miles.spec-digest="4f6816404d27194a41cdfcd5331476c91bc7a5e41b18436e740edcb2d6757b7c"
 WORKDIR /root/
 CMD ["/bin/bash"]

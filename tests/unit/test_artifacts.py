@@ -5,8 +5,6 @@ build) is tests/test_artifact_build.py."""
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
 from toolkit import lock_file
@@ -193,28 +191,35 @@ def test_bad_artifact_steps_are_one_line_spec_errors(write_spec, demo_text, imag
         load_family(write_spec(family(demo_text, steps, artifacts, pip)))
 
 
-def test_a_cargo_step_builds_with_the_locked_toolchain_and_removes_it(write_spec, demo_text, images_dir):
-    rust = {"rust_x86": f"https://example.com/{RUST}", "rust_arm": "https://example.com/" + RUST.replace("x86", "aa")}
-    rust["rust_arm"] = "https://example.com/rust-1.94.0-aarch64-unknown-linux-gnu.tar.gz"
+def test_a_cargo_step_builds_with_the_locked_toolchain_of_its_platform_and_removes_it(
+    write_spec, demo_text, images_dir
+):
+    arm = "rust-1.94.0-aarch64-unknown-linux-gnu.tar.gz"
+    rust = {"rust_x86": f"https://example.com/{RUST}", "rust_arm": f"https://example.com/{arm}"}
     steps = (
         "[{pip: [torch, maturin]}, {cargo: lib, toolchain: {x86_64: rust_x86, aarch64: rust_arm},"
         " bins: [sgl-model-gateway], features: [vendored-openssl], to: /usr/local/bin, python: bindings/python},"
         " patches]"
     )
     lock(images_dir, **rust)
-    plan = make_plan(
-        load_family(write_spec(family(demo_text, steps, rust, "{torch: 2.13.0, maturin: 1.9.6}")))["a"], revision="r"
-    )
-    text = render(plan)
-    assert text.count("FROM scratch AS art-rust-") == 2
+    variants = load_family(write_spec(family(demo_text, steps, rust, "{torch: 2.13.0, maturin: 1.9.6}")))
+    text = render(make_plan(variants["a"], revision="r"))  # linux/amd64: only the x86_64 release is fetched
+    assert text.count("FROM scratch AS art-rust-") == 1 and "FROM scratch AS art-rust-x86" in text
     run = text[text.index("RUN --mount=type=bind,from=src-lib,target=/tmp/src/lib,rw") :]
-    run = run[: run.index("\n\n")] if "\n\n" in run else run
-    assert f"x86_64) toolchain=/tmp/artifacts/rust_x86/{RUST} ;;" in run
-    assert "aarch64) toolchain=/tmp/artifacts/rust_arm/rust-1.94.0-aarch64-unknown-linux-gnu.tar.gz ;;" in run
+    assert f"x86_64) toolchain=/tmp/artifacts/rust_x86/{RUST} ;;" in run and "aarch64)" not in run
     assert "cargo build --release --manifest-path /tmp/src/lib/Cargo.toml --bin sgl-model-gateway" in run
     assert "--features vendored-openssl" in run and "MATURIN_PEP517_ARGS='--features vendored-openssl'" in run
-    assert re.search(
-        r"install -m 0755 /tmp/cargo-target/release/sgl-model-gateway /usr/local/bin/sgl-model-gateway", run
-    )
+    assert "install -m 0755 /tmp/cargo-target/release/sgl-model-gateway /usr/local/bin/sgl-model-gateway" in run
     assert "rm -rf /tmp/rust-dist /tmp/rust /tmp/cargo-home /tmp/cargo-target" in run
     assert "curl" not in run and "rustup" not in run
+    text = render(make_plan(variants["b"], revision="r"))  # linux/arm64
+    assert "FROM scratch AS art-rust-arm" in text and "art-rust-x86" not in text
+    assert f"aarch64) toolchain=/tmp/artifacts/rust_arm/{arm} ;;" in text
+
+
+def test_a_cargo_step_needs_a_toolchain_for_every_platform(write_spec, demo_text, images_dir):
+    rust = {"rust_x86": f"https://example.com/{RUST}"}
+    steps = "[{pip: [torch]}, {cargo: lib, toolchain: {x86_64: rust_x86}, bins: [gw], to: /usr/local/bin}, patches]"
+    lock(images_dir, **rust)
+    with pytest.raises(SpecError, match="steps\\[1\\].toolchain: no toolchain for the variant's platform linux/arm64"):
+        load_family(write_spec(family(demo_text, steps, rust)))
