@@ -7,7 +7,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from support import MILES_COMMIT, ROOT, SNAPSHOT, run_build_py
+from support import MILES_COMMIT, ROOT, SNAPSHOT, git, run_build_py
 
 from toolkit.bake import bake_file
 from toolkit.context import build_labels, keep, plan_hash, stage
@@ -52,6 +52,38 @@ def test_a_tarball_and_its_unpacked_tree_stage_to_the_same_digest(tmp_path):
     assert not (tmp_path / "s1" / "miles" / ".git").exists()
     assert (tmp_path / "s2" / "miles" / "pkg" / "__init__.py").read_text() == "X = 1\n"  # top folder stripped
     assert f"archive of commit {COMMIT}" in from_tar.origin and from_tar.digest in from_tar.origin
+
+
+def test_a_git_checkout_is_staged_with_a_fresh_shallow_git_dir_of_its_own(tmp_path):
+    tree = small_tree(tmp_path / "checkout")
+    for args in (("init", "-q", "-b", "main"), ("add", "-A"), ("commit", "-q", "-m", "one")):
+        git(tree, *args)
+    (tree / "pkg" / "__init__.py").write_text("X = 2\n")
+    git(tree, "add", "-A")
+    git(tree, "commit", "-q", "-m", "two")
+    head = git(tree, "rev-parse", "HEAD").stdout.strip()
+    git(tree, "remote", "add", "origin", "https://user:s3cret@example.com/o/miles.git")
+    git(tree, "branch", "other")
+    (tree / "pkg" / "__init__.py").write_text("X = 3\n")  # uncommitted: staged as it is
+    url = "https://github.com/radixark/miles.git"
+    staged = stage_local("miles", tree, tmp_path / "s" / "miles", url)
+    dest = tmp_path / "s" / "miles"
+    assert git(dest, "rev-parse", "HEAD").stdout.strip() == head
+    assert git(dest, "remote", "get-url", "origin").stdout.strip() == url
+    assert git(dest, "rev-list", "--count", "HEAD").stdout.strip() == "1"  # shallow: HEAD's commit only
+    assert git(dest, "status", "--porcelain").stdout.split() == ["M", "pkg/__init__.py"]
+    assert "s3cret" not in "".join(p.read_text(errors="ignore") for p in (dest / ".git").rglob("*") if p.is_file())
+    assert git(dest, "for-each-ref", "refs/heads", "refs/tags").stdout.strip() == ""  # none of the source's refs
+    assert f"(git checkout of commit {head})" in staged.origin
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "pkg").mkdir()
+    (plain / "pkg" / "__init__.py").write_text("X = 3\n")
+    (plain / "requirements.txt").write_text((tree / "requirements.txt").read_text())
+    copied = stage_local("miles", plain, tmp_path / "s2" / "miles", url)
+    assert not (tmp_path / "s2" / "miles" / ".git").exists()
+    assert tree_digest(dest) == tree_digest(tmp_path / "s2" / "miles")  # the same content, .git aside...
+    assert staged.digest != copied.digest  # ...but the image's .git differs, and so does the input hash
 
 
 def test_one_changed_byte_changes_the_digest(tmp_path):

@@ -5,9 +5,10 @@ Every `git` component of a variant reaches the Dockerfile as the named context `
 `<git>#<ref>`, which BuildKit fetches itself. `build.py build --source NAME=PATH` replaces it with a local checkout
 or a source tarball: that is how a developer builds a change before it lands, and how a host without access to
 the remote builds at all. `--ref NAME=COMMIT` keeps the remote and changes only its commit, for one build (a pull
-request that tests an unmerged upstream fix does this). A local tree is staged (copied without `.git` and
-byte-code caches, a tarball unpacked with its single top folder stripped), and its content digest replaces the
-pinned commit in the input hash; the image's `io.miles.source.<name>` label records which was used.
+request that tests an unmerged upstream fix does this). A local tree is staged (copied without byte-code caches and
+without its `.git`, which a git checkout gets back fresh: its HEAD commit only, `origin` the component's remote; a
+tarball unpacked with its single top folder stripped), and its content digest replaces the pinned commit in the
+input hash; the image's `io.miles.source.<name>` label records which was used.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import dataclasses
 import hashlib
 import os
 import shutil
+import subprocess
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -205,11 +207,11 @@ def _copy_tree(src: Path, dest: Path) -> None:
 
 def tree_digest(root: Path) -> str:
     """sha256 over every path, its executable bit and its content (symlinks, to files or folders: their target),
-    in sorted order."""
+    in sorted order; a top-level `.git` (made by `checkout_git_dir`) is left out."""
     h = hashlib.sha256()
     for dirpath, dirnames, filenames in os.walk(root):
         links = [d for d in dirnames if (Path(dirpath) / d).is_symlink()]
-        dirnames[:] = sorted(d for d in dirnames if d not in links)
+        dirnames[:] = sorted(d for d in dirnames if d not in links and not (dirpath == str(root) and d == ".git"))
         for fname in sorted(filenames + links):
             p = Path(dirpath) / fname
             rel = p.relative_to(root).as_posix()
@@ -221,19 +223,55 @@ def tree_digest(root: Path) -> str:
     return "sha256:" + h.hexdigest()
 
 
-def stage_local(name: str, path: Path, dest: Path) -> Source:
-    """Copy (or unpack) a local source into `dest` (made afresh) and digest what was staged."""
+def _git(*args, cwd: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, GIT_TERMINAL_PROMPT="0", GIT_CONFIG_NOSYSTEM="1")
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=600)
+
+
+def checkout_git_dir(src: Path, dest: Path, remote_url: str | None) -> str | None:
+    """Give a staged copy of a git checkout a `.git` of its own, so a tree a step copies into the image is a
+    checkout there too (`git fetch origin REF` works, as in a pinned remote context): only the source's HEAD commit
+    (shallow), `origin` the component's remote, nothing else of the source's `.git` (other branches, its config,
+    credentials in a remote URL). The work tree stays the staged copy, uncommitted changes included. Returns the
+    commit, or None when `src` is not a git work tree."""
+    head = _git("rev-parse", "--verify", "HEAD^{commit}", cwd=src)
+    top = _git("rev-parse", "--show-toplevel", cwd=src)
+    if head.returncode != 0 or top.returncode != 0 or Path(top.stdout.strip()).resolve() != src.resolve():
+        return None
+    commit = head.stdout.strip()
+    steps = [
+        ("init", "-q"),
+        ("fetch", "-q", "--depth", "1", src.resolve().as_uri(), commit),
+        ("update-ref", "--no-deref", "HEAD", commit),
+        ("read-tree", "HEAD"),
+    ] + ([("remote", "add", "origin", remote_url)] if remote_url else [])
+    for args in steps:
+        run = _git(*args, cwd=dest)
+        if run.returncode != 0:
+            raise UsageError(
+                f"--source {short(str(src), quote=False)}: git {args[0]} failed: {run.stderr.strip()[-200:]}"
+            )
+    return commit
+
+
+def stage_local(name: str, path: Path, dest: Path, remote_url: str | None = None) -> Source:
+    """Copy (or unpack) a local source into `dest` (made afresh) and digest what was staged. A git checkout keeps
+    a `.git` of its own (`checkout_git_dir`): its commit joins the digest and the label."""
     if dest.exists():
         shutil.rmtree(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    commit = ""
+    commit, checkout = "", None
     if path.is_dir():
         _copy_tree(path, dest)
+        checkout = checkout_git_dir(path, dest, remote_url)
     else:
         commit = unpack(path, dest, f"--source {name}={short(str(path), quote=False)}")
     digest = tree_digest(dest)
+    if checkout:
+        digest = "sha256:" + hashlib.sha256(f"{digest}\0git {checkout}".encode()).hexdigest()
     # The label holds the name as escaped text: a newline or control character in a file name stays on one line.
     origin = f"local {short(path.name, quote=False)} {digest}" + (f" (archive of commit {commit})" if commit else "")
+    origin += f" (git checkout of commit {checkout})" if checkout else ""
     return Source(name=name, context=str(dest), digest=digest, origin=origin)
 
 
@@ -242,7 +280,10 @@ def resolve(plan, staging_dir: Path) -> tuple:
     out = []
     for name, component in git_components(plan.variant).items():
         local = plan.sources.get(name)
-        out.append(stage_local(name, Path(local), staging_dir / name) if local else remote(name, component))
+        if local:
+            out.append(stage_local(name, Path(local), staging_dir / name, component.get("git")))
+        else:
+            out.append(remote(name, component))
     if plan.wheels:  # only the wheels a step takes are staged (and hashed)
         dest = staging_dir / WHEELS
         dest.mkdir(parents=True)
