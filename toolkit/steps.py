@@ -436,8 +436,8 @@ class Cargo(Kind):
     Reads: the component; `toolchain` (per `uname -m`, x86_64 and/or aarch64: a family artifact that is Rust's
     standalone release tarball, `rust-<version>-<triple>.tar.gz`, locked by digest); `bins` (binaries built with
     `cargo build --release` and installed in `to`); `features` (cargo features, also passed to maturin);
-    `python` (a folder of the tree with a maturin `pyproject.toml`: its wheel is built and pip installed, with
-    maturin from the variant's pins, no build isolation).
+    `python` (a folder of the tree with a maturin `pyproject.toml`: its wheel is built and pip installed over any
+    copy of the same version, with maturin from the variant's pins, no build isolation, no deps).
     Leaves: the binaries and the Python package. The toolchain is unpacked, used and removed in the same step, so
     neither it nor the crate cache reaches a layer.
     May not: fetch a toolchain by script (rustup's `curl | sh`): only the locked tarball runs.

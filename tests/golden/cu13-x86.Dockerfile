@@ -137,11 +137,11 @@ RUN --mount=type=bind,from=src-sgl_router,target=/tmp/src/sgl_router,rw --mount=
     esac && \
     mkdir /tmp/rust-dist && tar -xzf "$toolchain" -C /tmp/rust-dist --strip-components=1 && \
     /tmp/rust-dist/install.sh --prefix=/tmp/rust --disable-ldconfig >/dev/null && \
-    export PATH=/tmp/rust/bin:$PATH CARGO_HOME=/tmp/cargo-home CARGO_TARGET_DIR=/tmp/cargo-target && \
+    export PATH="/tmp/rust/bin:$PATH" CARGO_HOME=/tmp/cargo-home CARGO_TARGET_DIR=/tmp/cargo-target && \
     if [ -n "${PIP_CERT:-}" ]; then export CARGO_HTTP_CAINFO="$PIP_CERT"; fi && \
     cargo build --release --manifest-path /tmp/src/sgl_router/Cargo.toml --bin sgl-model-gateway --features vendored-openssl && \
     install -m 0755 /tmp/cargo-target/release/sgl-model-gateway /usr/local/bin/sgl-model-gateway && \
-    MATURIN_PEP517_ARGS='--features vendored-openssl' pip install --no-cache-dir --no-deps --no-build-isolation /tmp/src/sgl_router/bindings/python && \
+    MATURIN_PEP517_ARGS='--features vendored-openssl' pip install --no-cache-dir --force-reinstall --no-deps --no-build-isolation /tmp/src/sgl_router/bindings/python && \
     rm -rf /tmp/rust-dist /tmp/rust /tmp/cargo-home /tmp/cargo-target
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
