@@ -212,7 +212,7 @@ def build(plan, ctx, out=print) -> str:
             fetched = artifact_of(step, plan.variant.artifacts) if step is not None else None
             if report is not None:  # the last line of the log says which gate failed and why
                 reason = f"gate step: {failures(report)}"
-            elif fetched is not None:  # an artifact's fetch stage: which file, and the digest the lock wants
+            elif step is not None and fetched is not None:  # an artifact's fetch stage: which file, which digest
                 name, record = fetched
                 said = next((ln for ln in reversed(step.log) if ln.startswith("ERROR")), reason)
                 reason = f"artifact {name} ({record['url']}, lock sha256:{record['sha256'][:12]}): {said}"

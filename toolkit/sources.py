@@ -108,10 +108,10 @@ def used_wheels(folder: Path, variant) -> tuple:
     """The wheel files of `--source wheels=DIR` for the variant: each must replace a step's `prebuilt` artifact
     (the same distribution), one per step. A wheel no step takes is refused: a drop-in that is silently ignored
     would build something other than what was asked."""
-    wanted = {}
+    wanted: dict[str, str] = {}
     for step in variant.steps:
         if "prebuilt" in step and applies(step, variant.args):
-            wanted[wheel_dist(file_name(variant.artifacts[step["prebuilt"]]))] = step["prebuilt"]
+            wanted[wheel_dist(file_name(variant.artifacts[step["prebuilt"]])) or ""] = step["prebuilt"]
     out: dict = {}
     for f in sorted(folder.iterdir()):
         dist = wheel_dist(f.name) if f.is_file() else None
