@@ -91,6 +91,22 @@ def test_hopper_dtype_head_dim_and_layout_rules(gpu_tables):
     assert p.forward.kernel == "triton" and "16-byte" in p.why[0] and not p.forward.tma
 
 
+def test_hopper_reads_a_whole_row_head_major_q_in_place_for_gluon_dkdv(gpu_tables):
+    """transformers' [B, H, S, D] q: the Gluon dK/dV kernel addresses a GQA group's heads as row blocks when every
+    sequence is a whole row and S is a multiple of its query tile; otherwise it needs heads side by side."""
+    k = v = torch.empty(2, 128, 8, 128, dtype=torch.bfloat16)
+    q = torch.empty(2, 32, 128, 128, dtype=torch.bfloat16).transpose(1, 2)
+    assert kernel_plan.q_head_rows(q, True, 64) == 128
+    assert plan(q, k, v, target=HOPPER, whole_rows=True).dkdv.kernel == "gluon"
+    packed = plan(q, k, v, target=HOPPER)  # sequences packed in a row: a tile could reach the next head's rows
+    assert packed.dkdv.kernel == "triton" and "whole rows" in packed.why[1]
+    assert kernel_plan.q_head_rows(q, False, 64) == 0
+    ragged = torch.empty(2, 32, 100, 128, dtype=torch.bfloat16).transpose(1, 2)  # 100 rows: not whole tiles
+    assert kernel_plan.q_head_rows(ragged, True, 64) == 0
+    side_by_side = torch.empty(2, 128, 32, 128, dtype=torch.bfloat16)
+    assert kernel_plan.q_head_rows(side_by_side, True, 64) == 0  # the column form serves it
+
+
 @pytest.mark.parametrize("target", [AMPERE, ROCM], ids=["ampere", "rocm"])
 def test_other_gpus_get_the_triton_kernels_and_ptx_only_on_nvidia(gpu_tables, target):
     p = plan(*_qkv(32, 8, 128), target=target)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import threading
 
 import torch
 import triton
@@ -79,6 +80,14 @@ def _side_stream(device: torch.device) -> torch.cuda.Stream:
     return torch.cuda.Stream(device)
 
 
+@functools.cache
+def _fork_join(device: torch.device, stream: int, thread: int) -> tuple:
+    """Two events kept for one (device, stream, thread): recording an event again is safe once the waits queued on
+    its earlier record are queued (a wait takes the event's state when it is queued), and one thread queues them in
+    order; creating a pair per call was four more driver calls."""
+    return torch.cuda.Event(), torch.cuda.Event()
+
+
 def _side_by_side(first, second, device: torch.device) -> None:
     """Launch `first` on the current stream and `second` on a second one, both after the work already queued, and
     make the current stream wait for both: the second kernel's programs fill the SMs that the first one's last wave
@@ -86,11 +95,39 @@ def _side_by_side(first, second, device: torch.device) -> None:
     anything it queues later can reuse memory, so no tensor needs record_stream."""
     main = torch.cuda.current_stream(device)
     side = _side_stream(device)
-    side.wait_stream(main)
+    fork, join = _fork_join(device, main.cuda_stream, threading.get_ident())
+    fork.record(main)
+    side.wait_event(fork)
     first()
     with torch.cuda.stream(side):
         second()
-    main.wait_stream(side)
+    join.record(side)
+    main.wait_event(join)
+
+
+_counters: dict = {}
+
+
+def _work_counter(device: torch.device) -> torch.Tensor:
+    """The Gluon forward's item counter: zero before a launch, and the kernel leaves it at zero (its last take
+    resets it), so one counter per (device, stream) serves every launch on that stream without a zero-fill launch.
+    Launches on one stream run one after another; a graph being captured gets a counter of its own (its replays may
+    run on any stream)."""
+    if device.type != "cuda" or torch.cuda.is_current_stream_capturing():
+        return torch.zeros(1, dtype=torch.int32, device=device)
+    key = (device, torch._C._cuda_getCurrentRawStream(device.index))
+    counter = _counters.get(key)
+    if counter is None:
+        counter = _counters[key] = torch.zeros(1, dtype=torch.int32, device=device)
+    return counter
+
+
+def lse_dtype(q: torch.Tensor) -> torch.dtype:
+    """The LSE (and Delta) arrays' dtype: fp64 where the kernels run PRECISE (fp32 inputs on a GPU: see
+    kernels/forward.py), else fp32."""
+    if q.dtype == torch.float32 and not kernel_plan.Target.of(q.device).interpreting:
+        return torch.float64
+    return torch.float32
 
 
 def forward_kernel(q, k, v, window=None, softcap=0.0) -> str:
@@ -116,7 +153,7 @@ def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softc
     fwd = plan.forward
     _ensure_allocator(q.device, fwd)
     sig = (id(plan), _sig(q), _sig(k), _sig(v), lay.signature, bool(causal), window, float(softcap or 0.0))
-    lse = torch.empty((Hq, B * Sq), device=q.device, dtype=torch.float32)
+    lse = torch.empty((Hq, B * Sq), device=q.device, dtype=torch.float64 if plan.precise else torch.float32)
     o = None
     if compute_o:
         o = (torch.empty if lay.covers_all else torch.zeros)((B, Sq, Hq, D), device=q.device, dtype=q.dtype)
@@ -140,7 +177,7 @@ def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softc
         pairs = Hq * lay.n
         items = pairs * nblk
         group_pairs = l2_group_pairs(pairs, lay.max_k, D, q.element_size(), Hq // Hkv, plan.l2_group_mb)
-        counter = torch.zeros(1, dtype=torch.int32, device=q.device)  # the next item to take
+        counter = _work_counter(q.device)  # the next item to take
         # persistent: one program per multiprocessor; 4 warpgroups at maxnreg=128 fill the register file, which the
         # kernel splits between them (setmaxnreg)
         launch(
@@ -230,19 +267,22 @@ def backward(
     dq, dk, dv = alloc(q), alloc(k), alloc(v)
     B, Sq, Hq, D = q.shape
     Hkv = k.shape[2]
-    plan = kernel_plan.plan(q, k, v, window, softcap, do=do)
+    whole_rows = lay.covers_all and lay.n == B and lay.max_q == Sq
+    plan = kernel_plan.plan(q, k, v, window, softcap, do=do, whole_rows=whole_rows)
     if (
         "dkdv" in parts
         and plan.dkdv.kernel != "gluon"
         and q.stride(2) != D
         and not kernel_plan.Target.of(q.device).gluon
     ):
-        # transformers hands over q as a [B, H, S, D] tensor: one copy with a token's heads side by side lets the
-        # Gluon dK/dV kernel run (its TMA view spans a GQA group's heads), which saves far more than the copy costs
+        # a packed [1, H, T, D] q (transformers' layout) that the Gluon dK/dV kernel cannot read in place (a whole-row
+        # [B, H, S, D] q it reads as row blocks: kernel_plan.q_head_rows): one copy with a token's heads side by side
+        # lets it run (its TMA view spans a GQA group's heads), which saves far more than the copy costs
         qc = q.contiguous()
-        with_copy = kernel_plan.plan(qc, k, v, window, softcap, do=do)
+        with_copy = kernel_plan.plan(qc, k, v, window, softcap, do=do, whole_rows=whole_rows)
         if with_copy.dkdv.kernel == "gluon":
             q, plan = qc, with_copy
+    q_hrow = kernel_plan.q_head_rows(q, whole_rows, plan.dkdv.rows) if plan.dkdv.kernel == "gluon" else 0
     _ensure_allocator(q.device, plan.dkdv, plan.dq)
     block_d = max(16, triton.next_power_of_2(D))
     delta = torch.empty_like(lse)
@@ -335,6 +375,7 @@ def backward(
                     lse.stride(0),
                     Sq,
                     Hq // Hkv,
+                    q_hrow,
                 ),
                 dict(
                     HEAD_DIM=D,

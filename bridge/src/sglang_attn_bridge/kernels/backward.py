@@ -22,7 +22,9 @@ from . import tiles, varlen
 # log2(e) is written out as a literal in the kernels: the interpreter mishandles constexpr globals.
 # PRECISE (fp32 inputs on a GPU): P = exp(S * scale - LSE) in natural units with libdevice's correctly rounded-ish
 # exp, not exp2 of log2(e)-scaled values through ex2.approx: their rounding, ~1e-6 relative in P, would put fp32
-# gradients outside FlashAttention's rule against fp64. Half types keep exp2 (their rounding hides it).
+# gradients outside FlashAttention's rule against fp64. Half types keep exp2 (their rounding hides it). With PRECISE
+# the LSE and Delta arrays are fp64 (ops.lse_dtype): S * scale - LSE, P and dS = P * (dP - Delta) are then formed in
+# fp64 (Triton promotes), and only the products' operands are rounded to fp32.
 
 
 @triton.jit
@@ -73,7 +75,8 @@ def delta_kernel(
     tok = (q_start + offs_m)[:, None]
     o = tl.load(O + row * sob + head * soh + tok * sos + offs_d[None, :], mask=mask, other=0.0)
     do = tl.load(DO + row * sdb + head * sdh + tok * sds + offs_d[None, :], mask=mask, other=0.0)
-    delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
+    acc_t: tl.constexpr = Delta.dtype.element_ty  # fp64 for fp32 inputs on a GPU (the LSE's dtype), else fp32
+    delta = tl.sum(o.to(acc_t) * do.to(acc_t), 1)
     tl.store(Delta + head * lse_sh + row * lse_sb + q_start + offs_m, delta, mask=offs_m < len_q)
 
 

@@ -397,7 +397,13 @@ def attn_fwd_kernel(
             )
 
     lse_ptrs = LSE + head * lse_sh + row * lse_sb + q_start + offs_m
-    tl.store(lse_ptrs, e_max + _log(deno, PRECISE), mask=mask_m)
+    if PRECISE:
+        # fp32 inputs: the LSE array is fp64 and the sum is formed in fp64, since the rounding of an fp32 LSE
+        # (~5e-7 absolute at LSE ~ 8) would be the largest error in the backward's P, and so in fp32 dQ/dK
+        lse = e_max.to(tl.float64) + libdevice.log(deno.to(tl.float64))
+    else:
+        lse = e_max + _log(deno, PRECISE)
+    tl.store(lse_ptrs, lse, mask=mask_m)
     if COMPUTE_O:
         o_ptrs = O + row * sob + head * soh + (q_start + offs_m)[:, None] * sos + offs_d[None, :]
         tl.store(o_ptrs, acc / deno[:, None] * v_scale, mask=mask_m[:, None] & mask_d[None, :])
