@@ -4,7 +4,7 @@ Per shape and path (transformers' sdpa_attention_forward; the bridge's registere
 `auto`; the portable kernels; on the short shapes, auto with one choice changed):
 * ms: median of triton's do_bench (each call alone, L2 flushed): what a loop of calls costs, host gaps included;
 * host us: CPU time to queue one call in a steady loop (30 calls back to back behind a GPU spin long enough that
-  none waits for the GPU; median of 5 such loops);
+  none waits for the GPU; median of 7 such loops);
 * device us: GPU time of one call with no host gaps (20 calls queued behind a spin, each after an L2 flush, the
   flushes' own time taken off).
 Also: whether the public path's output equals sglang's kernel on each shape's inputs, where the CPU time of a call
@@ -29,14 +29,14 @@ from triton.testing import do_bench
 
 OUT = os.environ.get("OUT", "out")
 PARTS = set(os.environ.get("BENCH_PARTS", "calls,profile,fp32").split(","))
-SHAPES = [  # (name, batch, seq, hq, hkv, d, variants?); packed: one row of `batch` sequences
-    ("2x2048 32/8 D128", 2, 2048, 32, 8, 128, True),
-    ("8x1024 32/8 D128", 8, 1024, 32, 8, 128, True),
-    ("1x8192 32/8 D128", 1, 8192, 32, 8, 128, False),
-    ("4x4096 32/8 D128", 4, 4096, 32, 8, 128, False),
-    ("4x4096 16/16 D128", 4, 4096, 16, 16, 128, False),
-    ("4x4096 32/8 D64", 4, 4096, 32, 8, 64, False),
-    ("packed 26 seqs=18432 32/8 D128", 26, 18432, 32, 8, 128, False),
+SHAPES = [  # (name, batch, seq, hq, hkv, d, variants of auto); packed: one row of `batch` sequences
+    ("2x2048 32/8 D128", 2, 2048, 32, 8, 128, ("two streams", "Triton fwd")),
+    ("8x1024 32/8 D128", 8, 1024, 32, 8, 128, ("two streams", "Triton fwd")),
+    ("1x8192 32/8 D128", 1, 8192, 32, 8, 128, ("one stream",)),
+    ("4x4096 32/8 D128", 4, 4096, 32, 8, 128, ()),
+    ("4x4096 16/16 D128", 4, 4096, 16, 16, 128, ("one stream",)),
+    ("4x4096 32/8 D64", 4, 4096, 32, 8, 64, ()),
+    ("packed 26 seqs=18432 32/8 D128", 26, 18432, 32, 8, 128, ("one stream",)),
 ]
 SPIN_PER_MS = 2_000_000  # torch.cuda._sleep cycles per ms, about (1.98 GHz)
 results: dict = {}
@@ -46,7 +46,7 @@ def ms_bench(fn, grad):
     return do_bench(fn, warmup=30, rep=150, grad_to_none=grad, return_mode="median")
 
 
-def host_us(fn, calls=30, loops=5, per_call_ms=3.0):
+def host_us(fn, calls=30, loops=7, per_call_ms=3.0):
     fn()
     torch.cuda.synchronize()
     out = []
@@ -109,7 +109,7 @@ def _variants(d):
 
     return {
         "auto, Triton fwd": cfg(gluon_ws=0),
-        "auto, Triton dK/dV": cfg(gluon_dkdv=()),
+        "auto, two streams": cfg(overlap_min_scores=0),
         "auto, one stream": cfg(overlap=False),
         "auto, JIT launches": jit,
     }
@@ -124,7 +124,7 @@ def calls_part():
 
     kern = resolve(refresh=True).kernel
     rows = []
-    for name, b, s, hq, hkv, d, with_variants in SHAPES:
+    for name, b, s, hq, hkv, d, wanted in SHAPES:
         packed = name.startswith("packed")
         rows_ = 1 if packed else b
         torch.manual_seed(0)
@@ -166,8 +166,8 @@ def calls_part():
                 ref = sglang_forward(kern, qt, kt, vt, lay, d**-0.5, True, None, 0.0)
             row["auto equals sglang"] = bool(torch.equal(mine, ref))
         cols = {"auto": ({}, None), "portable": ({"portable": True}, None)}
-        if with_variants:
-            cols.update({vname: ({}, apply) for vname, apply in _variants(d).items()})
+        variants = _variants(d)
+        cols.update({f"auto, {w}": ({}, variants[f"auto, {w}"]) for w in wanted})
         if not packed:
             cols = {"sdpa": (None, None), **cols}
         for col, (over, apply) in cols.items():

@@ -280,13 +280,15 @@ def plan(
     do: torch.Tensor | None = None,
     target: Target | None = None,
     whole_rows: bool = False,
+    long_call: bool = True,
 ) -> KernelPlan:
     """The kernels that run for attention over q [B, Sq, Hq, D] and k/v [B, Sk, Hkv, D] (views whose last dim is
     contiguous). `compute_o=False` is the LSE-only forward that serves sglang's path; `do` is the output gradient
     (None: plan the backward for a fresh contiguous one, which is what autograd passes for our contiguous output);
     `target` defaults to q's device; `whole_rows`: every sequence of the layout is a whole row of the batch (what
-    lets the Gluon dK/dV kernel read a [B, H, S, D] q in place). Plans are kept per (tables, target, shapes,
-    strides, dtypes, alignment, flags): every attention call asks, and the answer depends on nothing else."""
+    lets the Gluon dK/dV kernel read a [B, H, S, D] q in place); `long_call`: the call has at least the config's
+    `overlap_min_scores` scores (what a second stream needs to pay for itself). Plans are kept per (tables, target,
+    shapes, strides, dtypes, alignment, flags): every attention call asks, and the answer depends on nothing else."""
     target = Target.of(q.device) if target is None else target
     fcfg = config.fwd_config(q.shape[-1], target.interpreting)
     bcfg = config.bwd_config(q.shape[-1], target.interpreting)
@@ -302,6 +304,7 @@ def plan(
         bool(softcap),
         bool(compute_o),
         bool(whole_rows),
+        bool(long_call),
     )
     hit = _plans.get(key)
     if hit is not None:
@@ -309,7 +312,7 @@ def plan(
     if len(_plans) > 4096:
         _plans.clear()
         launch.clear()  # its keys hold plan ids
-    p = _plan(fcfg, bcfg, target, q, k, v, window, softcap, compute_o, do, whole_rows)
+    p = _plan(fcfg, bcfg, target, q, k, v, window, softcap, compute_o, do, whole_rows, long_call)
     _plans[key] = (p, fcfg, bcfg)  # holding the configs keeps their ids unique while the entry lives
     return p
 
@@ -321,7 +324,9 @@ def _tensor_key(t: torch.Tensor) -> tuple:
     return t.shape, t.stride(), t.dtype, t.data_ptr() % 16 == 0
 
 
-def _plan(fcfg, bcfg, target: Target, q, k, v, window, softcap, compute_o, do, whole_rows=False) -> KernelPlan:
+def _plan(
+    fcfg, bcfg, target: Target, q, k, v, window, softcap, compute_o, do, whole_rows=False, long_call=True
+) -> KernelPlan:
     if do is None:  # a fresh contiguous [B, Sq, Hq, D] tensor: allocations are aligned, strides follow the shape
         D, el = q.shape[-1], q.element_size()
         do_heads, do_aligned = True, all(n * el % 16 == 0 for n in (D, q.shape[2] * D, q.shape[1] * q.shape[2] * D))
@@ -339,12 +344,18 @@ def _plan(fcfg, bcfg, target: Target, q, k, v, window, softcap, compute_o, do, w
         bcfg.max_regs2,
         bcfg.tma2 and tma_ok and do_aligned,
     )
-    streams = 2 if bcfg.overlap and target.streams else 1
-    why_streams = (
-        "streams: dQ on a second stream beside dK/dV"
-        if streams == 2
-        else "streams: one: " + ("overlap is off" if not bcfg.overlap else "no GPU streams here")
-    )
+    streams = 2 if bcfg.overlap and target.streams and long_call else 1
+    if streams == 2:
+        why_streams = "streams: dQ on a second stream beside dK/dV"
+    elif not bcfg.overlap:
+        why_streams = "streams: one: overlap is off"
+    elif not target.streams:
+        why_streams = "streams: one: no GPU streams here"
+    else:
+        why_streams = (
+            f"streams: one: a short call (under {bcfg.overlap_min_scores:,} scores), where the second stream's "
+            "hand-off costs more CPU time than its overlap saves on the GPU"
+        )
     # interior=3 and exp_ftz are inline PTX: elsewhere interior=1 gives the same rounding, and the plain exp runs
     return KernelPlan(
         forward=fwd,

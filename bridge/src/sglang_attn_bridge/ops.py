@@ -13,12 +13,22 @@ import threading
 import torch
 import triton
 
-from . import kernel_plan
+from . import config, kernel_plan
 from .kernel_plan import attn_fwd_ws_sm90_kernel, dkdv_sm90_kernel
 from .kernels.backward import delta_kernel, dkdv_kernel, dq_kernel
 from .kernels.forward import attn_fwd_kernel
 from .launch import launch
 from .layout import Varlen
+
+
+def _cdiv(a: int, b: int) -> int:
+    # plain integer helpers: triton.cdiv and next_power_of_2 are constexpr functions in Triton 3.6, whose calls from
+    # host code cost several microseconds each (a per-call import and argument unwrapping)
+    return -(-a // b)
+
+
+def _pow2(n: int) -> int:
+    return 1 << (n - 1).bit_length()
 
 
 def _last_dim_contiguous(t: torch.Tensor) -> torch.Tensor:
@@ -173,7 +183,7 @@ def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softc
         o_arg.stride(2),
     )
     if fwd.kernel == "gluon":
-        nblk = triton.cdiv(lay.max_q, fwd.rows)
+        nblk = _cdiv(lay.max_q, fwd.rows)
         pairs = Hq * lay.n
         items = pairs * nblk
         group_pairs = l2_group_pairs(pairs, lay.max_k, D, q.element_size(), Hq // Hkv, plan.l2_group_mb)
@@ -215,7 +225,7 @@ def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softc
             sig,
         )
         return o, lse
-    grid = (Hq, lay.n, triton.cdiv(lay.max_q, fwd.rows))
+    grid = (Hq, lay.n, _cdiv(lay.max_q, fwd.rows))
     launch(
         attn_fwd_kernel,
         grid,
@@ -235,7 +245,7 @@ def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softc
         ),
         dict(
             HEAD_DIM=D,
-            BLOCK_D=max(16, triton.next_power_of_2(D)),
+            BLOCK_D=max(16, _pow2(D)),
             BLOCK_M=fwd.rows,
             BLOCK_N=fwd.keys,
             IS_CAUSAL=bool(causal),
@@ -268,7 +278,9 @@ def backward(
     B, Sq, Hq, D = q.shape
     Hkv = k.shape[2]
     whole_rows = lay.covers_all and lay.n == B and lay.max_q == Sq
-    plan = kernel_plan.plan(q, k, v, window, softcap, do=do, whole_rows=whole_rows)
+    scores = Hq * lay.n * lay.max_q * lay.max_k  # at most this many attention scores: how long the call runs
+    long_call = scores >= config.bwd_config(D).overlap_min_scores
+    plan = kernel_plan.plan(q, k, v, window, softcap, do=do, whole_rows=whole_rows, long_call=long_call)
     if (
         "dkdv" in parts
         and plan.dkdv.kernel != "gluon"
@@ -279,12 +291,12 @@ def backward(
         # [B, H, S, D] q it reads as row blocks: kernel_plan.q_head_rows): one copy with a token's heads side by side
         # lets it run (its TMA view spans a GQA group's heads), which saves far more than the copy costs
         qc = q.contiguous()
-        with_copy = kernel_plan.plan(qc, k, v, window, softcap, do=do, whole_rows=whole_rows)
+        with_copy = kernel_plan.plan(qc, k, v, window, softcap, do=do, whole_rows=whole_rows, long_call=long_call)
         if with_copy.dkdv.kernel == "gluon":
             q, plan = qc, with_copy
     q_hrow = kernel_plan.q_head_rows(q, whole_rows, plan.dkdv.rows) if plan.dkdv.kernel == "gluon" else 0
     _ensure_allocator(q.device, plan.dkdv, plan.dq)
-    block_d = max(16, triton.next_power_of_2(D))
+    block_d = max(16, _pow2(D))
     delta = torch.empty_like(lse)
     common = dict(
         IS_CAUSAL=bool(causal),
@@ -312,7 +324,7 @@ def backward(
 
     launch(
         delta_kernel,
-        (triton.cdiv(lay.max_q, 64), Hq, lay.n),
+        (_cdiv(lay.max_q, 64), Hq, lay.n),
         (
             o,
             do,
@@ -340,8 +352,8 @@ def backward(
     def dkdv():
         lp = plan.dkdv
         if lp.kernel == "gluon":
-            blocks = triton.cdiv(lay.max_k, lp.keys)
-            grid = (triton.cdiv(blocks, 2), Hkv, lay.n) if plan.pairs else (Hkv, lay.n, blocks)
+            blocks = _cdiv(lay.max_k, lp.keys)
+            grid = (_cdiv(blocks, 2), Hkv, lay.n) if plan.pairs else (Hkv, lay.n, blocks)
             launch(
                 dkdv_sm90_kernel,
                 grid,
@@ -390,7 +402,7 @@ def backward(
             return
         launch(
             dkdv_kernel,
-            (Hkv, lay.n, triton.cdiv(lay.max_k, lp.keys)),
+            (Hkv, lay.n, _cdiv(lay.max_k, lp.keys)),
             (
                 q,
                 k,
@@ -442,7 +454,7 @@ def backward(
         lp = plan.dq
         launch(
             dq_kernel,
-            (Hq, lay.n, triton.cdiv(lay.max_q, lp.rows)),
+            (Hq, lay.n, _cdiv(lay.max_q, lp.rows)),
             (
                 q,
                 k,
