@@ -30,8 +30,12 @@ from . import tiles, varlen
 
 
 @triton.jit
-def _tanh(x):
-    return 2 * tl.sigmoid(2 * x) - 1
+def _tanh(x, PRECISE: tl.constexpr = False):
+    """The forward's tanh (kernels/forward.py): libdevice's under PRECISE, where 2 * sigmoid(2x) - 1 would cancel."""
+    if PRECISE:
+        return libdevice.tanh(x)
+    else:
+        return 2 * tl.sigmoid(2 * x) - 1
 
 
 @triton.jit
@@ -134,7 +138,7 @@ def _dkdv_step(
     delta = tl.load(delta_base + offs_m, mask=mask_m, other=0.0)
     sT = tl.dot(k, tl.trans(q), input_precision=DOT_PREC)  # [N, M]
     if SOFTCAP > 0:
-        t = _tanh(sT * (qk_scale2 / LOG2E / SOFTCAP))
+        t = _tanh(sT * (qk_scale2 / LOG2E / SOFTCAP), PRECISE)
         pT = _exp2(SOFTCAP * LOG2E * t - lse2[None, :], PRECISE)
     else:
         pT = _exp2(sT * qk_scale2 - lse2[None, :], PRECISE)
@@ -340,7 +344,7 @@ def _dq_step(
     v = tiles.load(v_rows, start_n, len_k, svs, BLOCK_N, BLOCK_D, HEAD_DIM, TMA)
     s = tl.dot(q, tl.trans(k), input_precision=DOT_PREC)
     if SOFTCAP > 0:
-        t = _tanh(s * (qk_scale2 / LOG2E / SOFTCAP))
+        t = _tanh(s * (qk_scale2 / LOG2E / SOFTCAP), PRECISE)
         p = _exp2(SOFTCAP * LOG2E * t - lse2[:, None], PRECISE)
     else:
         p = _exp2(s * qk_scale2 - lse2[:, None], PRECISE)

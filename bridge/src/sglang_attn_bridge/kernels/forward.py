@@ -36,9 +36,13 @@ def _visible(offs_m, offs_kn, prefix, mask_m, mask_n, IS_CAUSAL: tl.constexpr, W
 
 
 @triton.jit
-def _tanh(x):
-    # the same tanh sglang's kernel uses, so softcapped scores round identically
-    return 2 * tl.sigmoid(2 * x) - 1
+def _tanh(x, PRECISE: tl.constexpr = False):
+    # the same tanh sglang's kernel uses, so softcapped scores round identically; PRECISE (fp32, for the backward):
+    # libdevice's, since 2 * sigmoid(2x) - 1 cancels for small x (an absolute error of ~cap * 2^-24 in the exponent)
+    if PRECISE:
+        return libdevice.tanh(x)
+    else:
+        return 2 * tl.sigmoid(2 * x) - 1
 
 
 @triton.jit
@@ -125,7 +129,7 @@ def _fwd_tile(
     else:
         qk *= sm_scale
     if SOFTCAP > 0:
-        qk = SOFTCAP * _tanh(qk / SOFTCAP)
+        qk = SOFTCAP * _tanh(qk / SOFTCAP, PRECISE)
     if MASK == 1 or (MASK == 3 and SOFTCAP > 0):  # mul.rn alone did not keep softcapped scores' bits
         # a select on the key bound alone: every key here is visible, but keeping a select keeps the compiler
         # from fusing `qk * scale - max` into one FMA, which would round differently from sglang's kernel
