@@ -37,6 +37,9 @@ SHAPES = [  # (name, batch, seq, hq, hkv, d, variants of auto); packed: one row 
     ("4x4096 16/16 D128", 4, 4096, 16, 16, 128, ("one stream",)),
     ("4x4096 32/8 D64", 4, 4096, 32, 8, 64, ()),
     ("packed 26 seqs=18432 32/8 D128", 26, 18432, 32, 8, 128, ("one stream",)),
+    # the short shapes again, last: their host time sits near their device time, so run-to-run spread shows here
+    ("2x2048 32/8 D128, again", 2, 2048, 32, 8, 128, ()),
+    ("8x1024 32/8 D128, again", 8, 1024, 32, 8, 128, ()),
 ]
 SPIN_PER_MS = 2_000_000  # torch.cuda._sleep cycles per ms, about (1.98 GHz)
 results: dict = {}

@@ -82,7 +82,23 @@ def _ensure_allocator(dev: torch.device, *launches: kernel_plan.Launch) -> None:
     from triton.runtime import _allocation
 
     if isinstance(_allocation._allocator.get(), _allocation.NullAllocator):
-        triton.set_allocator(lambda size, alignment, stream: torch.empty(size, dtype=torch.int8, device=dev))
+        triton.set_allocator(functools.partial(_scratch, dev))
+
+
+_scratch_buffers: dict = {}
+
+
+def _scratch(dev: torch.device, size: int, alignment: int, stream) -> torch.Tensor:
+    """Scratch for a launch's device-built TMA descriptors, kept per (device, stream, size): launches on one stream
+    run one after another, so the next one may rewrite it (one allocation less per launch). A graph being captured
+    gets its own (its replays may run on any stream)."""
+    if torch.cuda.is_current_stream_capturing():
+        return torch.empty(size, dtype=torch.int8, device=dev)
+    key = (dev, stream, size)
+    buf = _scratch_buffers.get(key)
+    if buf is None:
+        buf = _scratch_buffers[key] = torch.empty(size, dtype=torch.int8, device=dev)
+    return buf
 
 
 @functools.cache
