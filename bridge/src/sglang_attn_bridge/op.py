@@ -55,8 +55,8 @@ def attention_op(
     softcap: float,
     need_lse: bool,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """q [B, Sq, Hq, D], k/v [B, Sk, Hkv, D] -> (o [B, Sq, Hq, D], lse [Hq, B*Sq] fp32 or empty if not need_lse,
-    the output the backward uses where it is not o (fp32 with sglang's forward), else empty)."""
+    """q [B, Sq, Hq, D], k/v [B, Sk, Hkv, D] -> (o [B, Sq, Hq, D], lse [Hq, B*Sq] in ops.lse_dtype(q) or empty if
+    not need_lse, the output the backward uses where it is not o (fp32 with sglang's forward), else empty)."""
     return _forward(
         q,
         k,

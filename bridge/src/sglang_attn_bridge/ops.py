@@ -163,7 +163,8 @@ def forward_kernel(q, k, v, window=None, softcap=0.0) -> str:
 
 
 def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softcap=0.0, compute_o=True, gluon=True):
-    """q [B, Sq, Hq, D], k/v [B, Sk, Hkv, D] views -> (o [B, Sq, Hq, D] contiguous or None, lse [Hq, B*Sq] fp32).
+    """q [B, Sq, Hq, D], k/v [B, Sk, Hkv, D] views -> (o [B, Sq, Hq, D] contiguous or None, lse [Hq, B*Sq], its
+    dtype lse_dtype(q)).
 
     `window` is in sglang's convention (query i sees key j iff i - j <= window), None for none. gluon=False keeps
     the Triton forward where the Gluon one would run (the probe checks each).
