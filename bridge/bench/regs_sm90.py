@@ -72,6 +72,7 @@ def _value(name: str, d: int):
         "total": HQ * 43,
         "n_blocks": 43,
         "group_pairs": HQ,
+        "q_hrow": 0,
     }[name]
 
 

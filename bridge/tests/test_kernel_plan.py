@@ -91,6 +91,30 @@ def test_hopper_dtype_head_dim_and_layout_rules(gpu_tables):
     assert p.forward.kernel == "triton" and "16-byte" in p.why[0] and not p.forward.tma
 
 
+def test_hopper_reads_a_whole_row_head_major_q_in_place_for_gluon_dkdv(gpu_tables):
+    """transformers' [B, H, S, D] q: the Gluon dK/dV kernel addresses a GQA group's heads as row blocks when every
+    sequence is a whole row and S is a multiple of its query tile; otherwise it needs heads side by side."""
+    k = v = torch.empty(2, 128, 8, 128, dtype=torch.bfloat16)
+    q = torch.empty(2, 32, 128, 128, dtype=torch.bfloat16).transpose(1, 2)
+    assert kernel_plan.q_head_rows(q, True, 64) == 128
+    assert plan(q, k, v, target=HOPPER, whole_rows=True).dkdv.kernel == "gluon"
+    packed = plan(q, k, v, target=HOPPER)  # sequences packed in a row: a tile could reach the next head's rows
+    assert packed.dkdv.kernel == "triton" and "whole rows" in packed.why[1]
+    assert kernel_plan.q_head_rows(q, False, 64) == 0
+    ragged = torch.empty(2, 32, 100, 128, dtype=torch.bfloat16).transpose(1, 2)  # 100 rows: not whole tiles
+    assert kernel_plan.q_head_rows(ragged, True, 64) == 0
+    side_by_side = torch.empty(2, 128, 32, 128, dtype=torch.bfloat16)
+    assert kernel_plan.q_head_rows(side_by_side, True, 64) == 0  # the column form serves it
+
+
+def test_a_second_stream_only_for_long_calls(gpu_tables):
+    q, k, v = _qkv(32, 8, 128)
+    assert plan(q, k, v, target=HOPPER, long_call=True).streams == 2
+    short = plan(q, k, v, target=HOPPER, long_call=False)
+    assert short.streams == 1 and "short call" in short.why[2]
+    assert config.GPU_BWD[128].overlap_min_scores > 32 * 2 * 2048 * 2048  # 2x2048 tokens, 32 heads: short
+
+
 @pytest.mark.parametrize("target", [AMPERE, ROCM], ids=["ampere", "rocm"])
 def test_other_gpus_get_the_triton_kernels_and_ptx_only_on_nvidia(gpu_tables, target):
     p = plan(*_qkv(32, 8, 128), target=target)
@@ -252,4 +276,10 @@ def test_the_gluon_launchers_follow_a_hopper_plan(monkeypatch, gpu_tables):
     assert (kw["BLOCK_M"], kw["BLOCK_N"], kw["num_warps"]) == (64, 64, 4)
     ((grid, kw),) = spies["dq_kernel"].calls
     assert grid == (32, 2, cdiv(600, 128)) and (kw["BLOCK_N"], kw["maxnreg"], kw["num_stages"]) == (32, 128, 3)
+    assert order == []  # 32 x 2 x 600 x 600 scores: a short call keeps dQ on the caller's stream
+    long = torch.zeros(1, 8192, 32, 128, dtype=torch.bfloat16)
+    long_kv = torch.zeros(1, 8192, 8, 128, dtype=torch.bfloat16)
+    lay = layout.dense(1, 8192, 8192, long.device)
+    o, lse = ops.forward(long, long_kv, long_kv, lay, 0.1, True)
+    ops.backward(torch.zeros_like(o), long, long_kv, long_kv, o, lse, lay, 0.1, True)
     assert order == ["side by side"]

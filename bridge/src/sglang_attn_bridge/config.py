@@ -85,6 +85,10 @@ class BwdConfig:
     # the dQ kernel on a second CUDA stream, launched right after the dK/dV kernel: its programs fill the SMs that
     # the dK/dV kernel's last wave leaves idle (the two write different tensors, so the bits do not change)
     overlap: bool = True
+    # ... only for calls of at least this many attention scores (query heads x sequences x longest query run x
+    # longest key run): on the H200 a short call (2x2048 or 8x1024 tokens, 32 heads: 2.7e8) is bound by the CPU,
+    # and the stream hand-off (event record and wait, the stream switch) made its fwd+bwd 1.06 ms instead of 0.79
+    overlap_min_scores: int = 2**30
 
 
 # head_dim bucket (next power of two) -> config. D64 and D128 are tuned on the H200 (docs/bridge-h200.md: the

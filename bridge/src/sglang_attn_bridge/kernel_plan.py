@@ -220,12 +220,31 @@ def _plan_forward(cfg: config.FwdConfig, target: Target, q, window, softcap, com
     )
 
 
+def q_head_rows(q: torch.Tensor, whole_rows: bool, block_m: int) -> int:
+    """How many rows of q's token stride apart its heads are, where the Gluon dK/dV kernel can address a GQA
+    group's heads as row blocks of one TMA view (a [B, H, S, D] q as transformers hands it over, every sequence a
+    whole row of S tokens, S a multiple of the kernel's query tile, so no tile reaches the next head); else 0."""
+    sqs, sqh = q.stride(1), q.stride(2)
+    if not whole_rows or sqh == q.shape[-1] or sqs <= 0 or sqh % sqs or q.shape[1] % block_m:
+        return 0
+    rows = sqh // sqs
+    return rows if rows >= q.shape[1] else 0
+
+
 def _plan_dkdv(
-    cfg: config.BwdConfig, target: Target, q, k, window, softcap, do_heads_adjacent: bool, tma_ok: bool
+    cfg: config.BwdConfig,
+    target: Target,
+    q,
+    k,
+    window,
+    softcap,
+    do_heads_adjacent: bool,
+    tma_ok: bool,
+    whole_rows: bool = False,
 ) -> tuple:
-    """(Launch, why) of dK/dV: the Gluon kernel where configured and it applies (it also needs a token's query heads
-    side by side in memory, as its TMA view spans a GQA group's heads, and GQA groups of at least
-    `gluon_min_group`), the Triton kernel elsewhere."""
+    """(Launch, why) of dK/dV: the Gluon kernel where configured and it applies (it also needs a GQA group's query
+    heads in one TMA view: side by side in memory, or a whole-row [B, H, S, D] q (`q_head_rows`), and GQA groups of
+    at least `gluon_min_group`), the Triton kernel elsewhere."""
     D = q.shape[-1]
     group = q.shape[2] // k.shape[2]
     if not cfg.gluon_dkdv:
@@ -234,8 +253,10 @@ def _plan_dkdv(
         skip = gluon_skip
     elif group < cfg.gluon_min_group:
         skip = f"GQA group of {group}, Gluon from {cfg.gluon_min_group}: shorter programs do not repay its set-up"
-    elif q.stride(2) != D or not do_heads_adjacent:
-        skip = "query heads not side by side in memory"
+    elif not do_heads_adjacent:
+        skip = "output-gradient heads not side by side in memory"
+    elif q.stride(2) != D and not q_head_rows(q, whole_rows, cfg.gluon_dkdv[0]):
+        skip = "query heads neither side by side in memory nor whole rows of a [B, H, S, D] tensor"
     elif not tma_ok:
         skip = "a view that TMA cannot load (16-byte rule)"
     else:
@@ -258,12 +279,16 @@ def plan(
     compute_o: bool = True,
     do: torch.Tensor | None = None,
     target: Target | None = None,
+    whole_rows: bool = False,
+    long_call: bool = True,
 ) -> KernelPlan:
     """The kernels that run for attention over q [B, Sq, Hq, D] and k/v [B, Sk, Hkv, D] (views whose last dim is
     contiguous). `compute_o=False` is the LSE-only forward that serves sglang's path; `do` is the output gradient
     (None: plan the backward for a fresh contiguous one, which is what autograd passes for our contiguous output);
-    `target` defaults to q's device. Plans are kept per (tables, target, shapes, strides, dtypes, alignment, flags):
-    every attention call asks, and the answer depends on nothing else."""
+    `target` defaults to q's device; `whole_rows`: every sequence of the layout is a whole row of the batch (what
+    lets the Gluon dK/dV kernel read a [B, H, S, D] q in place); `long_call`: the call has at least the config's
+    `overlap_min_scores` scores (what a second stream needs to pay for itself). Plans are kept per (tables, target,
+    shapes, strides, dtypes, alignment, flags): every attention call asks, and the answer depends on nothing else."""
     target = Target.of(q.device) if target is None else target
     fcfg = config.fwd_config(q.shape[-1], target.interpreting)
     bcfg = config.bwd_config(q.shape[-1], target.interpreting)
@@ -278,6 +303,8 @@ def plan(
         window is None,
         bool(softcap),
         bool(compute_o),
+        bool(whole_rows),
+        bool(long_call),
     )
     hit = _plans.get(key)
     if hit is not None:
@@ -285,7 +312,7 @@ def plan(
     if len(_plans) > 4096:
         _plans.clear()
         launch.clear()  # its keys hold plan ids
-    p = _plan(fcfg, bcfg, target, q, k, v, window, softcap, compute_o, do)
+    p = _plan(fcfg, bcfg, target, q, k, v, window, softcap, compute_o, do, whole_rows, long_call)
     _plans[key] = (p, fcfg, bcfg)  # holding the configs keeps their ids unique while the entry lives
     return p
 
@@ -297,7 +324,9 @@ def _tensor_key(t: torch.Tensor) -> tuple:
     return t.shape, t.stride(), t.dtype, t.data_ptr() % 16 == 0
 
 
-def _plan(fcfg, bcfg, target: Target, q, k, v, window, softcap, compute_o, do) -> KernelPlan:
+def _plan(
+    fcfg, bcfg, target: Target, q, k, v, window, softcap, compute_o, do, whole_rows=False, long_call=True
+) -> KernelPlan:
     if do is None:  # a fresh contiguous [B, Sq, Hq, D] tensor: allocations are aligned, strides follow the shape
         D, el = q.shape[-1], q.element_size()
         do_heads, do_aligned = True, all(n * el % 16 == 0 for n in (D, q.shape[2] * D, q.shape[1] * q.shape[2] * D))
@@ -305,7 +334,7 @@ def _plan(fcfg, bcfg, target: Target, q, k, v, window, softcap, compute_o, do) -
         do_heads, do_aligned = do.stride(2) == q.shape[-1], tma_aligned(do)
     tma_ok = target.tma and tma_aligned(q) and tma_aligned(k) and tma_aligned(v)  # TMA can load q, k and v here
     fwd, why_fwd = _plan_forward(fcfg, target, q, window, softcap, compute_o, tma_ok)
-    dkdv, why_dkdv = _plan_dkdv(bcfg, target, q, k, window, softcap, do_heads, tma_ok and do_aligned)
+    dkdv, why_dkdv = _plan_dkdv(bcfg, target, q, k, window, softcap, do_heads, tma_ok and do_aligned, whole_rows)
     dq = Launch(
         "triton",
         bcfg.block_m2,
@@ -315,12 +344,18 @@ def _plan(fcfg, bcfg, target: Target, q, k, v, window, softcap, compute_o, do) -
         bcfg.max_regs2,
         bcfg.tma2 and tma_ok and do_aligned,
     )
-    streams = 2 if bcfg.overlap and target.streams else 1
-    why_streams = (
-        "streams: dQ on a second stream beside dK/dV"
-        if streams == 2
-        else "streams: one: " + ("overlap is off" if not bcfg.overlap else "no GPU streams here")
-    )
+    streams = 2 if bcfg.overlap and target.streams and long_call else 1
+    if streams == 2:
+        why_streams = "streams: dQ on a second stream beside dK/dV"
+    elif not bcfg.overlap:
+        why_streams = "streams: one: overlap is off"
+    elif not target.streams:
+        why_streams = "streams: one: no GPU streams here"
+    else:
+        why_streams = (
+            f"streams: one: a short call (under {bcfg.overlap_min_scores:,} scores), where the second stream's "
+            "hand-off costs more CPU time than its overlap saves on the GPU"
+        )
     # interior=3 and exp_ftz are inline PTX: elsewhere interior=1 gives the same rounding, and the plain exp runs
     return KernelPlan(
         forward=fwd,

@@ -55,8 +55,8 @@ def attention_op(
     softcap: float,
     need_lse: bool,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """q [B, Sq, Hq, D], k/v [B, Sk, Hkv, D] -> (o [B, Sq, Hq, D], lse [Hq, B*Sq] fp32 or empty if not need_lse,
-    the output the backward uses where it is not o (fp32 with sglang's forward), else empty)."""
+    """q [B, Sq, Hq, D], k/v [B, Sk, Hkv, D] -> (o [B, Sq, Hq, D], lse [Hq, B*Sq] in ops.lse_dtype(q) or empty if
+    not need_lse, the output the backward uses where it is not o (fp32 with sglang's forward), else empty)."""
     return _forward(
         q,
         k,
@@ -116,7 +116,7 @@ def _(
     need_lse,
 ):
     b, sq, hq, d = q.shape
-    lse = q.new_empty((hq, b * sq) if need_lse else (0,), dtype=torch.float32)
+    lse = q.new_empty((hq, b * sq), dtype=ops.lse_dtype(q)) if need_lse else q.new_empty((0,), dtype=torch.float32)
     o_bwd = q.new_empty((b, sq, hq, d) if separate_backward_output(q.dtype, need_lse) else (0,))
     return q.new_empty((b, sq, hq, d)), lse, o_bwd
 

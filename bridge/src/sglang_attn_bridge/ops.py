@@ -8,16 +8,27 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import threading
 
 import torch
 import triton
 
-from . import kernel_plan
+from . import config, kernel_plan
 from .kernel_plan import attn_fwd_ws_sm90_kernel, dkdv_sm90_kernel
 from .kernels.backward import delta_kernel, dkdv_kernel, dq_kernel
 from .kernels.forward import attn_fwd_kernel
 from .launch import launch
 from .layout import Varlen
+
+
+def _cdiv(a: int, b: int) -> int:
+    # plain integer helpers: triton.cdiv and next_power_of_2 are constexpr functions in Triton 3.6, whose calls from
+    # host code cost several microseconds each (a per-call import and argument unwrapping)
+    return -(-a // b)
+
+
+def _pow2(n: int) -> int:
+    return 1 << (n - 1).bit_length()
 
 
 def _last_dim_contiguous(t: torch.Tensor) -> torch.Tensor:
@@ -71,12 +82,36 @@ def _ensure_allocator(dev: torch.device, *launches: kernel_plan.Launch) -> None:
     from triton.runtime import _allocation
 
     if isinstance(_allocation._allocator.get(), _allocation.NullAllocator):
-        triton.set_allocator(lambda size, alignment, stream: torch.empty(size, dtype=torch.int8, device=dev))
+        triton.set_allocator(functools.partial(_scratch, dev))
+
+
+_scratch_buffers: dict = {}
+
+
+def _scratch(dev: torch.device, size: int, alignment: int, stream) -> torch.Tensor:
+    """Scratch for a launch's device-built TMA descriptors, kept per (device, stream, size): launches on one stream
+    run one after another, so the next one may rewrite it (one allocation less per launch). A graph being captured
+    gets its own (its replays may run on any stream)."""
+    if torch.cuda.is_current_stream_capturing():
+        return torch.empty(size, dtype=torch.int8, device=dev)
+    key = (dev, stream, size)
+    buf = _scratch_buffers.get(key)
+    if buf is None:
+        buf = _scratch_buffers[key] = torch.empty(size, dtype=torch.int8, device=dev)
+    return buf
 
 
 @functools.cache
 def _side_stream(device: torch.device) -> torch.cuda.Stream:
     return torch.cuda.Stream(device)
+
+
+@functools.cache
+def _fork_join(device: torch.device, stream: int, thread: int) -> tuple:
+    """Two events kept for one (device, stream, thread): recording an event again is safe once the waits queued on
+    its earlier record are queued (a wait takes the event's state when it is queued), and one thread queues them in
+    order; creating a pair per call was four more driver calls."""
+    return torch.cuda.Event(), torch.cuda.Event()
 
 
 def _side_by_side(first, second, device: torch.device) -> None:
@@ -86,11 +121,39 @@ def _side_by_side(first, second, device: torch.device) -> None:
     anything it queues later can reuse memory, so no tensor needs record_stream."""
     main = torch.cuda.current_stream(device)
     side = _side_stream(device)
-    side.wait_stream(main)
+    fork, join = _fork_join(device, main.cuda_stream, threading.get_ident())
+    fork.record(main)
+    side.wait_event(fork)
     first()
     with torch.cuda.stream(side):
         second()
-    main.wait_stream(side)
+    join.record(side)
+    main.wait_event(join)
+
+
+_counters: dict = {}
+
+
+def _work_counter(device: torch.device) -> torch.Tensor:
+    """The Gluon forward's item counter: zero before a launch, and the kernel leaves it at zero (its last take
+    resets it), so one counter per (device, stream) serves every launch on that stream without a zero-fill launch.
+    Launches on one stream run one after another; a graph being captured gets a counter of its own (its replays may
+    run on any stream)."""
+    if device.type != "cuda" or torch.cuda.is_current_stream_capturing():
+        return torch.zeros(1, dtype=torch.int32, device=device)
+    key = (device, torch._C._cuda_getCurrentRawStream(device.index))
+    counter = _counters.get(key)
+    if counter is None:
+        counter = _counters[key] = torch.zeros(1, dtype=torch.int32, device=device)
+    return counter
+
+
+def lse_dtype(q: torch.Tensor) -> torch.dtype:
+    """The LSE (and Delta) arrays' dtype: fp64 where the kernels run PRECISE (fp32 inputs on a GPU: see
+    kernels/forward.py), else fp32."""
+    if q.dtype == torch.float32 and not kernel_plan.Target.of(q.device).interpreting:
+        return torch.float64
+    return torch.float32
 
 
 def forward_kernel(q, k, v, window=None, softcap=0.0) -> str:
@@ -100,7 +163,8 @@ def forward_kernel(q, k, v, window=None, softcap=0.0) -> str:
 
 
 def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softcap=0.0, compute_o=True, gluon=True):
-    """q [B, Sq, Hq, D], k/v [B, Sk, Hkv, D] views -> (o [B, Sq, Hq, D] contiguous or None, lse [Hq, B*Sq] fp32).
+    """q [B, Sq, Hq, D], k/v [B, Sk, Hkv, D] views -> (o [B, Sq, Hq, D] contiguous or None, lse [Hq, B*Sq], its
+    dtype lse_dtype(q)).
 
     `window` is in sglang's convention (query i sees key j iff i - j <= window), None for none. gluon=False keeps
     the Triton forward where the Gluon one would run (the probe checks each).
@@ -116,31 +180,32 @@ def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softc
     fwd = plan.forward
     _ensure_allocator(q.device, fwd)
     sig = (id(plan), _sig(q), _sig(k), _sig(v), lay.signature, bool(causal), window, float(softcap or 0.0))
-    lse = torch.empty((Hq, B * Sq), device=q.device, dtype=torch.float32)
+    lse = torch.empty((Hq, B * Sq), device=q.device, dtype=torch.float64 if plan.precise else torch.float32)
     o = None
     if compute_o:
         o = (torch.empty if lay.covers_all else torch.zeros)((B, Sq, Hq, D), device=q.device, dtype=q.dtype)
     o_arg = o if o is not None else q
+    q_st, k_st, v_st, o_arg_st, lse_st = q.stride(), k.stride(), v.stride(), o_arg.stride(), lse.stride()
     strides = (
-        q.stride(0),
-        q.stride(1),
-        q.stride(2),
-        k.stride(0),
-        k.stride(1),
-        k.stride(2),
-        v.stride(0),
-        v.stride(1),
-        v.stride(2),
-        o_arg.stride(0),
-        o_arg.stride(1),
-        o_arg.stride(2),
+        q_st[0],
+        q_st[1],
+        q_st[2],
+        k_st[0],
+        k_st[1],
+        k_st[2],
+        v_st[0],
+        v_st[1],
+        v_st[2],
+        o_arg_st[0],
+        o_arg_st[1],
+        o_arg_st[2],
     )
     if fwd.kernel == "gluon":
-        nblk = triton.cdiv(lay.max_q, fwd.rows)
+        nblk = _cdiv(lay.max_q, fwd.rows)
         pairs = Hq * lay.n
         items = pairs * nblk
         group_pairs = l2_group_pairs(pairs, lay.max_k, D, q.element_size(), Hq // Hkv, plan.l2_group_mb)
-        counter = torch.zeros(1, dtype=torch.int32, device=q.device)  # the next item to take
+        counter = _work_counter(q.device)  # the next item to take
         # persistent: one program per multiprocessor; 4 warpgroups at maxnreg=128 fill the register file, which the
         # kernel splits between them (setmaxnreg)
         launch(
@@ -156,7 +221,7 @@ def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softc
                 float(scale),
                 1.0,
                 *strides,
-                lse.stride(0),
+                lse_st[0],
                 Sq,
                 Hq // Hkv,
                 Hq,
@@ -178,7 +243,7 @@ def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softc
             sig,
         )
         return o, lse
-    grid = (Hq, lay.n, triton.cdiv(lay.max_q, fwd.rows))
+    grid = (Hq, lay.n, _cdiv(lay.max_q, fwd.rows))
     launch(
         attn_fwd_kernel,
         grid,
@@ -192,13 +257,13 @@ def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softc
             float(scale),
             1.0,
             *strides,
-            lse.stride(0),
+            lse_st[0],
             Sq,
             Hq // Hkv,
         ),
         dict(
             HEAD_DIM=D,
-            BLOCK_D=max(16, triton.next_power_of_2(D)),
+            BLOCK_D=max(16, _pow2(D)),
             BLOCK_M=fwd.rows,
             BLOCK_N=fwd.keys,
             IS_CAUSAL=bool(causal),
@@ -230,21 +295,28 @@ def backward(
     dq, dk, dv = alloc(q), alloc(k), alloc(v)
     B, Sq, Hq, D = q.shape
     Hkv = k.shape[2]
-    plan = kernel_plan.plan(q, k, v, window, softcap, do=do)
+    whole_rows = lay.covers_all and lay.n == B and lay.max_q == Sq
+    scores = Hq * lay.n * lay.max_q * lay.max_k  # at most this many attention scores: how long the call runs
+    long_call = scores >= config.bwd_config(D).overlap_min_scores
+    plan = kernel_plan.plan(q, k, v, window, softcap, do=do, whole_rows=whole_rows, long_call=long_call)
     if (
         "dkdv" in parts
         and plan.dkdv.kernel != "gluon"
         and q.stride(2) != D
         and not kernel_plan.Target.of(q.device).gluon
     ):
-        # transformers hands over q as a [B, H, S, D] tensor: one copy with a token's heads side by side lets the
-        # Gluon dK/dV kernel run (its TMA view spans a GQA group's heads), which saves far more than the copy costs
+        # a packed [1, H, T, D] q (transformers' layout) that the Gluon dK/dV kernel cannot read in place (a whole-row
+        # [B, H, S, D] q it reads as row blocks: kernel_plan.q_head_rows): one copy with a token's heads side by side
+        # lets it run (its TMA view spans a GQA group's heads), which saves far more than the copy costs
         qc = q.contiguous()
-        with_copy = kernel_plan.plan(qc, k, v, window, softcap, do=do)
+        with_copy = kernel_plan.plan(qc, k, v, window, softcap, do=do, whole_rows=whole_rows, long_call=long_call)
         if with_copy.dkdv.kernel == "gluon":
             q, plan = qc, with_copy
+    q_hrow = kernel_plan.q_head_rows(q, whole_rows, plan.dkdv.rows) if plan.dkdv.kernel == "gluon" else 0
     _ensure_allocator(q.device, plan.dkdv, plan.dq)
-    block_d = max(16, triton.next_power_of_2(D))
+    q_st, k_st, v_st, o_st, do_st, lse_st = q.stride(), k.stride(), v.stride(), o.stride(), do.stride(), lse.stride()
+    dq_st, dk_st, dv_st = dq.stride(), dk.stride(), dv.stride()
+    block_d = max(16, _pow2(D))
     delta = torch.empty_like(lse)
     common = dict(
         IS_CAUSAL=bool(causal),
@@ -272,7 +344,7 @@ def backward(
 
     launch(
         delta_kernel,
-        (triton.cdiv(lay.max_q, 64), Hq, lay.n),
+        (_cdiv(lay.max_q, 64), Hq, lay.n),
         (
             o,
             do,
@@ -280,13 +352,13 @@ def backward(
             lay.row,
             lay.q_start,
             lay.len_q,
-            o.stride(0),
-            o.stride(1),
-            o.stride(2),
-            do.stride(0),
-            do.stride(1),
-            do.stride(2),
-            lse.stride(0),
+            o_st[0],
+            o_st[1],
+            o_st[2],
+            do_st[0],
+            do_st[1],
+            do_st[2],
+            lse_st[0],
             Sq,
         ),
         dict(
@@ -300,8 +372,8 @@ def backward(
     def dkdv():
         lp = plan.dkdv
         if lp.kernel == "gluon":
-            blocks = triton.cdiv(lay.max_k, lp.keys)
-            grid = (triton.cdiv(blocks, 2), Hkv, lay.n) if plan.pairs else (Hkv, lay.n, blocks)
+            blocks = _cdiv(lay.max_k, lp.keys)
+            grid = (_cdiv(blocks, 2), Hkv, lay.n) if plan.pairs else (Hkv, lay.n, blocks)
             launch(
                 dkdv_sm90_kernel,
                 grid,
@@ -316,25 +388,26 @@ def backward(
                     delta,
                     *_lay_args(lay),
                     float(scale),
-                    q.stride(0),
-                    q.stride(1),
-                    k.stride(0),
-                    k.stride(1),
-                    k.stride(2),
-                    v.stride(0),
-                    v.stride(1),
-                    v.stride(2),
-                    do.stride(0),
-                    do.stride(1),
-                    dk.stride(0),
-                    dk.stride(1),
-                    dk.stride(2),
-                    dv.stride(0),
-                    dv.stride(1),
-                    dv.stride(2),
-                    lse.stride(0),
+                    q_st[0],
+                    q_st[1],
+                    k_st[0],
+                    k_st[1],
+                    k_st[2],
+                    v_st[0],
+                    v_st[1],
+                    v_st[2],
+                    do_st[0],
+                    do_st[1],
+                    dk_st[0],
+                    dk_st[1],
+                    dk_st[2],
+                    dv_st[0],
+                    dv_st[1],
+                    dv_st[2],
+                    lse_st[0],
                     Sq,
                     Hq // Hkv,
+                    q_hrow,
                 ),
                 dict(
                     HEAD_DIM=D,
@@ -349,7 +422,7 @@ def backward(
             return
         launch(
             dkdv_kernel,
-            (Hkv, lay.n, triton.cdiv(lay.max_k, lp.keys)),
+            (Hkv, lay.n, _cdiv(lay.max_k, lp.keys)),
             (
                 q,
                 k,
@@ -361,25 +434,25 @@ def backward(
                 delta,
                 *_lay_args(lay),
                 float(scale),
-                q.stride(0),
-                q.stride(1),
-                q.stride(2),
-                k.stride(0),
-                k.stride(1),
-                k.stride(2),
-                v.stride(0),
-                v.stride(1),
-                v.stride(2),
-                do.stride(0),
-                do.stride(1),
-                do.stride(2),
-                dk.stride(0),
-                dk.stride(1),
-                dk.stride(2),
-                dv.stride(0),
-                dv.stride(1),
-                dv.stride(2),
-                lse.stride(0),
+                q_st[0],
+                q_st[1],
+                q_st[2],
+                k_st[0],
+                k_st[1],
+                k_st[2],
+                v_st[0],
+                v_st[1],
+                v_st[2],
+                do_st[0],
+                do_st[1],
+                do_st[2],
+                dk_st[0],
+                dk_st[1],
+                dk_st[2],
+                dv_st[0],
+                dv_st[1],
+                dv_st[2],
+                lse_st[0],
                 Sq,
                 Hq // Hkv,
             ),
@@ -401,7 +474,7 @@ def backward(
         lp = plan.dq
         launch(
             dq_kernel,
-            (Hq, lay.n, triton.cdiv(lay.max_q, lp.rows)),
+            (Hq, lay.n, _cdiv(lay.max_q, lp.rows)),
             (
                 q,
                 k,
@@ -412,22 +485,22 @@ def backward(
                 delta,
                 *_lay_args(lay),
                 float(scale),
-                q.stride(0),
-                q.stride(1),
-                q.stride(2),
-                k.stride(0),
-                k.stride(1),
-                k.stride(2),
-                v.stride(0),
-                v.stride(1),
-                v.stride(2),
-                do.stride(0),
-                do.stride(1),
-                do.stride(2),
-                dq.stride(0),
-                dq.stride(1),
-                dq.stride(2),
-                lse.stride(0),
+                q_st[0],
+                q_st[1],
+                q_st[2],
+                k_st[0],
+                k_st[1],
+                k_st[2],
+                v_st[0],
+                v_st[1],
+                v_st[2],
+                do_st[0],
+                do_st[1],
+                do_st[2],
+                dq_st[0],
+                dq_st[1],
+                dq_st[2],
+                lse_st[0],
                 Sq,
                 Hq // Hkv,
             ),

@@ -22,12 +22,20 @@ from . import tiles, varlen
 # log2(e) is written out as a literal in the kernels: the interpreter mishandles constexpr globals.
 # PRECISE (fp32 inputs on a GPU): P = exp(S * scale - LSE) in natural units with libdevice's correctly rounded-ish
 # exp, not exp2 of log2(e)-scaled values through ex2.approx: their rounding, ~1e-6 relative in P, would put fp32
-# gradients outside FlashAttention's rule against fp64. Half types keep exp2 (their rounding hides it).
+# gradients outside FlashAttention's rule against fp64. Half types keep exp2 (their rounding hides it). With PRECISE
+# the LSE and Delta arrays are fp64 (ops.lse_dtype): S * scale - LSE, P and dS = P * (dP - Delta) are then formed in
+# fp64 (Triton promotes), and only the products' operands are rounded to fp32; dQ, dK and dV add up the tiles'
+# IEEE fp32 products in fp64, so the long sums over a sequence round once, not once per tile (measured on the H200:
+# an fp64 LSE alone left dq/dk up to 1.6x over FlashAttention's bound against fp64).
 
 
 @triton.jit
-def _tanh(x):
-    return 2 * tl.sigmoid(2 * x) - 1
+def _tanh(x, PRECISE: tl.constexpr = False):
+    """The forward's tanh (kernels/forward.py): libdevice's under PRECISE, where 2 * sigmoid(2x) - 1 would cancel."""
+    if PRECISE:
+        return libdevice.tanh(x)
+    else:
+        return 2 * tl.sigmoid(2 * x) - 1
 
 
 @triton.jit
@@ -73,7 +81,8 @@ def delta_kernel(
     tok = (q_start + offs_m)[:, None]
     o = tl.load(O + row * sob + head * soh + tok * sos + offs_d[None, :], mask=mask, other=0.0)
     do = tl.load(DO + row * sdb + head * sdh + tok * sds + offs_d[None, :], mask=mask, other=0.0)
-    delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
+    acc_t: tl.constexpr = Delta.dtype.element_ty  # fp64 for fp32 inputs on a GPU (the LSE's dtype), else fp32
+    delta = tl.sum(o.to(acc_t) * do.to(acc_t), 1)
     tl.store(Delta + head * lse_sh + row * lse_sb + q_start + offs_m, delta, mask=offs_m < len_q)
 
 
@@ -129,7 +138,7 @@ def _dkdv_step(
     delta = tl.load(delta_base + offs_m, mask=mask_m, other=0.0)
     sT = tl.dot(k, tl.trans(q), input_precision=DOT_PREC)  # [N, M]
     if SOFTCAP > 0:
-        t = _tanh(sT * (qk_scale2 / LOG2E / SOFTCAP))
+        t = _tanh(sT * (qk_scale2 / LOG2E / SOFTCAP), PRECISE)
         pT = _exp2(SOFTCAP * LOG2E * t - lse2[None, :], PRECISE)
     else:
         pT = _exp2(sT * qk_scale2 - lse2[None, :], PRECISE)
@@ -212,8 +221,12 @@ def dkdv_kernel(
     v_rows = tiles.rows(V + row * svb + kv_head * svh + k_start * svs, len_k, svs, BLOCK_N, BLOCK_D, HEAD_DIM, TMA)
     k = tiles.load(k_rows, n0, len_k, sks, BLOCK_N, BLOCK_D, HEAD_DIM, TMA)
     v = tiles.load(v_rows, n0, len_k, svs, BLOCK_N, BLOCK_D, HEAD_DIM, TMA)
-    dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
-    dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
+    if PRECISE:  # fp32: each tile's product in IEEE fp32, their sum over the query tiles in fp64
+        dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float64)
+        dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float64)
+    else:
+        dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
+        dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
 
     # query rows that can see this key block, and the part of them that sees all of it
     lo = 0
@@ -331,7 +344,7 @@ def _dq_step(
     v = tiles.load(v_rows, start_n, len_k, svs, BLOCK_N, BLOCK_D, HEAD_DIM, TMA)
     s = tl.dot(q, tl.trans(k), input_precision=DOT_PREC)
     if SOFTCAP > 0:
-        t = _tanh(s * (qk_scale2 / LOG2E / SOFTCAP))
+        t = _tanh(s * (qk_scale2 / LOG2E / SOFTCAP), PRECISE)
         p = _exp2(SOFTCAP * LOG2E * t - lse2[:, None], PRECISE)
     else:
         p = _exp2(s * qk_scale2 - lse2[:, None], PRECISE)
@@ -411,7 +424,10 @@ def dq_kernel(
     delta = tl.load(Delta + head * lse_sh + row * lse_sb + q_start + offs_m, mask=mask_m, other=0.0)
     k_rows = tiles.rows(K + row * skb + kv_head * skh + k_start * sks, len_k, sks, BLOCK_N, BLOCK_D, HEAD_DIM, TMA)
     v_rows = tiles.rows(V + row * svb + kv_head * svh + k_start * svs, len_k, svs, BLOCK_N, BLOCK_D, HEAD_DIM, TMA)
-    dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+    if PRECISE:  # as in dkdv_kernel: the sum over key tiles in fp64
+        dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float64)
+    else:
+        dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
 
     lo = 0
     hi = len_k

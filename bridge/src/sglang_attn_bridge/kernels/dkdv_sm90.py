@@ -26,10 +26,17 @@ from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warp
 
 
 @gluon.jit
-def _issue_tile(q_desc, do_desc, q_buf, do_buf, bar, g, start_m, live, BLOCK_M: gl.constexpr, HEAD_DIM: gl.constexpr):
-    """Start the TMA copies of a step's Q and dO tiles (query head g of the group, rows from start_m) into a buffer."""
+def _issue_tile(
+    q_desc, do_desc, q_buf, do_buf, bar, g, start_m, live, q_hrow, BLOCK_M: gl.constexpr, HEAD_DIM: gl.constexpr
+):
+    """Start the TMA copies of a step's Q and dO tiles (query head g of the group, rows from start_m) into a buffer.
+    Query head g sits g * HEAD_DIM columns on in the descriptor when a token's heads are side by side (q_hrow 0),
+    else g * q_hrow rows on (heads one after the other, each a whole sequence of rows)."""
     mbarrier.expect(bar, 2 * BLOCK_M * HEAD_DIM * q_desc.dtype.primitive_bitwidth // 8, pred=live)
-    tma.async_copy_global_to_shared(q_desc, [start_m, g * HEAD_DIM], bar, q_buf, pred=live)
+    q_col = g * HEAD_DIM
+    if q_hrow > 0:
+        q_col = 0
+    tma.async_copy_global_to_shared(q_desc, [start_m + g * q_hrow, q_col], bar, q_buf, pred=live)
     tma.async_copy_global_to_shared(do_desc, [start_m, g * HEAD_DIM], bar, do_buf, pred=live)
 
 
@@ -91,6 +98,7 @@ def dkdv_sm90_kernel(
     lse_sh,
     lse_sb,
     group,
+    q_hrow,
     HEAD_DIM: gl.constexpr,
     BLOCK_M: gl.constexpr,
     BLOCK_N: gl.constexpr,
@@ -140,7 +148,9 @@ def dkdv_sm90_kernel(
     q_smem_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], dtype)
 
     # descriptors bounded by this sequence: TMA fills rows past its end with zeros. The query descriptor spans the
-    # group's heads side by side (column g * HEAD_DIM is head kv_head * group + g).
+    # group's heads: side by side (column g * HEAD_DIM is head kv_head * group + g), or, with q_hrow > 0 (a
+    # [B, H, S, D] q of whole rows, S a multiple of BLOCK_M: kernel_plan checks), one after the other, head g from
+    # row g * q_hrow, so its tiles never reach the next head's rows and the last head's end is the bound.
     k_desc = tma.make_tensor_descriptor(
         K + row * skb + kv_head * skh + k_start * sks,
         shape=[len_k, HEAD_DIM],
@@ -156,9 +166,14 @@ def dkdv_sm90_kernel(
         layout=kv_smem,
     )
     head0 = kv_head * group
+    q_head = HEAD_DIM
+    q_shape = [len_q, group * HEAD_DIM]
+    if q_hrow > 0:
+        q_head = q_hrow * sqs
+        q_shape = [len_q + (group - 1) * q_hrow, HEAD_DIM]
     q_desc = tma.make_tensor_descriptor(
-        Q + row * sqb + head0 * HEAD_DIM + q_start * sqs,
-        shape=[len_q, group * HEAD_DIM],
+        Q + row * sqb + head0 * q_head + q_start * sqs,
+        shape=q_shape,
         strides=[sqs, 1],
         block_shape=[BLOCK_M, HEAD_DIM],
         layout=q_smem_layout,
@@ -194,7 +209,9 @@ def dkdv_sm90_kernel(
     tma.async_copy_global_to_shared(k_desc, [n0_a, 0], kv_bar, k_smem)
     tma.async_copy_global_to_shared(v_desc, [n0_a, 0], kv_bar, v_smem)
     g0, m0 = _tile(0, total_a, lo_a, nblk_a, lo_b, nblk_b, BLOCK_M)
-    _issue_tile(q_desc, do_desc, q_smem.index(0), do_smem.index(0), bars.index(0), g0, m0, total > 0, BLOCK_M, HEAD_DIM)
+    _issue_tile(
+        q_desc, do_desc, q_smem.index(0), do_smem.index(0), bars.index(0), g0, m0, total > 0, q_hrow, BLOCK_M, HEAD_DIM
+    )
     s_zero = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, s_layout)
 
     for blk in range(count):
@@ -218,6 +235,7 @@ def dkdv_sm90_kernel(
                 g_next,
                 m_next,
                 it + 1 < total,
+                q_hrow,
                 BLOCK_M,
                 HEAD_DIM,
             )

@@ -36,9 +36,13 @@ def _visible(offs_m, offs_kn, prefix, mask_m, mask_n, IS_CAUSAL: tl.constexpr, W
 
 
 @triton.jit
-def _tanh(x):
-    # the same tanh sglang's kernel uses, so softcapped scores round identically
-    return 2 * tl.sigmoid(2 * x) - 1
+def _tanh(x, PRECISE: tl.constexpr = False):
+    # the same tanh sglang's kernel uses, so softcapped scores round identically; PRECISE (fp32, for the backward):
+    # libdevice's, since 2 * sigmoid(2x) - 1 cancels for small x (an absolute error of ~cap * 2^-24 in the exponent)
+    if PRECISE:
+        return libdevice.tanh(x)
+    else:
+        return 2 * tl.sigmoid(2 * x) - 1
 
 
 @triton.jit
@@ -125,7 +129,7 @@ def _fwd_tile(
     else:
         qk *= sm_scale
     if SOFTCAP > 0:
-        qk = SOFTCAP * _tanh(qk / SOFTCAP)
+        qk = SOFTCAP * _tanh(qk / SOFTCAP, PRECISE)
     if MASK == 1 or (MASK == 3 and SOFTCAP > 0):  # mul.rn alone did not keep softcapped scores' bits
         # a select on the key bound alone: every key here is visible, but keeping a select keeps the compiler
         # from fusing `qk * scale - max` into one FMA, which would round differently from sglang's kernel
@@ -397,7 +401,13 @@ def attn_fwd_kernel(
             )
 
     lse_ptrs = LSE + head * lse_sh + row * lse_sb + q_start + offs_m
-    tl.store(lse_ptrs, e_max + _log(deno, PRECISE), mask=mask_m)
+    if PRECISE:
+        # fp32 inputs: the LSE array is fp64 and the sum is formed in fp64, since the rounding of an fp32 LSE
+        # (~5e-7 absolute at LSE ~ 8) would be the largest error in the backward's P, and so in fp32 dQ/dK
+        lse = e_max.to(tl.float64) + libdevice.log(deno.to(tl.float64))
+    else:
+        lse = e_max + _log(deno, PRECISE)
+    tl.store(lse_ptrs, lse, mask=mask_m)
     if COMPUTE_O:
         o_ptrs = O + row * sob + head * soh + (q_start + offs_m)[:, None] * sos + offs_d[None, :]
         tl.store(o_ptrs, acc / deno[:, None] * v_scale, mask=mask_m[:, None] & mask_d[None, :])

@@ -535,6 +535,10 @@ def _producer(
         k += 1
         it = gl.atomic_add(Counter, 1)
         _post(ring, item_ready, item_free, k, it)
+    # every program's last take fails exactly once (it >= total), so the last failing take of all is the counter's
+    # last use in this launch: it leaves the counter at 0 for the next launch on the stream (no zero-fill launch)
+    if it == total + gl.num_programs(0) - 1:
+        gl.atomic_xchg(Counter, 0)
 
 
 @gluon.jit
