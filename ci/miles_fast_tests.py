@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Upstream's own CPU tests (miles' `tests/fast`) inside a built miles-cpu image (run on purpose, not a test).
 
-Runs pytest on the miles tree the image holds (/root/miles), with no network and `HF_HUB_OFFLINE=1` (a hub lookup
-then fails at once instead of retrying), writes a JUnit file to a host folder mounted for that run, and prints
-passed / failed / errors / skipped, each collection error with its reason, and the failures grouped by exception
-class. The slow test `tests/test_miles_cpu.py` runs `tests/fast/backends` the same way and holds it to
-`tests/miles_fast_expected.json`; this script runs the whole of `tests/fast`, and the README keeps its last result.
+Runs pytest on the miles tree the image holds (/root/miles), with no network but loopback (the gloo tests' ranks
+meet there) and `HF_HUB_OFFLINE=1` (a hub lookup then fails at once instead of retrying), writes a JUnit file to a
+host folder mounted for that run, and prints passed / failed / errors / skipped, each collection error with its
+reason, and the failures grouped by exception class. The slow test `tests/test_miles_cpu.py` runs
+`tests/fast/backends` the same way and holds it to `tests/miles_fast_expected.json`; this script runs the whole of
+`tests/fast`, and the README keeps its last result.
 
     python3 -m ci.miles_fast_tests [--image miles:miles-cpu] [--json FILE] [PATH_IN_MILES ...]
 """
@@ -88,7 +89,7 @@ def parse_junit(path: Path) -> list[Case]:
 
 
 def run_in_image(client, image: str, paths: list[str], log=print) -> Run:
-    """pytest on `paths` (relative to the miles tree) in a fresh container of `image`: no network, hub offline,
+    """pytest on `paths` (relative to the miles tree) in a fresh container of `image`: loopback only, hub offline,
     the JUnit file written to a host folder mounted for this run only. The container is removed afterwards."""
     with tempfile.TemporaryDirectory(prefix="miles-fast-") as out:
         Path(out).chmod(0o777)
@@ -109,7 +110,7 @@ def run_in_image(client, image: str, paths: list[str], log=print) -> Run:
             image,
             argv,
             detach=True,
-            network_disabled=True,
+            network_mode="none",  # loopback only: the gloo tests' ranks meet on 127.0.0.1
             working_dir=MILES,
             environment={"HF_HUB_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": "1"},
             volumes={out: {"bind": "/tmp/out", "mode": "rw"}},
