@@ -88,9 +88,11 @@ def parse_junit(path: Path) -> list[Case]:
     return cases
 
 
-def run_in_image(client, image: str, paths: list[str], log=print) -> Run:
+def run_in_image(client, image: str, paths: list[str], log=print, stop_after: float | None = None) -> Run:
     """pytest on `paths` (relative to the miles tree) in a fresh container of `image`: loopback only, hub offline,
-    the JUnit file written to a host folder mounted for this run only. The container is removed afterwards."""
+    the JUnit file written to a host folder mounted for this run only. The container is removed afterwards. After
+    `stop_after` seconds pytest gets SIGINT: it ends the session as on Ctrl-C and writes the JUnit file for the
+    tests that ran (pytest's exit 2)."""
     with tempfile.TemporaryDirectory(prefix="miles-fast-") as out:
         Path(out).chmod(0o777)
         argv = [
@@ -116,7 +118,7 @@ def run_in_image(client, image: str, paths: list[str], log=print) -> Run:
             volumes={out: {"bind": "/tmp/out", "mode": "rw"}},
         )
         try:
-            code = container.wait()["StatusCode"]
+            code = _wait(container, stop_after)
             logs = container.logs().decode(errors="replace")
         finally:
             container.remove(force=True)
@@ -145,6 +147,16 @@ def judge(run: Run, expected: dict[str, tuple[str, str]]) -> list[str]:
         elif not bad[test].reason.startswith(raises):
             problems.append(f"listed as raising {raises}, failed with: {bad[test].reason}")
     return problems
+
+
+def _wait(container, stop_after: float | None) -> int:
+    import requests
+
+    try:
+        return container.wait(timeout=stop_after)["StatusCode"]
+    except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):  # timed out: Ctrl-C it
+        container.kill(signal="SIGINT")
+        return container.wait(timeout=300)["StatusCode"]
 
 
 def failure_classes(cases: list[Case]) -> list[tuple[str, int]]:
@@ -176,11 +188,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--image", default="miles:miles-cpu")
     ap.add_argument("--json", type=Path, help="also write every case (id, outcome, reason) as JSON here")
+    ap.add_argument("--stop-after", type=float, metavar="MINUTES", help="interrupt pytest then (it reports what ran)")
     ap.add_argument("paths", nargs="*", default=["tests/fast"])
     args = ap.parse_args()
     import docker
 
-    run = run_in_image(docker.from_env(), args.image, args.paths)
+    stop = args.stop_after * 60 if args.stop_after else None
+    run = run_in_image(docker.from_env(), args.image, args.paths, stop_after=stop)
     report(run)
     if args.json:
         args.json.write_text(json.dumps([c.__dict__ for c in run.cases], indent=1) + "\n")
