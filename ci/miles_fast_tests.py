@@ -74,7 +74,7 @@ def parse_junit(path: Path) -> list[Case]:
     for tc in ET.parse(path).getroot().iter("testcase"):
         cls, name = tc.get("classname") or "", tc.get("name") or ""
         if not cls and not name:
-            continue  # the nameless case pytest's JUnit writer adds for an interrupted session, not a test
+            continue  # a case with no name names no test (one was seen in an interrupted session's file)
         ident = f"{cls}::{name}" if cls else name
         failure, error, skipped = tc.find("failure"), tc.find("error"), tc.find("skipped")
         if error is not None and not cls and "collection failure" in (error.get("message") or ""):
