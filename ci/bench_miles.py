@@ -8,6 +8,7 @@ actor in an unpacked copy of the source, so only the layers after the miles sour
 build cache is left alone; the bench's tag is `miles-bench:miles-cpu`.
 
     python -m ci.bench_miles [--source ../shared/upstream/miles-v0.1.0.tar.gz]
+                             [--megatron ../shared/upstream/megatron-lm-37f91617b.tar.gz]
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ def build(argv) -> tuple:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--source", default=str(ROOT.parent / "shared" / "upstream" / "miles-v0.1.0.tar.gz"))
+    ap.add_argument("--megatron", default=str(ROOT.parent / "shared" / "upstream" / "megatron-lm-37f91617b.tar.gz"))
     args = ap.parse_args()
     import docker
 
@@ -58,7 +60,7 @@ def main() -> int:
         with tarfile.open(args.source) as tar:
             tar.extractall(tmp, filter="data")
         tree = next(Path(tmp).iterdir())
-        source = ["--source", f"miles={tree}"]
+        source = ["--source", f"miles={tree}", "--source", f"megatron_lm={args.megatron}"]
         rows = [
             ("cold (--no-cache; base and wheelhouse kept)", *build(source + ["--no-cache"])),
             ("no-op rebuild", *build(source)),

@@ -34,6 +34,18 @@ MILES_COMMIT = _miles_commit()
 SNAPSHOT = snapshot_of(MILES_COMMIT) or UPSTREAM / f"miles-{MILES_COMMIT[:9]}.tar.gz"
 
 
+def _megatron_commit() -> str:
+    from toolkit.spec import load_catalog
+
+    return load_catalog().resolve("miles-cpu").components["megatron_lm"]["ref"]
+
+
+# The Megatron-LM commit miles-cpu builds (its lock's), and its snapshot: every miles-cpu build of the tests passes
+# both trees as `--source`, as the README's main command does.
+MEGATRON_COMMIT = _megatron_commit()
+MEGATRON_SNAPSHOT = snapshot_of(MEGATRON_COMMIT) or UPSTREAM / f"megatron-lm-{MEGATRON_COMMIT[:9]}.tar.gz"
+
+
 def run_build_py(*args, cwd=ROOT, env=None, timeout=1800):
     """Run build.py as a user would; return the CompletedProcess (text stdout/stderr)."""
     return subprocess.run(

@@ -1,6 +1,7 @@
-"""Integration, real engine: the miles-cpu image from upstream's real miles source (the snapshot beside the repo),
-its gates run again on the built image, and upstream's incident reproduced on a real miles tree: a zero-context
-hunk placed by line number after the file drifted must fail the build naming the file and line, tag unmoved."""
+"""Integration, real engine: the miles-cpu image from upstream's real miles and Megatron-LM sources (the snapshots
+beside the repo), its gates run again on the built image, upstream's own `tests/fast/backends` run in it, and
+upstream's incident reproduced on a real miles tree: a zero-context hunk placed by line number after the file
+drifted must fail the build naming the file and line, tag unmoved."""
 
 from __future__ import annotations
 
@@ -8,20 +9,23 @@ import re
 import tarfile
 
 import pytest
-from support import MILES_COMMIT, ROOT, SNAPSHOT, git, run_build_py
+from support import MEGATRON_COMMIT, MEGATRON_SNAPSHOT, MILES_COMMIT, ROOT, SNAPSHOT, git, run_build_py
+
+from ci import miles_fast_tests
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 COMMIT = MILES_COMMIT
 IMAGE = "miles:miles-cpu"
 ACTOR = "miles/backends/fsdp_utils/actor.py"
+MEGATRON = ("--source", f"megatron_lm={MEGATRON_SNAPSHOT}")
 
 
 @pytest.fixture(scope="session")
 def miles_cpu_image(docker_client):
-    if not SNAPSHOT.exists():
-        pytest.skip("the upstream miles snapshot (shared/upstream) is not beside the repo")
-    proc = run_build_py("build", "--target", "miles-cpu", "--source", f"miles={SNAPSHOT}")
+    if not SNAPSHOT.exists() or not MEGATRON_SNAPSHOT.exists():
+        pytest.skip("the upstream miles or Megatron-LM snapshot (shared/upstream) is not beside the repo")
+    proc = run_build_py("build", "--target", "miles-cpu", "--source", f"miles={SNAPSHOT}", *MEGATRON)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return IMAGE
 
@@ -29,6 +33,7 @@ def miles_cpu_image(docker_client):
 def test_the_image_runs_upstream_miles_wired_to_the_bridge(docker_client, miles_cpu_image):
     labels = docker_client.images.get(miles_cpu_image).labels
     assert f"archive of commit {COMMIT}" in labels["io.miles.source.miles"]
+    assert f"archive of commit {MEGATRON_COMMIT}" in labels["io.miles.source.megatron_lm"]
     code = (
         "import inspect, miles, sglang_attn_bridge; "
         "from miles.backends.fsdp_utils.actor import FSDPTrainRayActor as A; "
@@ -87,7 +92,7 @@ def test_a_tree_corrupted_like_upstreams_fails_the_build_naming_actor_py_and_its
     tree = tmp_path / "miles"
     line = corrupt_like_upstream(tree)
     before = docker_client.images.get(miles_cpu_image).id
-    proc = run_build_py("build", "--target", "miles-cpu", "--source", f"miles={tree}")
+    proc = run_build_py("build", "--target", "miles-cpu", "--source", f"miles={tree}", *MEGATRON)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     fails = [ln for ln in proc.stdout.splitlines() if "FAIL" in ln and "actor.py" in ln]
     assert any(f"{ACTOR}:{line}: IndentationError" in ln for ln in fails), proc.stdout
@@ -101,3 +106,14 @@ def test_a_tree_corrupted_like_upstreams_fails_the_build_naming_actor_py_and_its
     copy = next(n for n, ln in steps.items() if ln.startswith("COPY --from=src-miles"))
     before_copy = [ln for n, ln in steps.items() if 1 < n < copy]
     assert len(before_copy) >= 3 and all(ln.endswith("cached") for ln in before_copy), proc.stdout
+
+
+def test_upstreams_fast_backend_tests_pass_in_the_image(docker_client, miles_cpu_image):
+    """Upstream's `tests/fast/backends` (FSDP, Megatron, sglang utils), unchanged, in the image with no network:
+    everything collects, and every test passes or fails as the reasoned list of tests/miles_fast_expected.json says
+    (with its exception); a listed test that passes must leave the list."""
+    run = miles_fast_tests.run_in_image(docker_client, miles_cpu_image, ["tests/fast/backends"])
+    assert run.counts()["passed"] > 400, run.log_tail  # the suite ran, not a stray subset
+    assert not run.of("collection"), [f"{c.id}: {c.reason}" for c in run.of("collection")]
+    problems = miles_fast_tests.judge(run, miles_fast_tests.expected_for("tests/fast/backends"))
+    assert not problems, "\n".join(problems)

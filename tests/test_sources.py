@@ -7,7 +7,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from support import MILES_COMMIT, ROOT, SNAPSHOT, git, run_build_py
+from support import MEGATRON_COMMIT, MILES_COMMIT, ROOT, SNAPSHOT, git, run_build_py
 
 from toolkit.bake import bake_file
 from toolkit.context import build_labels, keep, plan_hash, stage
@@ -18,6 +18,7 @@ from toolkit.sources import overrides_for, parse_overrides, stage_local, tree_di
 from toolkit.spec import load_catalog
 
 COMMIT = MILES_COMMIT
+MEGATRON = f"https://github.com/radixark/Megatron-LM.git#{MEGATRON_COMMIT}"
 
 
 def miles_cpu():
@@ -142,7 +143,7 @@ def test_the_input_hash_follows_the_source_that_was_used(tmp_path):
     assert build_labels(local, ctx1)["io.miles.source.miles"].startswith("local t sha256:")
     pinned_ctx = stage(pinned, text, build_dir=tmp_path / "b4")
     remote = f"https://github.com/radixark/miles.git#{COMMIT}"
-    assert pinned_ctx.build_contexts == {"src-miles": remote}
+    assert pinned_ctx.build_contexts == {"src-miles": remote, "src-megatron_lm": MEGATRON}
     assert pinned_ctx.input_hash == plan_hash(pinned, text)
     assert build_labels(pinned, pinned_ctx)["io.miles.source.miles"] == remote
 
@@ -163,7 +164,10 @@ def test_bake_targets_carry_their_named_contexts(tmp_path):
     plan = make_plan(miles_cpu(), revision="r")
     ctx = stage(plan, render(plan), build_dir=tmp_path)
     target = bake_file([(plan, ctx)])["target"]["miles-cpu"]
-    assert target["contexts"] == {"src-miles": f"https://github.com/radixark/miles.git#{COMMIT}"}
+    assert target["contexts"] == {
+        "src-miles": f"https://github.com/radixark/miles.git#{COMMIT}",
+        "src-megatron_lm": MEGATRON,
+    }
     assert target["args"]["BUILDKIT_CONTEXT_KEEP_GIT_DIR"] == "1"  # a git named context keeps its .git
     assert target["labels"]["io.miles.source.miles"].endswith(COMMIT)
 
@@ -189,7 +193,7 @@ def test_bake_source_goes_to_the_targets_that_have_the_component(tmp_path):
     variants = [catalog.resolve("miles-cpu"), catalog.resolve("smoke")]
     item = f"miles={small_tree(tmp_path / 'src')}"
     assert overrides_for(variants, [item]) == {"miles-cpu": [item], "smoke": []}
-    with pytest.raises(UsageError, match="no target here has the git component 'megatron' \\(miles\\)"):
+    with pytest.raises(UsageError, match="no target here has the git component 'megatron' \\(megatron_lm, miles\\)"):
         overrides_for(variants, [f"megatron={tmp_path}"])
     with pytest.raises(UsageError, match="expected NAME=PATH"):
         overrides_for(variants, ["miles"])

@@ -1,14 +1,15 @@
 # Rendered by build.py from images/miles-cpu.yaml, variant miles-cpu. Do not edit: change the spec or the template.
-FROM miles-base:bookworm-minbase-py311-git
+FROM miles-base:bookworm-minbase-py311-git-gxx
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 
 ENV VIRTUAL_ENV=/opt/venv PATH=/opt/venv/bin:$PATH PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python3 -m venv /opt/venv
 # ---- The family's pins: what miles' requirements leave out, and sglang's CPU import set.
-RUN --mount=type=bind,from=miles-wheelhouse:miles-cpu-6713cba6d4d226f9,target=/tmp/wheelhouse \
+RUN --mount=type=bind,from=miles-wheelhouse:miles-cpu-88c8a810858ae322,target=/tmp/wheelhouse \
     pip install --no-cache-dir --no-index --find-links /tmp/wheelhouse --constraint /tmp/wheelhouse/constraints.txt \
-    torch==2.13.0+cpu \
-    triton==3.9.0 \
+    torch==2.14.1 \
+    torchvision==0.29.1 \
+    triton==3.8.0 \
     setuptools==80.9.0 \
     wheel==0.48.0 \
     pytest==9.2.0 \
@@ -19,12 +20,22 @@ RUN --mount=type=bind,from=miles-wheelhouse:miles-cpu-6713cba6d4d226f9,target=/t
     pyzmq==27.3.0 \
     ipython==9.18.1 \
     partial-json-parser==0.2.1.1.post7 \
-    xgrammar==0.2.7
-# ---- sglang's metadata pins its CUDA serving stack (sglang-kernel, flashinfer, cuda-python, torch 2.14.1, ...).
-RUN --mount=type=bind,from=miles-wheelhouse:miles-cpu-6713cba6d4d226f9,target=/tmp/wheelhouse \
-    pip install --no-cache-dir --no-index --find-links /tmp/wheelhouse --constraint /tmp/wheelhouse/constraints.txt --no-deps sglang==0.5.22
+    xgrammar==0.2.1 \
+    einops==0.8.2 \
+    pybind11==3.1.0 \
+    sentencepiece==0.2.3 \
+    compressed-tensors==0.20.1 \
+    gguf==0.19.0
+# ---- sglang's metadata pins its CUDA serving stack (sglang-kernel, flashinfer, cuda-python, torch 2.11.0, ...).
+RUN --mount=type=bind,from=miles-wheelhouse:miles-cpu-88c8a810858ae322,target=/tmp/wheelhouse \
+    pip install --no-cache-dir --no-index --find-links /tmp/wheelhouse --constraint /tmp/wheelhouse/constraints.txt --no-deps sglang==0.5.16
+# ---- Megatron-LM as the GPU images install it (an editable checkout at /root/Megatron-LM, helpers_cpp compiled);
+# ---- offline, so its build requirements come from the venv instead of an isolated environment.
+COPY --from=src-megatron_lm / /root/Megatron-LM
+RUN --mount=type=bind,from=miles-wheelhouse:miles-cpu-88c8a810858ae322,target=/tmp/wheelhouse \
+    pip install --no-cache-dir --no-index --find-links /tmp/wheelhouse --constraint /tmp/wheelhouse/constraints.txt --no-build-isolation -e /root/Megatron-LM
 # ---- miles as the GPU images install it, offline from the pin set (setuptools and wheel are in the venv).
-RUN --mount=type=bind,from=miles-wheelhouse:miles-cpu-6713cba6d4d226f9,target=/tmp/wheelhouse \
+RUN --mount=type=bind,from=miles-wheelhouse:miles-cpu-88c8a810858ae322,target=/tmp/wheelhouse \
     --mount=type=bind,from=src-miles,source=requirements.txt,target=/tmp/requirements.in --mount=type=bind,source=tools,target=/tmp/tools \
     /opt/venv/bin/python /tmp/tools/requirements.py /tmp/requirements.in --exclude nvidia-resiliency-ext >/tmp/requirements.txt && \
     pip install --no-cache-dir --no-index --find-links /tmp/wheelhouse --constraint /tmp/wheelhouse/constraints.txt --no-build-isolation -r /tmp/requirements.txt && \
@@ -34,14 +45,14 @@ RUN --mount=type=bind,source=patches,target=/tmp/patches \
     git -C /root/miles apply --check -p1 /tmp/patches/miles-attn-bridge.patch && \
     git -C /root/miles apply -p1 /tmp/patches/miles-attn-bridge.patch && \
     git -C /root/miles apply --reverse --check -p1 /tmp/patches/miles-attn-bridge.patch
-RUN --mount=type=bind,from=miles-wheelhouse:miles-cpu-6713cba6d4d226f9,target=/tmp/wheelhouse \
+RUN --mount=type=bind,from=miles-wheelhouse:miles-cpu-88c8a810858ae322,target=/tmp/wheelhouse \
     pip install --no-cache-dir --no-index --find-links /tmp/wheelhouse --constraint /tmp/wheelhouse/constraints.txt --no-deps --no-build-isolation -e /root/miles
 WORKDIR /root/miles
 
 # ---- The attention bridge: its own distribution, installed like any other package (no overlay into miles).
 # ---- Late and bind-mounted, so a bridge-only edit rebuilds this step and the gates, nothing before it. The host's CA
 # ---- bundle is mounted as a secret on every family (offline ones too), so every build proves it never lands in a layer.
-RUN --mount=type=bind,source=bridge,target=/tmp/sglang-attn-bridge,rw --mount=type=secret,id=pip-ca --mount=type=bind,from=miles-wheelhouse:miles-cpu-6713cba6d4d226f9,target=/tmp/wheelhouse \
+RUN --mount=type=bind,source=bridge,target=/tmp/sglang-attn-bridge,rw --mount=type=secret,id=pip-ca --mount=type=bind,from=miles-wheelhouse:miles-cpu-88c8a810858ae322,target=/tmp/wheelhouse \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     /opt/venv/bin/python -m pip install --no-cache-dir --no-index --find-links /tmp/wheelhouse --constraint /tmp/wheelhouse/constraints.txt --no-deps --no-build-isolation /tmp/sglang-attn-bridge
 
@@ -53,6 +64,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
     cd /tmp/gates && /opt/venv/bin/python -m verify --config gates.json --json -
 
 LABEL org.opencontainers.image.title="miles" \
-      org.opencontainers.image.base.name="miles-base:bookworm-minbase-py311-git" \
+      org.opencontainers.image.base.name="miles-base:bookworm-minbase-py311-git-gxx" \
       io.miles.variant="miles-cpu" \
-      io.miles.spec-digest="f4411240a4f6ccd722cb2d7e4cc4389321c743666835b148c385fc694870746d"
+      io.miles.spec-digest="00f95c84cec1ab0ea8ffba62d1e2b3c54d70fc26ab584ff4f1373319f9853507"
