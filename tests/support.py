@@ -114,3 +114,12 @@ def pypi_wheel(name: str, version: str, folder: Path = WHEELS) -> Path:
 
 def sglang_wheel(version: str) -> Path:
     return pypi_wheel("sglang", version, SGLANG_WHEELS)
+
+
+def remove_images(client, *refs):
+    """Remove test images by tag, each one that still exists (clean-up in a `finally`)."""
+    for ref in refs:
+        try:
+            client.images.remove(ref, noprune=True)
+        except Exception:  # already gone
+            pass

@@ -15,7 +15,7 @@ import zipfile
 import pytest
 import yaml
 from local_servers import ArtifactServer, GitServer, env_for
-from support import run_build_py
+from support import remove_images, run_build_py
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 SUFFIX = "artifact-test"
@@ -114,8 +114,4 @@ def test_artifacts_are_fetched_by_digest_and_a_wrong_digest_fails_the_build(proj
     finally:
         g.stop()
         a.stop()
-        for tag in dict.fromkeys(tags):
-            try:
-                docker_client.images.remove(tag)
-            except Exception:
-                pass
+        remove_images(docker_client, *dict.fromkeys(tags))

@@ -17,17 +17,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from support import run_build_py
+from support import remove_images, run_build_py
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
-
-
-def remove(client, *refs):
-    for ref in refs:
-        try:
-            client.images.remove(ref, noprune=True)
-        except Exception:  # already gone
-            pass
 
 
 def _cmdline(pid: int) -> list:
@@ -194,7 +186,7 @@ def test_a_signal_during_debootstrap_stops_it_and_removes_its_root(project_copy,
         with pytest.raises(Exception):
             docker_client.images.get(base)
     finally:
-        remove(docker_client, base)
+        remove_images(docker_client, base)
 
 
 class HangingEngine:
@@ -287,7 +279,7 @@ def test_skip_existing_honours_the_tag(smoke_image, docker_client):
         again = run_build_py("--target", "smoke", "--tag", tag, "--skip-existing")  # now it points there: a skip
         assert again.returncode == 0 and f"skip: {hash_tag} exists locally" in again.stdout, again.stdout
     finally:
-        remove(docker_client, tag)
+        remove_images(docker_client, tag)
 
 
 def test_verify_on_an_image_without_the_targets_python_is_one_line(docker_client, tmp_path):
@@ -304,4 +296,4 @@ def test_verify_on_an_image_without_the_targets_python_is_one_line(docker_client
         assert len(lines) == 1 and "cannot run /opt/venv/bin/python, the target's python" in lines[0], lines
         assert not docker_client.containers.list(all=True, filters={"ancestor": ref})  # its container removed
     finally:
-        remove(docker_client, ref)
+        remove_images(docker_client, ref)

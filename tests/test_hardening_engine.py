@@ -19,17 +19,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from support import run_build_py
+from support import remove_images, run_build_py
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
-
-
-def remove(client, *refs):
-    for ref in refs:
-        try:
-            client.images.remove(ref, noprune=True)
-        except Exception:  # already gone
-            pass
 
 
 def env_of(client, ref) -> dict:
@@ -74,7 +66,7 @@ def test_concurrent_builds_never_cross(project_copy, docker_client):
         )
         assert again.returncode == 0 and f"skip: {tagged(procs[1].stdout)[1]} exists locally" in again.stdout
     finally:
-        remove(docker_client, *refs)
+        remove_images(docker_client, *refs)
 
 
 def _small_wheelhouse_spec(project: Path, pip: dict) -> None:
@@ -146,7 +138,7 @@ def test_two_wheelhouse_preparations_at_once_never_show_a_half_folder(project_co
         assert len(folders) == 1 and folders[0].startswith("smoke-"), folders  # no partial download left
         assert [p.name for p in (cache / "wheelhouse" / folders[0]).glob("idna-3.20-*.whl")]
     finally:
-        remove(docker_client, *set(made))
+        remove_images(docker_client, *set(made))
 
 
 def test_runtime_env_is_judged_by_the_gates(project_copy, docker_client):
@@ -154,7 +146,7 @@ def test_runtime_env_is_judged_by_the_gates(project_copy, docker_client):
     tag = f"harden-pyhome-{secrets.token_hex(3)}:1"
     proc = run_build_py("--target", "smoke", "--set", "env.PYTHONHOME=/nonexistent", "--tag", tag, cwd=project_copy)
     refs = tagged(proc.stdout)
-    remove(docker_client, *refs)
+    remove_images(docker_client, *refs)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "FAILED step:" in proc.stdout and "-m verify" in proc.stdout
     assert refs == []
@@ -195,7 +187,7 @@ def test_tags_move_together_or_not_at_all(docker_client, tmp_path):
         tag_all(docker_client, new, (kept, fresh))
         assert docker_client.images.get(kept).id == docker_client.images.get(fresh).id == new
     finally:
-        remove(docker_client, kept, fresh, f"harden-tags-{token}:new")
+        remove_images(docker_client, kept, fresh, f"harden-tags-{token}:new")
 
 
 def test_registry_is_not_prefixed_onto_a_tag_that_names_one(project_copy, docker_client):
@@ -215,7 +207,7 @@ def test_registry_is_not_prefixed_onto_a_tag_that_names_one(project_copy, docker
         assert refs[1].startswith("localhost:5999/harden/miles:smoke-")
         assert docker_client.images.get(refs[0]).id == docker_client.images.get(refs[1]).id
     finally:
-        remove(docker_client, *refs)
+        remove_images(docker_client, *refs)
 
 
 def _children(pid: int) -> list:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import yaml
 from local_servers import GitServer, env_for
-from support import run_build_py
+from support import remove_images, run_build_py
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 SUFFIX = "lock-remote-test"
@@ -43,8 +43,4 @@ def test_a_locked_remote_git_source_is_fetched_by_buildkit_and_labelled(project_
             assert "--source" not in proc.stdout and "local " not in image.labels["io.miles.source.demo"]
     finally:
         g.stop()
-        for tag in dict.fromkeys(tags):
-            try:
-                docker_client.images.remove(tag)
-            except Exception:
-                pass
+        remove_images(docker_client, *dict.fromkeys(tags))
