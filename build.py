@@ -73,10 +73,9 @@ def check_tags(plan, reg) -> None:
 
 
 def cmd_build(args) -> int:
-    from toolkit.base_image import ensure_base
+    from toolkit import builders, local_images
     from toolkit.context import stage
     from toolkit.sources import apply_refs
-    from toolkit.wheelhouse import ensure_wheelhouse_image
 
     variant = apply_refs(load_catalog().resolve(args.target), args.ref, args.source)
     secrets = [parse_secret(s) for s in args.secret]
@@ -91,38 +90,94 @@ def cmd_build(args) -> int:
         sources=args.source,
     )
     refuse_zero_context(plan)
+    local_images.check_platforms(plan.variant)
     text = render(plan)
     plan = registry.with_registry(plan, args.registry)
     check_tags(plan, args.registry)
+    check_cache(args)
+    extra_tags = tags_asked(args, plan)
     # One clean-up scope around everything this build creates on the host (toolkit/cleanup.py). Staging needs no
     # engine, so a `--source` that cannot be staged is refused before one is asked.
     with Scope() as scope:
         ctx = stage(plan, text, scope=scope)
-        client = engine.connect()
+        client = engine.connect()  # this machine's engine: where the images only this machine can make are made
         engine.buildx_cmd()
-        ensure_base(client, plan.variant, log=out, scope=scope)
-        ensure_wheelhouse_image(client, plan.variant, log=out, scope=scope)
-        return build_staged(args, client, plan, ctx)
+        builder = builders.resolve(args.builder)
+        platforms = plan.variant.platforms
+        builders.check(builder, platforms, push=args.push, cache_export=bool(args.cache))
+        contexts: tuple = ()
+        if local_images.needs_registry(builder, platforms, bool(args.cache or args.cache_from)):
+            if local_images.names(plan.variant):
+                contexts = local_images.publish(client, plan.variant, platforms, args.registry, log=out, scope=scope)
+        else:
+            local_images.ensure(client, plan.variant, platforms, log=out, scope=scope)
+        where = builders.where(builder, plan, contexts, args.cache, args.cache_from)
+        return build_staged(args, builder, client, plan, ctx, where, extra_tags)
 
 
-def build_staged(args, client, plan, ctx) -> int:
+def check_cache(args) -> None:
+    for option in ("cache", "cache_from"):
+        ref = getattr(args, option, None)
+        if ref and reference_problem(f"{ref}:x"):
+            flag = "--" + option.replace("_", "-")
+            raise UsageError(f"{flag} {short(ref)}: not a registry repository, e.g. ghcr.io/org/miles-cache")
+
+
+def tags_asked(args, plan) -> list:
+    """Upstream's tag names (`--image-tag`), in the registry when one is given; checked like every tag."""
+    if not args.image_tag:
+        if args.custom_tag:
+            raise UsageError("--custom-tag needs --image-tag custom")
+        return []
+    from toolkit.upstream_tags import upstream_tags
+
+    refs = [registry.qualify(t, args.registry) for t in upstream_tags(plan.variant, args.image_tag, args.custom_tag)]
+    for ref in refs:
+        problem = moving_tag_problem(ref)
+        if problem:
+            raise UsageError(f"--image-tag {args.image_tag}: {problem}")
+    return refs
+
+
+def build_staged(args, builder, client, plan, ctx, where, extra_tags=()) -> int:
     """Skip, build, tag, push: everything that runs on a staged context (cmd_build's scope removes it afterwards)."""
+    import dataclasses
+
+    from toolkit import builders
+
     hash_tag = registry.hash_tag(plan, ctx.short_hash, args.registry)
+    refs = (plan.image, hash_tag, *extra_tags)
     out(f"target {plan.name}: base {plan.variant.base}, input hash {ctx.short_hash}, tag {plan.image}")
+    if builder.name:
+        out(f"builder {builder.label}: {builder.driver} driver, platforms {','.join(plan.variant.platforms)}")
     if args.skip_existing:
-        where, note = registry.find_existing(client, hash_tag, args.registry, pushing=args.push, moving=plan.image)
+        where_, note = registry.find_existing(
+            builder.client() if builder.engine_local else client,
+            hash_tag,
+            args.registry,
+            pushing=args.push,
+            moving=plan.image,
+        )
         if note:
             out(f"note: {note}")
-        if where:
-            out(f"skip: {hash_tag} exists {where} (same input hash); nothing to build")
+        if where_:
+            out(f"skip: {hash_tag} exists {where_} (same input hash); nothing to build")
             return 0
-    image_id = engine.build(plan, ctx, out=out)
-    # Only now, with every gate passed inside the build, do tags move: both, or neither.
-    engine.tag_all(client, image_id, (plan.image, hash_tag))
-    for ref in (plan.image, hash_tag):
+    if args.push and builders.pushes_itself(builder, plan.variant.platforms):
+        # The builder pushes the image itself, and only when every step, gates included, passed.
+        digest = engine.build(plan, ctx, out=out, where=dataclasses.replace(where, push=refs))
+        for ref in refs:
+            out(f"pushed {ref}@{digest}")
+        out(f"digest: {registry.repository_of(hash_tag)}@{digest}")
+        return 0
+    image_id = engine.build(plan, ctx, out=out, where=where)
+    # Only now, with every gate passed inside the build, do tags move: all, or none.
+    target = builder.client() if builder.name else client
+    engine.tag_all(target, image_id, refs)
+    for ref in refs:
         out(f"tagged {ref}")
     if args.push:
-        digests = {engine.push(client, ref, out=out) for ref in (plan.image, hash_tag)}
+        digests = {engine.push(target, ref, out=out) for ref in refs}
         for digest in sorted(digests):
             out(f"digest: {registry.repository_of(hash_tag)}@{digest}")
     return 0
@@ -139,46 +194,60 @@ def cmd_verify(args) -> int:
         write_cst(variant.gates, variant.python, args.export_cst)
         out(f"wrote {args.export_cst}: container-structure-test config for {variant.name}")
         return 0
-    from toolkit.verify_image import verify_image
+    from toolkit.verify_image import by_platform, verify_image
 
     image = args.image or f"{variant.repository}:{variant.tag_suffix}"
-    rc = verify_image(engine.connect(), variant, image, json_path=args.json, junit_path=args.junit, out=out)
-    out(f"verify {variant.name} on {image}: {'PASS' if rc == 0 else 'FAIL'}")
-    return rc
+    client = engine.connect()
+    images = by_platform(client, image, args.platform)  # [(platform or None, ref)]: one per platform of a list
+    if len(images) > 1 and (args.json or args.junit):
+        raise UsageError(f"{image} holds {len(images)} platforms: pick one with --platform for --json/--junit")
+    worst = 0
+    for platform, ref in images:
+        rc = verify_image(client, variant, ref, json_path=args.json, junit_path=args.junit, out=out)
+        on = f" ({platform})" if platform else ""
+        out(f"verify {variant.name} on {ref}{on}: {'PASS' if rc == 0 else 'FAIL'}")
+        worst = max(worst, rc)
+    return worst
 
 
 def cmd_bake(args) -> int:
+    from toolkit import builders, local_images
     from toolkit.bake import bake_file
-    from toolkit.base_image import ensure_base
     from toolkit.context import keep, stage
     from toolkit.sources import apply_refs, overrides_for, refs_for
-    from toolkit.wheelhouse import ensure_wheelhouse_image
 
     log = out if args.output else (lambda line: print(line, file=sys.stderr, flush=True))
     if args.output:
         check_output("-o", args.output)
-    if args.cache and reference_problem(f"{args.cache}:x"):
-        raise UsageError(f"--cache {short(args.cache)}: not a registry repository, e.g. ghcr.io/org/miles-cache")
+    check_cache(args)
     catalog, pip_ca, staged = load_catalog(), host_pip_ca(), []
     variants = [catalog.variants[n] for n in dict.fromkeys(catalog.resolve(t).name for t in args.target)]
     sources, refs = overrides_for(variants, args.source), refs_for(variants, args.ref)
+    builder = builders.resolve(args.builder) if args.builder else None
     with Scope() as scope:  # what is not kept (renamed into place) is removed, however the command ends
         for variant in variants:
             variant = apply_refs(variant, refs[variant.name], sources[variant.name])
             plan = make_plan(variant, pip_ca=pip_ca, sources=sources[variant.name])
             refuse_zero_context(plan)
+            local_images.check_platforms(plan.variant)
             check_tags(registry.with_registry(plan, args.registry), args.registry)
-            if plan.variant.base_build:  # images made on this machine: only a local (docker driver) builder sees them
+            platforms, images = plan.variant.platforms, ()
+            if builder is not None:  # bake pushes (`--push`): what the builder cannot do is refused now
+                builders.check(builder, platforms, push=True, cache_export=bool(args.cache))
+            if local_images.names(plan.variant):  # images made on this machine: only its engine sees them
                 client = engine.connect()
-                ensure_base(client, plan.variant, log=log, scope=scope)
-                ensure_wheelhouse_image(client, plan.variant, log=log, scope=scope)
+                if builder is not None and local_images.needs_registry(builder, platforms, bool(args.cache)):
+                    images = local_images.publish(client, plan.variant, platforms, args.registry, log=log, scope=scope)
+                else:
+                    local_images.ensure(client, plan.variant, platforms, log=log, scope=scope)
             ctx = keep(stage(plan, render(plan), scope=scope))
             log(f"target {plan.name}: input hash {ctx.short_hash}, context {ctx.path}")
-            staged.append((plan, ctx))
-    text = json.dumps(bake_file(staged, registry=args.registry, cache=args.cache), indent=2) + "\n"
+            staged.append((plan, ctx, images))
+    text = json.dumps(bake_file(staged, args.registry, args.cache, args.cache_from), indent=2) + "\n"
     if args.output:
         write_output(args.output, text)
-        log(f"wrote {args.output}: {len(staged)} target(s); run `docker buildx bake -f {args.output}`")
+        on = f" --builder {args.builder}" if args.builder else ""
+        log(f"wrote {args.output}: {len(staged)} target(s); run `docker buildx bake{on} -f {args.output}`")
     else:
         sys.stdout.write(text)
     return 0
@@ -209,6 +278,12 @@ COMMAND_FUNCS = {
     "lock": cmd_lock,
     "list": cmd_list,
 }
+
+
+def fleet_options(p) -> None:
+    p.add_argument("--builder", metavar="NAME", help="buildx builder or docker context (default: the engine)")
+    p.add_argument("--cache", metavar="REF", help="registry cache: import REF:<target> and export to it (mode=max)")
+    p.add_argument("--cache-from", metavar="REF", help="registry cache: import only (any builder)")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -243,6 +318,9 @@ def parser() -> argparse.ArgumentParser:
         help="do nothing when an image with this input hash exists locally or in the target registry",
     )
     b.add_argument("--registry", help="registry/namespace the tags live in, e.g. ghcr.io/org (REGISTRY/repository:tag)")
+    fleet_options(b)
+    b.add_argument("--image-tag", choices=("dev", "latest", "custom"), help="also upstream's tag names (spec data)")
+    b.add_argument("--custom-tag", metavar="NAME", help="the name for --image-tag custom")
 
     r = sub.add_parser("render", help="print (or write) the rendered Dockerfile")
     r.add_argument("--target", required=True)
@@ -251,7 +329,8 @@ def parser() -> argparse.ArgumentParser:
 
     v = sub.add_parser("verify", help="run the target's gates inside an existing image")
     v.add_argument("--target", required=True)
-    v.add_argument("--image", help="image to verify (default: the target's tag)")
+    v.add_argument("--image", help="image to verify (default: the target's tag); a registry list: every platform")
+    v.add_argument("--platform", help="verify only this platform of a multi-platform image (e.g. linux/arm64)")
     v.add_argument("--json", metavar="FILE")
     v.add_argument("--junit", metavar="FILE")
     v.add_argument("--export-cst", metavar="FILE", help="write the gates as a container-structure-test config instead")
@@ -260,7 +339,7 @@ def parser() -> argparse.ArgumentParser:
     k.add_argument("--target", action="append", required=True)
     k.add_argument("-o", "--output", metavar="FILE")
     k.add_argument("--registry", help="registry/namespace for tags, e.g. ghcr.io/org")
-    k.add_argument("--cache", metavar="REF", help="registry cache ref for cache-from/cache-to")
+    fleet_options(k)
     k.add_argument(
         "--source",
         action="append",

@@ -8,10 +8,10 @@ root="$(dirname "$here")"
 export DEBIAN_FRONTEND=noninteractive
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
 
-# From bookworm: what the engine runs on (containerd, runc, tini, iptables), debootstrap (locally made base images)
-# and docker-registry (a real registry for push tests).
+# From bookworm: what the engine runs on (containerd, runc, tini, iptables), debootstrap (locally made base images),
+# docker-registry (a real registry for push tests) and iproute2 (the fleet tier gives its second engine a bridge).
 need=()
-for pkg in containerd runc tini iptables adduser debootstrap docker-registry; do
+for pkg in containerd runc tini iptables adduser debootstrap docker-registry iproute2; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then
@@ -19,16 +19,14 @@ if [ ${#need[@]} -gt 0 ]; then
   $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
-# From trixie: the engine and the buildx plugin. Bookworm's docker.io (20.10, BuildKit 0.8) has no named build
-# contexts (`--build-context`), which every git source of a build uses; trixie's docker.io 26.1.5 (BuildKit 0.13)
-# has them, and its .deb installs on bookworm with bookworm's containerd, runc and tini. Debian ships docker-buildx
-# only in trixie. Both .debs come through a private apt state that reuses the mirror URI already configured for
-# bookworm, so nothing else on the machine changes.
-engine_version() { dpkg-query -W -f '${Version}' docker.io 2>/dev/null || true; }
-plugin_dirs="/usr/libexec/docker/cli-plugins /usr/lib/docker/cli-plugins /usr/local/lib/docker/cli-plugins"
-have_buildx=""
-for d in $plugin_dirs; do if [ -x "$d/docker-buildx" ]; then have_buildx=1; fi; done
-if [ -z "$have_buildx" ] || ! dpkg --compare-versions "$(engine_version)" ge 26.1; then
+# From trixie: the engine and the buildx plugin, and qemu-user. Bookworm's docker.io (20.10, BuildKit 0.8) has no
+# named build contexts (`--build-context`), which every git source of a build uses; trixie's docker.io 26.1.5
+# (BuildKit 0.13) has them, and its .deb installs on bookworm with bookworm's containerd, runc and tini. Debian ships
+# docker-buildx only in trixie. Trixie's qemu-user (10.0, static binaries, no dependencies) runs arm64 build steps
+# and arm64 debootstrap on this amd64 machine. The .debs come through a private apt state that reuses the mirror URI
+# already configured for bookworm, so nothing else on the machine changes.
+trixie_install() {
+  local mirror tmp opts
   mirror="$(grep -hE '^(URIs:|deb )' /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null \
             | grep -oE 'https?://[^ ]*/debian/?( |$)' | head -n1 | tr -d ' ' || true)"
   [ -n "$mirror" ] || { echo "ci/setup.sh: no Debian mirror found in /etc/apt/sources*" >&2; exit 1; }
@@ -45,15 +43,35 @@ SRC
   opts=(-o Dir::Etc::SourceList=/dev/null -o Dir::Etc::SourceParts="$tmp/parts" -o Dir::State::Lists="$tmp/lists"
         -o Dir::Cache::Archives="$tmp/archives" -o APT::Get::List-Cleanup=0)
   $SUDO apt-get "${opts[@]}" update -qq
-  (cd "$tmp" && $SUDO apt-get "${opts[@]}" download docker.io docker-buildx >/dev/null 2>&1)
-  # An older engine started by hand keeps the socket: stop it so the new one can start below.
-  if pid="$(pgrep -x dockerd)"; then
+  (cd "$tmp" && $SUDO apt-get "${opts[@]}" download "$@" >/dev/null 2>&1)
+  if [[ " $* " == *" docker.io "* ]] && pid="$(pgrep -x dockerd)"; then
+    # An older engine started by hand keeps the socket: stop it so the new one can start below.
     $SUDO kill $pid
     for _ in $(seq 30); do pgrep -x dockerd >/dev/null || break; sleep 1; done
   fi
-  $SUDO dpkg -i "$tmp"/docker.io_*.deb "$tmp"/docker-buildx_*.deb >/dev/null
+  $SUDO dpkg -i "$tmp"/*.deb >/dev/null
   rm -rf "$tmp"
+}
+engine_version() { dpkg-query -W -f '${Version}' docker.io 2>/dev/null || true; }
+plugin_dirs="/usr/libexec/docker/cli-plugins /usr/lib/docker/cli-plugins /usr/local/lib/docker/cli-plugins"
+have_buildx=""
+for d in $plugin_dirs; do if [ -x "$d/docker-buildx" ]; then have_buildx=1; fi; done
+if [ -z "$have_buildx" ] || ! dpkg --compare-versions "$(engine_version)" ge 26.1; then
+  trixie_install docker.io docker-buildx
 fi
+if ! dpkg --compare-versions "$(dpkg-query -W -f '${Version}' qemu-user 2>/dev/null || echo 0)" ge 1:10; then
+  trixie_install qemu-user qemu-user-binfmt
+fi
+# arm64 programs run under qemu: binfmt_misc mounted, aarch64 registered with the F flag (the interpreter is opened
+# now, so it also works inside build containers), from the rule file qemu-user-binfmt ships.
+if [ ! -e /proc/sys/fs/binfmt_misc/register ]; then
+  $SUDO mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc
+fi
+if [ ! -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ]; then
+  $SUDO sh -c 'cat /usr/lib/binfmt.d/qemu-aarch64.conf > /proc/sys/fs/binfmt_misc/register'
+fi
+grep -q '^flags: .*F' /proc/sys/fs/binfmt_misc/qemu-aarch64 \
+  || { echo "ci/setup.sh: qemu-aarch64 binfmt handler lacks the F flag" >&2; exit 1; }
 
 # Engine: start dockerd in the background when nothing answers on the socket.
 if ! docker version --format '{{.Server.Version}}' >/dev/null 2>&1; then

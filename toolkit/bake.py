@@ -27,7 +27,8 @@ def cache_refs(cache: str, name: str) -> tuple:
     return [f"type=registry,ref={ref}"], [f"type=registry,ref={ref},mode=max"]
 
 
-def bake_target(plan, ctx, registry: str | None = None, cache: str | None = None) -> dict:
+def bake_target(plan, ctx, registry=None, cache=None, cache_from=None, images: tuple = ()) -> dict:
+    """`images`: named contexts for the images only this machine makes, published (toolkit/local_images.py)."""
     name = target_name(plan.name)
     target = {
         "context": str(ctx.path),
@@ -37,23 +38,25 @@ def bake_target(plan, ctx, registry: str | None = None, cache: str | None = None
         "labels": build_labels(plan, ctx),
         "tags": [with_registry(plan, registry).image, hash_tag(plan, ctx.short_hash, registry)],
     }
-    if ctx.build_contexts:
-        target["contexts"] = ctx.build_contexts
+    if ctx.build_contexts or images:
+        target["contexts"] = {**ctx.build_contexts, **dict(images)}
     if plan.secrets:
         target["secret"] = [f"id={sid},src={src}" for sid, src in plan.secrets]
     if cache:
         target["cache-from"], target["cache-to"] = cache_refs(cache, name)
+    elif cache_from:
+        target["cache-from"] = cache_refs(cache_from, name)[0]
     if plan.no_cache:
         target["no-cache"] = True
     return target
 
 
-def bake_file(staged, registry: str | None = None, cache: str | None = None) -> dict:
-    """`staged`: (plan, context) pairs in the order asked for. Returns the bake JSON document."""
+def bake_file(staged, registry=None, cache=None, cache_from=None) -> dict:
+    """`staged`: (plan, context[, published images]) in the order asked for. Returns the bake JSON document."""
     targets = {}
-    for plan, ctx in staged:
+    for plan, ctx, *images in staged:
         name = target_name(plan.name)
         if name in targets:
             raise UsageError(f"two targets map to the bake name {name!r}")
-        targets[name] = bake_target(plan, ctx, registry, cache)
+        targets[name] = bake_target(plan, ctx, registry, cache, cache_from, images[0] if images else ())
     return {"group": {"default": {"targets": list(targets)}}, "target": targets}

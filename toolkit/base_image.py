@@ -6,6 +6,7 @@ sources name); `docker import` turns it into an image with exactly the spec's ta
 
 from __future__ import annotations
 
+import platform as platform_mod
 import shutil
 import signal
 import subprocess
@@ -15,6 +16,7 @@ import tempfile
 from toolkit import engine
 from toolkit.cleanup import scope_or_own
 from toolkit.errors import BuildFailed, Interrupted, UsageError
+from toolkit.spec_values import PLATFORM_MACHINES
 
 
 def debootstrap(cmd: list) -> subprocess.CompletedProcess:
@@ -29,20 +31,35 @@ def debootstrap(cmd: list) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(cmd, proc.returncode, output, "")
 
 
-def ensure_base(client, variant, log=print, scope=None) -> bool:
+def host_platform() -> str:
+    machine = platform_mod.machine()
+    return next((p for p, m in PLATFORM_MACHINES.items() if m == machine), f"linux/{machine}")
+
+
+def base_ref(variant, platform: str | None = None) -> str:
+    """The local tag of the base for `platform`: the spec's own tag for this host's platform, `<tag>-<arch>` for
+    another one (made with debootstrap --arch, its second stage under qemu-user's binfmt handler)."""
+    if platform is None or platform == host_platform():
+        return variant.base
+    return f"{variant.base}-{platform.rpartition('/')[2]}"
+
+
+def ensure_base(client, variant, log=print, scope=None, platform: str | None = None) -> bool:
     """Return True when the base had to be made. Raises when it is missing and cannot be made here. The root file
     system is made in a folder of `scope` (the command's clean-up scope) and removed once imported."""
     import docker.errors
 
+    ref = base_ref(variant, platform)
+    foreign = ref != variant.base
     try:
-        client.images.get(variant.base)
+        client.images.get(ref)
         return False
     except docker.errors.ImageNotFound:
         pass
     recipe = variant.base_build.get("debootstrap")
     if not recipe:
         raise BuildFailed(
-            f"base image {variant.base} is not present and this machine cannot pull it; "
+            f"base image {ref} is not present and this machine cannot pull it; "
             f"load it first (docker load / docker pull on a connected machine)"
         )
     if shutil.which("debootstrap") is None:
@@ -50,10 +67,11 @@ def ensure_base(client, variant, log=print, scope=None) -> bool:
     suite, flavour = recipe.get("suite", "bookworm"), recipe.get("variant", "minbase")
     include = recipe.get("include") or []
     extra = ", " + ",".join(include) if include else ""
-    log(f"base image {variant.base} missing: debootstrap {suite} ({flavour}{extra})")
+    arch = ["--arch=" + platform.rpartition("/")[2]] if foreign and platform else []
+    log(f"base image {ref} missing: debootstrap {' '.join(arch + [suite])} ({flavour}{extra})")
     with scope_or_own(scope) as own:
         rootfs = own.mkdtemp("miles-rootfs-", tempfile.gettempdir())
-        cmd = ["debootstrap", f"--variant={flavour}"]
+        cmd = ["debootstrap", *arch, f"--variant={flavour}"]
         if include:
             cmd.append("--include=" + ",".join(include))
         cmd += [suite, str(rootfs)]
@@ -64,9 +82,9 @@ def ensure_base(client, variant, log=print, scope=None) -> bool:
         # Keep the image small and its apt state clean.
         for junk in ("var/cache/apt/archives", "var/lib/apt/lists"):
             shutil.rmtree(rootfs / junk, ignore_errors=True)
-        engine.import_tree(rootfs, variant.base, ("--numeric-owner",))
+        engine.import_tree(rootfs, ref, ("--numeric-owner",), platform=platform if foreign else None)
         own.remove(rootfs)
-    log(f"base image {variant.base} made locally")
+    log(f"base image {ref} made locally")
     return True
 
 

@@ -7,6 +7,7 @@ everything else (ping, inspect, tag, push, containers) goes through the SDK.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import re
 import shutil
@@ -32,12 +33,16 @@ LOG_LINES = 15  # lines of a failed gate check's own log (traceback, command out
 STOP_GRACE = 30  # seconds the stopped build child gets to cancel its BuildKit session before SIGKILL
 
 
-def connect():
-    """A docker SDK client for an engine that answers within PING_TIMEOUT, else EngineUnavailable (exit 3)."""
+def connect(host: str | None = None):
+    """A docker SDK client for the engine at `host` (default: DOCKER_HOST) that answers within PING_TIMEOUT, else
+    EngineUnavailable (exit 3)."""
     try:
         import docker
 
-        client = docker.from_env(timeout=PING_TIMEOUT)
+        if host:
+            client = docker.DockerClient(base_url=host, timeout=PING_TIMEOUT)
+        else:
+            client = docker.from_env(timeout=PING_TIMEOUT)
         client.ping()
     except Exception as e:  # the SDK raises DockerException, requests errors or FileNotFoundError
         if "timed out" in str(e).lower():
@@ -76,13 +81,18 @@ def _buildx() -> tuple:
     return docker_bin, "buildx"
 
 
-def import_tree(folder, ref: str, tar_options: tuple = ()) -> None:
+def import_tree(folder, ref: str, tar_options: tuple = (), platform: str | None = None) -> None:
     """`tar -c folder | docker import - ref`: an image whose one layer is exactly the folder (base images and the
-    wheelhouse, made on this machine because no registry can be reached)."""
+    wheelhouse, made on this machine because no registry can be reached), for `platform` (default: the engine's)."""
     tar = subprocess.Popen(["tar", *tar_options, "-C", str(folder), "-c", "."], stdout=subprocess.PIPE)
+    plat = ["--platform", platform] if platform else []
     try:
         imp = subprocess.run(
-            [docker_cmd(), "import", "-", ref], stdin=tar.stdout, capture_output=True, text=True, timeout=IMPORT_TIMEOUT
+            [docker_cmd(), "import", *plat, "-", ref],
+            stdin=tar.stdout,
+            capture_output=True,
+            text=True,
+            timeout=IMPORT_TIMEOUT,
         )
     except subprocess.TimeoutExpired:
         tar.kill()
@@ -152,10 +162,40 @@ class ProgressParser:
         return errored[-1] if errored else None
 
 
-def build(plan, ctx, out=print) -> str:
-    """Run BuildKit on the staged context; return the image ID. Tags nothing (the caller tags after success)."""
+@dataclass(frozen=True)
+class Where:
+    """Where a build runs and where its image goes (toolkit/builders.py decides; every value is one argv word).
+
+    builder: `--builder NAME` or nothing (the default engine). contexts: named contexts that map an image the
+    Dockerfile names to a registry copy by digest (toolkit/local_images.py). cache_from/cache_to: registry cache.
+    push: the refs the image is pushed to straight from the builder (then it lands in no engine and nothing is
+    returned but its digest)."""
+
+    builder: tuple = ()
+    contexts: tuple = ()
+    cache_from: tuple = ()
+    cache_to: tuple = ()
+    push: tuple = ()
+
+    def args(self) -> list:
+        cmd = list(self.builder)
+        for name, value in self.contexts:
+            cmd += ["--build-context", f"{name}={value}"]
+        for ref in self.cache_from:
+            cmd += ["--cache-from", ref]
+        for ref in self.cache_to:
+            cmd += ["--cache-to", ref]
+        if self.push:
+            cmd += ["--output", "type=image,push=true,name=" + ",".join(self.push)]
+        return cmd
+
+
+def build(plan, ctx, out=print, where: Where = Where()) -> str:
+    """Run BuildKit on the staged context; return the image ID (or, when pushed from the builder, the registry's
+    digest). Tags nothing in any engine (the caller tags after success); a pushed image is pushed only when every
+    step, gates included, passed."""
     cmd = buildx_cmd() + ["build", "--progress=plain", "-f", str(ctx.dockerfile)]
-    cmd += ["--platform", ",".join(plan.variant.platforms)]
+    cmd += ["--platform", ",".join(plan.variant.platforms)] + where.args()
     for sid, src in plan.secrets:
         if not os.path.isfile(src):
             raise BuildFailed(f"secret {sid}: no such file {src}")
@@ -169,8 +209,8 @@ def build(plan, ctx, out=print) -> str:
     if plan.no_cache:
         cmd.append("--no-cache")
     with tempfile.TemporaryDirectory() as tmp:
-        iidfile = os.path.join(tmp, "iid")
-        cmd += ["--iidfile", iidfile, str(ctx.path)]
+        iidfile, metadata = os.path.join(tmp, "iid"), os.path.join(tmp, "metadata.json")
+        cmd += ["--iidfile", iidfile, "--metadata-file", metadata, str(ctx.path)]
         parser = ProgressParser(out, raw=plan.progress == "plain")
         env = dict(os.environ, BUILDKIT_PROGRESS="plain", DOCKER_BUILDKIT="1")
         started = time.monotonic()
@@ -220,6 +260,9 @@ def build(plan, ctx, out=print) -> str:
                 reason = " ".join(step.name.split())
             raise BuildFailed(f"build of {plan.name} failed: {reason}")
         image_id = open(iidfile).read().strip()
+        if where.push:
+            with open(metadata) as f:
+                image_id = json.load(f).get("containerimage.digest") or image_id
     out(f"built {plan.name} in {time.monotonic() - started:.1f}s: {image_id[:19]}")
     return image_id
 

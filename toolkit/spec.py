@@ -13,6 +13,7 @@ import copy
 import hashlib
 import json
 import posixpath
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -98,9 +99,18 @@ FAMILY = {
     "python": str,
     "extends": STR_LIST,
     "base_build": {"debootstrap": {"suite": str, "variant": str, "include": STR_LIST}},
-    "wheelhouse": {"python_version": str, "platform": str, "constraints": str},
+    "wheelhouse": {
+        "python_version": str,
+        "platform": str,
+        "constraints": str,
+        # The wheels for the other platforms the family builds for (`--set platforms=...`), keyed by platform.
+        "other_platforms": ("map", {"platform": str, "constraints": str}),
+    },
     "variants": ("map", VARIANT),
     "artifacts": ("map", ARTIFACT),
+    # Upstream's tag names (`build.py build --image-tag dev|latest|custom`, toolkit/upstream_tags.py): the image,
+    # the word a dev tag starts with (upstream: "dev", "miles" on ROCm) and each variant's postfix.
+    "upstream_tags": {"image": str, "dev_prefix": str, "postfix": STR_MAP},
     **{k: v for k, v in VARIANT.items() if k not in ("tag_suffix",)},
 }
 REQUIRED_FAMILY = ("family", "template", "repository", "default", "python", "base", "variants")
@@ -130,6 +140,7 @@ class Variant:
     base_build: dict = field(default_factory=dict)
     wheelhouse: dict = field(default_factory=dict)
     artifacts: dict = field(default_factory=dict)  # name -> its locked records (lock_policy.artifact_record)
+    upstream_tags: dict = field(default_factory=dict)  # image, dev_prefix, postfix (this variant's): names only
 
     @property
     def digest(self) -> str:
@@ -142,7 +153,9 @@ class Variant:
         return {expand(name, self.args): version for name, version in self.pip.items()}
 
     def as_dict(self) -> dict:
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items() if k != "spec_file"}
+        """What shapes the image (where the spec lives and what tags name it do not)."""
+        skip = ("spec_file", "upstream_tags")
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items() if k not in skip}
 
 
 def check_pins(v: dict, file: str, prefix: str) -> None:
@@ -219,6 +232,9 @@ def check_repo_file(path: str, file: str, key: str, under: Path = ROOT) -> None:
         raise SpecError(file, key, f"no such file in the repository: {short(path)}")
 
 
+TAG_WORD_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
+
+
 def check_family_values(raw: dict, file: str) -> None:
     """The family-level values that are not variant values (check_pins covers those)."""
     check_repo_file(raw["template"], file, "template", ROOT / "templates")
@@ -229,6 +245,19 @@ def check_family_values(raw: dict, file: str) -> None:
     for key in ("default", "alias"):
         if key in raw and not NAME_RE.fullmatch(raw[key]):
             raise SpecError(file, key, f"not a target name: {short(raw[key])}")
+    scheme = raw.get("upstream_tags")
+    if scheme is not None:
+        m = IMAGE_NAME_RE.fullmatch(scheme.get("image", ""))
+        if m is None:
+            raise SpecError(file, "upstream_tags.image", f"not an image name (no tag): {short(scheme.get('image'))}")
+        words = [("upstream_tags.dev_prefix", scheme.get("dev_prefix", "dev"))]
+        for variant, postfix in (scheme.get("postfix") or {}).items():
+            if variant not in (raw.get("variants") or {}):
+                raise SpecError(file, f"upstream_tags.postfix.{short(variant, 40, quote=False)}", "no such variant")
+            words.append((f"upstream_tags.postfix.{variant}", "x" + postfix))
+        for key, word in words:
+            if not TAG_WORD_RE.fullmatch(word):
+                raise SpecError(file, key, f"not a tag word (letters, digits, '_.-'): {short(word)}")
     boot = (raw.get("base_build") or {}).get("debootstrap") or {}
     for key in ("suite", "variant"):
         if key in boot and not DEBIAN_NAME_RE.fullmatch(boot[key]):
@@ -249,6 +278,14 @@ def check_family_values(raw: dict, file: str) -> None:
             raise SpecError(file, "wheelhouse.platform", f"not a wheel platform tag: {short(wheels['platform'])}")
         if "constraints" in wheels:
             check_repo_file(wheels["constraints"], file, "wheelhouse.constraints", IMAGES_DIR)
+        for platform, other in (wheels.get("other_platforms") or {}).items():
+            key = f"wheelhouse.other_platforms.{short(platform, 40, quote=False)}"
+            if not PLATFORM_RE.fullmatch(platform):
+                raise SpecError(file, key, f"unknown platform {short(platform)}")
+            if not WHEEL_PLATFORM_RE.fullmatch(other.get("platform", "")):
+                raise SpecError(file, f"{key}.platform", f"not a wheel platform tag: {short(other.get('platform'))}")
+            if "constraints" in other:
+                check_repo_file(other["constraints"], file, f"{key}.constraints", IMAGES_DIR)
 
 
 def check_gates(gates: dict, pip: dict | None, components: dict | None, file: str, key: str) -> None:
@@ -425,8 +462,20 @@ def _parse_family(path: Path) -> tuple[dict, dict[str, Variant]]:
             base_build=dict(raw.get("base_build") or {}),
             wheelhouse=dict(raw.get("wheelhouse") or {}),
             artifacts=dict(raw.get("artifacts") or {}),
+            upstream_tags=upstream_tags_of(raw, name),
         )
     return raw, variants
+
+
+def upstream_tags_of(raw: dict, name: str) -> dict:
+    scheme = raw.get("upstream_tags") or {}
+    if not scheme:
+        return {}
+    return {
+        "image": scheme["image"],
+        "dev_prefix": scheme.get("dev_prefix", "dev"),
+        "postfix": (scheme.get("postfix") or {}).get(name, ""),
+    }
 
 
 def _origin_finder(file: str, name: str, raw: dict, over: dict, layers: list):

@@ -22,6 +22,8 @@ DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
 VERSION_RE = re.compile(r"[A-Za-z0-9_.+!-]+")
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]*")
 PLATFORM_RE = re.compile(r"linux/(amd64|arm64)")
+# What `uname -m` says on each platform a spec may name (toolchains, wheel tags and debootstrap pick by it).
+PLATFORM_MACHINES = {"linux/amd64": "x86_64", "linux/arm64": "aarch64"}
 IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # C0 and C1 controls, DEL, Unicode line/paragraph separators, and the bidi embeddings/overrides/isolates that make
 # text display in another order than it is read (U+202A-U+202E, U+2066-U+2069).

@@ -28,6 +28,7 @@ from toolkit.spec_values import (
     DEBIAN_NAME_RE,
     EXTRAS_RE,
     IDENT_RE,
+    PLATFORM_MACHINES,
     check_abs_path,
     check_rel_path,
     pip_name_problem,
@@ -480,7 +481,7 @@ class Cargo(Kind):
     def uses(self, step, v):
         return {("components", step["value"])} | {("artifacts", n) for n in (step.get("toolchain") or {}).values()}
 
-    MACHINES = {"linux/amd64": "x86_64", "linux/arm64": "aarch64"}
+    MACHINES = PLATFORM_MACHINES
 
     def view(self, step, v):
         # Only the toolchains of the variant's platforms are fetched (a tarball is hundreds of MB).

@@ -39,6 +39,36 @@ def _read_back(container, path: str) -> bytes | None:
         return fh.read()
 
 
+def by_platform(client, image: str, platform: str | None = None) -> list:
+    """[(platform, ref)] to verify. An image present on this engine is verified as it is. Otherwise it is read
+    from its registry: a manifest list gives one by-digest reference per platform (each pulled for its
+    platform: under binfmt emulation where the engine's machine is another), a single image gives itself."""
+    import docker.errors
+
+    from toolkit.local_images import platforms_of
+    from toolkit.registry import repository_of
+
+    try:
+        client.images.get(image)
+        if platform is None:
+            return [(None, image)]
+    except docker.errors.ImageNotFound:
+        pass
+    repo = image.split("@", 1)[0] if "@" in image else repository_of(image)
+    listed = platforms_of(image)
+    if platform is not None and platform not in listed:
+        raise UsageError(f"{image} holds no {platform} image (it holds: {', '.join(listed) or 'no list'})")
+    refs = [(p, f"{repo}@{digest}") for p, digest in sorted(listed.items()) if platform in (None, p)]
+    if not refs:  # a single-platform image in a registry
+        refs = [(None, image)]
+    for p, ref in refs:
+        try:
+            client.images.pull(ref, platform=p)
+        except docker.errors.APIError as e:
+            raise UsageError(f"cannot pull {ref}: {short(str(e.explanation or e), 200, quote=False)}") from None
+    return refs
+
+
 def verify_image(client, variant, image: str, json_path=None, junit_path=None, out=print) -> int:
     """Return 0 when every gate passed, 1 otherwise (the runner's own exit code 2 means bad config: raised)."""
     import docker.errors

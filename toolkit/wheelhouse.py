@@ -20,8 +20,9 @@ from pathlib import Path
 
 from toolkit import engine
 from toolkit.cleanup import scope_or_own
-from toolkit.errors import BuildFailed
+from toolkit.errors import BuildFailed, UsageError, short
 from toolkit.spec import ROOT
+from toolkit.spec_values import PLATFORM_MACHINES
 
 CACHE = ROOT / ".cache" / "wheelhouse"
 
@@ -40,23 +41,53 @@ def platform_tags(newest: str) -> list[str]:
     return [f"manylinux_2_{n}_{arch}" for n in range(minor, 16, -1)] + [f"manylinux2014_{arch}"]
 
 
+def home_platform(variant) -> str:
+    """The platform the spec's own wheel tag is for: the wheelhouse image the Dockerfile names holds its wheels."""
+    tag = variant.wheelhouse["platform"]
+    return next((p for p, m in PLATFORM_MACHINES.items() if tag.endswith("_" + m)), "linux/amd64")
+
+
+def recipe(variant, platform: str | None = None) -> tuple:
+    """(wheel platform tag, constraints file name) of the wheels for `platform` (default: the home platform)."""
+    w = variant.wheelhouse
+    if platform is None or platform == home_platform(variant):
+        return w["platform"], w.get("constraints")
+    other = (w.get("other_platforms") or {}).get(platform)
+    if other is None:
+        raise UsageError(f"{variant.spec_file}: wheelhouse.other_platforms has no wheels for {short(platform)}")
+    return other["platform"], other.get("constraints", w.get("constraints"))
+
+
 def recipe_key(variant) -> str | None:
-    """What the wheelhouse is made from (pins, constraints, Python, platform): names its folder and its image."""
+    """What the wheelhouse is made from (pins, Python, and every platform's tag and constraints): names its
+    folders and images."""
     if not variant.wheelhouse:
         return None
     w = variant.wheelhouse
-    pins = (ROOT / "images" / w["constraints"]).read_text() if w.get("constraints") else ""
-    recipe = [requirements(variant), w["python_version"], w["platform"], pins]
-    return hashlib.sha256(json.dumps(recipe).encode()).hexdigest()[:16]
+
+    def parts(platform):
+        tag, constraints = recipe(variant, platform)
+        return [tag, (ROOT / "images" / constraints).read_text() if constraints else ""]
+
+    recipe_ = [requirements(variant), w["python_version"], *parts(None)]  # a one-platform key is as it always was
+    recipe_ += [[platform, *parts(platform)] for platform in sorted(w.get("other_platforms") or {})]
+    return hashlib.sha256(json.dumps(recipe_).encode()).hexdigest()[:16]
 
 
-def image_ref(variant) -> str | None:
-    """The local image holding the wheelhouse at its root. Pure: the rendered Dockerfile names it."""
+def suffix(variant, platform: str | None) -> str:
+    """'' for the home platform, '-<arch>' for another (its folder and image sit beside the home one)."""
+    if platform is None or platform == home_platform(variant):
+        return ""
+    return "-" + platform.rpartition("/")[2]
+
+
+def image_ref(variant, platform: str | None = None) -> str | None:
+    """The local image holding the wheelhouse at its root. Pure: the rendered Dockerfile names the home one."""
     key = recipe_key(variant)
-    return f"miles-wheelhouse:{variant.family}-{key}" if key else None
+    return f"miles-wheelhouse:{variant.family}-{key}{suffix(variant, platform)}" if key else None
 
 
-def ensure_wheelhouse(variant, log=print, scope=None) -> Path | None:
+def ensure_wheelhouse(variant, log=print, scope=None, platform: str | None = None) -> Path | None:
     """Download once per recipe; a stamp records what the folder holds. The download goes into a private folder
     that is renamed into place only when complete, so two builds at once never see a half-filled wheelhouse, and
     a failed or interrupted download leaves nothing behind (the private folder belongs to `scope`, the command's
@@ -64,9 +95,10 @@ def ensure_wheelhouse(variant, log=print, scope=None) -> Path | None:
     if not variant.wheelhouse:
         return None
     reqs = requirements(variant)
-    py, plat = variant.wheelhouse["python_version"], variant.wheelhouse["platform"]
-    constraints = ROOT / "images" / variant.wheelhouse["constraints"]
-    dest = CACHE / f"{variant.family}-{recipe_key(variant)}"
+    py = variant.wheelhouse["python_version"]
+    plat, constraints_name = recipe(variant, platform)
+    constraints = ROOT / "images" / constraints_name
+    dest = CACHE / f"{variant.family}-{recipe_key(variant)}{suffix(variant, platform)}"
     if (dest / ".complete").exists():
         return dest
     with scope_or_own(scope) as own:
@@ -120,12 +152,12 @@ def _download(reqs, py, plat, constraints: Path, tmp: Path, log, dest: Path) -> 
     stamp.write_text("\n".join(reqs) + "\n")
 
 
-def ensure_wheelhouse_image(client, variant, log=print, scope=None) -> str | None:
-    """Make the wheelhouse image once per recipe (`docker import` of the folder). Builds bind-mount it with
-    `--mount=from=`, so half a gigabyte of wheels never travels in the build context."""
+def ensure_wheelhouse_image(client, variant, log=print, scope=None, platform: str | None = None) -> str | None:
+    """Make the wheelhouse image once per recipe and platform (`docker import` of the folder). Builds bind-mount it
+    with `--mount=from=`, so half a gigabyte of wheels never travels in the build context."""
     import docker.errors
 
-    ref = image_ref(variant)
+    ref = image_ref(variant, platform)
     if ref is None:
         return None
     try:
@@ -133,8 +165,8 @@ def ensure_wheelhouse_image(client, variant, log=print, scope=None) -> str | Non
         return ref
     except docker.errors.ImageNotFound:
         pass
-    folder = ensure_wheelhouse(variant, log=log, scope=scope)
+    folder = ensure_wheelhouse(variant, log=log, scope=scope, platform=platform)
     assert folder is not None  # the variant has a wheelhouse (its image ref is set)
-    engine.import_tree(folder, ref, ("--exclude=./.complete",))
+    engine.import_tree(folder, ref, ("--exclude=./.complete",), platform=platform)
     log(f"wheelhouse image {ref} made from {folder.relative_to(ROOT)}")
     return ref
