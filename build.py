@@ -106,7 +106,7 @@ def cmd_build(args) -> int:
         platforms = plan.variant.platforms
         builders.check(builder, platforms, push=args.push, cache_export=bool(args.cache))
         contexts: tuple = ()
-        if local_images.needs_registry(builder, platforms, bool(args.cache or args.cache_from)):
+        if local_images.needs_registry(builder, plan.variant, bool(args.cache or args.cache_from)):
             if local_images.names(plan.variant):
                 contexts = local_images.publish(client, plan.variant, platforms, args.registry, log=out, scope=scope)
         else:
@@ -236,7 +236,7 @@ def cmd_bake(args) -> int:
                 builders.check(builder, platforms, push=True, cache_export=bool(args.cache))
             if local_images.names(plan.variant):  # images made on this machine: only its engine sees them
                 client = engine.connect()
-                if builder is not None and local_images.needs_registry(builder, platforms, bool(args.cache)):
+                if builder is not None and local_images.needs_registry(builder, plan.variant, bool(args.cache)):
                     images = local_images.publish(client, plan.variant, platforms, args.registry, log=log, scope=scope)
                 else:
                     local_images.ensure(client, plan.variant, platforms, log=log, scope=scope)

@@ -21,15 +21,18 @@ def target_name(variant_name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "_", variant_name)
 
 
-def cache_refs(cache: str, name: str) -> tuple:
-    """Registry cache, one tag per target (`REF:<target>`), exported with every layer (mode=max)."""
-    ref = f"{cache}:{name}"
-    return [f"type=registry,ref={ref}"], [f"type=registry,ref={ref},mode=max"]
+def cache_refs(cache: str, variant) -> tuple:
+    """Registry cache, one tag per target (`REF:<target>`), exported with every layer (mode=max). A variant also
+    imports its family default's cache: variants of a family share most layers (cu13-x86 is half of cu13)."""
+    ref = f"{cache}:{target_name(variant.name)}"
+    pulls = [f"type=registry,ref={ref}"]
+    if variant.family_default and variant.family_default != variant.name:
+        pulls.append(f"type=registry,ref={cache}:{target_name(variant.family_default)}")
+    return pulls, [f"type=registry,ref={ref},mode=max"]
 
 
 def bake_target(plan, ctx, registry=None, cache=None, cache_from=None, images: tuple = ()) -> dict:
     """`images`: named contexts for the images only this machine makes, published (toolkit/local_images.py)."""
-    name = target_name(plan.name)
     target = {
         "context": str(ctx.path),
         "dockerfile": ctx.dockerfile.relative_to(ctx.path).as_posix(),
@@ -43,9 +46,9 @@ def bake_target(plan, ctx, registry=None, cache=None, cache_from=None, images: t
     if plan.secrets:
         target["secret"] = [f"id={sid},src={src}" for sid, src in plan.secrets]
     if cache:
-        target["cache-from"], target["cache-to"] = cache_refs(cache, name)
+        target["cache-from"], target["cache-to"] = cache_refs(cache, plan.variant)
     elif cache_from:
-        target["cache-from"] = cache_refs(cache_from, name)[0]
+        target["cache-from"] = cache_refs(cache_from, plan.variant)[0]
     if plan.no_cache:
         target["no-cache"] = True
     return target

@@ -119,10 +119,10 @@ def pushes_itself(builder: Builder, platforms) -> bool:
 
 def where(builder: Builder, plan, contexts: tuple, cache: str | None, cache_from: str | None):
     """The buildx arguments for this builder: `--builder`, named contexts, registry cache (one ref per target)."""
-    from toolkit.bake import cache_refs, target_name
+    from toolkit.bake import cache_refs
 
     ref = cache or cache_from
-    pulls, pushes = cache_refs(ref, target_name(plan.name)) if ref else ([], [])
+    pulls, pushes = cache_refs(ref, plan.variant) if ref else ([], [])
     return engine.Where(
         builder=tuple(builder.args()),
         contexts=contexts,

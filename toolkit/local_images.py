@@ -18,10 +18,10 @@ import json
 import subprocess
 
 from toolkit import engine, registry
-from toolkit.base_image import base_ref, ensure_base
+from toolkit.base_image import base_ref, ensure_base, host_platform
 from toolkit.engine_calls import engine_timeout, unanswered
 from toolkit.errors import BuildFailed, UsageError
-from toolkit.wheelhouse import ensure_wheelhouse_image, image_ref, recipe
+from toolkit.wheelhouse import ensure_wheelhouse_image, home_platform, image_ref, recipe
 
 
 def names(variant) -> list:
@@ -36,9 +36,12 @@ def check_platforms(variant) -> None:
         recipe(variant, platform)
 
 
-def needs_registry(builder, platforms, cache: bool) -> bool:
-    """Whether the builder must read this machine's images from a registry (see the module docstring)."""
-    return builder.name is not None or len(platforms) > 1 or cache
+def needs_registry(builder, variant, cache: bool) -> bool:
+    """Whether the builder must read this machine's images from a registry (see the module docstring): another
+    builder, several platforms, a platform other than the one the Dockerfile's names hold here, or shared cache."""
+    foreign = variant.base_build and any(p != host_platform() for p in variant.platforms)
+    foreign = foreign or (variant.wheelhouse and any(p != home_platform(variant) for p in variant.platforms))
+    return builder.name is not None or len(variant.platforms) > 1 or cache or bool(foreign)
 
 
 def ensure(client, variant, platforms, log=print, scope=None) -> dict:

@@ -141,6 +141,7 @@ class Variant:
     wheelhouse: dict = field(default_factory=dict)
     artifacts: dict = field(default_factory=dict)  # name -> its locked records (lock_policy.artifact_record)
     upstream_tags: dict = field(default_factory=dict)  # image, dev_prefix, postfix (this variant's): names only
+    family_default: str = ""  # the family's default variant: its registry cache is this one's second source
 
     @property
     def digest(self) -> str:
@@ -154,7 +155,7 @@ class Variant:
 
     def as_dict(self) -> dict:
         """What shapes the image (where the spec lives and what tags name it do not)."""
-        skip = ("spec_file", "upstream_tags")
+        skip = ("spec_file", "upstream_tags", "family_default")
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items() if k not in skip}
 
 
@@ -463,6 +464,7 @@ def _parse_family(path: Path) -> tuple[dict, dict[str, Variant]]:
             wheelhouse=dict(raw.get("wheelhouse") or {}),
             artifacts=dict(raw.get("artifacts") or {}),
             upstream_tags=upstream_tags_of(raw, name),
+            family_default=raw["default"],
         )
     return raw, variants
 

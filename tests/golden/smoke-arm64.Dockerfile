@@ -1,0 +1,32 @@
+# Rendered by build.py from images/smoke.yaml, variant smoke-arm64. Do not edit: change the spec or the template.
+FROM miles-base:bookworm-minbase-py311-git
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+
+ENV VIRTUAL_ENV=/opt/venv PATH=/opt/venv/bin:$PATH PIP_DISABLE_PIP_VERSION_CHECK=1
+RUN python3 -m venv /opt/venv
+RUN --mount=type=bind,from=miles-wheelhouse:smoke-84242e85eb0f886f,target=/tmp/wheelhouse \
+    pip install --no-cache-dir --no-index --find-links /tmp/wheelhouse --constraint /tmp/wheelhouse/constraints.txt \
+    setuptools==80.9.0 \
+    torch==2.13.0 \
+    triton==3.9.0 \
+    transformers==5.24.0
+
+
+# ---- The attention bridge: its own distribution, installed like any other package (no overlay into miles).
+# ---- Late and bind-mounted, so a bridge-only edit rebuilds this step and the gates, nothing before it. The host's CA
+# ---- bundle is mounted as a secret on every family (offline ones too), so every build proves it never lands in a layer.
+RUN --mount=type=bind,source=bridge,target=/tmp/sglang-attn-bridge,rw --mount=type=secret,id=pip-ca --mount=type=bind,from=miles-wheelhouse:smoke-84242e85eb0f886f,target=/tmp/wheelhouse \
+    if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
+    /opt/venv/bin/python -m pip install --no-cache-dir --no-index --find-links /tmp/wheelhouse --constraint /tmp/wheelhouse/constraints.txt --no-deps --no-build-isolation /tmp/sglang-attn-bridge
+
+# ---- Gates: verify/ runs with the image's own python against this target's gate list (gates/gates.json).
+# ---- Any failing check fails the build, so no tag ever points at an image that does not import. Nothing after
+# ---- this step may change how the image behaves (labels only). `--json -` puts the runner's report into the build
+# ---- log as one line: the toolkit reads the outcome of each check from it.
+RUN --mount=type=bind,source=gates,target=/tmp/gates \
+    cd /tmp/gates && /opt/venv/bin/python -m verify --config gates.json --json -
+
+LABEL org.opencontainers.image.title="miles" \
+      org.opencontainers.image.base.name="miles-base:bookworm-minbase-py311-git" \
+      io.miles.variant="smoke-arm64" \
+      io.miles.spec-digest="6420724fba9350cee82354e3a3a127a0718f507f869d4724f3b4da1a3a59d80a"
