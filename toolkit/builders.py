@@ -50,8 +50,12 @@ class Builder:
     def cache_export(self) -> bool:
         return self.driver != "docker" or self.containerd_store
 
+    def docker_args(self) -> list:
+        """Global docker options: buildx runs a docker context's builder only as the current context."""
+        return ["--context", self.name] if self.name and self.driver == "docker" else []
+
     def args(self) -> list:
-        return ["--builder", self.name] if self.name else []
+        return ["--builder", self.name] if self.name and self.driver != "docker" else []
 
     def client(self):
         """A docker SDK client for the engine of a docker-driver builder."""
@@ -124,6 +128,7 @@ def where(builder: Builder, plan, contexts: tuple, cache: str | None, cache_from
     ref = cache or cache_from
     pulls, pushes = cache_refs(ref, plan.variant) if ref else ([], [])
     return engine.Where(
+        docker=tuple(builder.docker_args()),
         builder=tuple(builder.args()),
         contexts=contexts,
         cache_from=tuple(pulls),

@@ -166,11 +166,13 @@ class ProgressParser:
 class Where:
     """Where a build runs and where its image goes (toolkit/builders.py decides; every value is one argv word).
 
-    builder: `--builder NAME` or nothing (the default engine). contexts: named contexts that map an image the
-    Dockerfile names to a registry copy by digest (toolkit/local_images.py). cache_from/cache_to: registry cache.
+    docker/builder: `--context NAME` (buildx takes a docker context as a builder only when it is the current one),
+    `--builder NAME` (any other builder), or nothing (the default engine). contexts: named contexts that map an
+    image the Dockerfile names to a registry copy by digest (toolkit/local_images.py). cache_from/cache_to: registry cache.
     push: the refs the image is pushed to straight from the builder (then it lands in no engine and nothing is
     returned but its digest)."""
 
+    docker: tuple = ()  # global options of the docker client (`--context NAME`: a docker-driver builder)
     builder: tuple = ()
     contexts: tuple = ()
     cache_from: tuple = ()
@@ -186,7 +188,8 @@ class Where:
         for ref in self.cache_to:
             cmd += ["--cache-to", ref]
         if self.push:
-            cmd += ["--output", "type=image,push=true,name=" + ",".join(self.push)]
+            # One CSV field holds every name, quoted (a reference never holds a quote: toolkit/spec_values.py).
+            cmd += ["--output", 'type=image,push=true,"name=' + ",".join(self.push) + '"']
         return cmd
 
 
@@ -194,7 +197,8 @@ def build(plan, ctx, out=print, where: Where = Where()) -> str:
     """Run BuildKit on the staged context; return the image ID (or, when pushed from the builder, the registry's
     digest). Tags nothing in any engine (the caller tags after success); a pushed image is pushed only when every
     step, gates included, passed."""
-    cmd = buildx_cmd() + ["build", "--progress=plain", "-f", str(ctx.dockerfile)]
+    docker_bin, buildx = buildx_cmd()
+    cmd = [docker_bin, *where.docker, buildx, "build", "--progress=plain", "-f", str(ctx.dockerfile)]
     cmd += ["--platform", ",".join(plan.variant.platforms)] + where.args()
     for sid, src in plan.secrets:
         if not os.path.isfile(src):
@@ -269,7 +273,7 @@ def build(plan, ctx, out=print, where: Where = Where()) -> str:
 
 def artifact_of(step: Step, records: dict) -> tuple | None:
     """(name, record) of the artifact whose fetch stage (toolkit/artifacts.py) a BuildKit step is, or None."""
-    m = re.match(r"\[(\S+) \d+/\d+\]", step.name)
+    m = re.match(r"\[(?:linux/\S+ )?(\S+) \d+/\d+\]", step.name)  # a platform first when there are several
     for name, record in records.items():
         if m and m.group(1) == artifacts.stage_name(name) and "sha256" in record:
             return name, record

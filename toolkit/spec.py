@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
+from packaging.utils import canonicalize_name
 
 from toolkit.errors import SpecError, UsageError, short
 from toolkit.lock_policy import fill_from_lock
@@ -233,6 +234,16 @@ def check_repo_file(path: str, file: str, key: str, under: Path = ROOT) -> None:
         raise SpecError(file, key, f"no such file in the repository: {short(path)}")
 
 
+def constraint_pins(path: Path) -> dict:
+    """{canonical name: version} of a constraints file's `name==version` lines."""
+    pins = {}
+    for line in path.read_text().splitlines():
+        name, eq, version = line.split("#", 1)[0].strip().partition("==")
+        if eq:
+            pins[canonicalize_name(name)] = version.strip()
+    return pins
+
+
 TAG_WORD_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 
 
@@ -287,6 +298,10 @@ def check_family_values(raw: dict, file: str) -> None:
                 raise SpecError(file, f"{key}.platform", f"not a wheel platform tag: {short(other.get('platform'))}")
             if "constraints" in other:
                 check_repo_file(other["constraints"], file, f"{key}.constraints", IMAGES_DIR)
+                pinned = constraint_pins(IMAGES_DIR / other["constraints"])
+                for name in raw.get("pip") or {}:
+                    if canonicalize_name(name) not in pinned:
+                        raise SpecError(file, f"{key}.constraints", f"pins no version of {short(name)} (pip)")
 
 
 def check_gates(gates: dict, pip: dict | None, components: dict | None, file: str, key: str) -> None:

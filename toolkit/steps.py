@@ -175,7 +175,8 @@ class Pip(Kind):
     force-reinstall), `env` (variables for this pip run only; `${NAME}` references allowed) and `replaces_apt`
     (apt packages the wheels replace, purged first in the same step, so the loader never mixes the two);
     `prebuilt` (a wheel artifact installed instead of building the one pin from source: toolkit/artifacts.py).
-    Leaves: the distributions. On a wheelhouse family pip runs offline against the wheelhouse and its constraints;
+    Leaves: the distributions. On a wheelhouse family pip runs offline against the wheelhouse and its constraints
+    (with wheels for several platforms, the step names the packages and each platform's constraints pin them);
     elsewhere it reaches the index with the host's CA bundle mounted as a secret (never in a layer).
     May not: install anything unpinned or name a pin the table does not hold.
     """
@@ -206,7 +207,10 @@ class Pip(Kind):
         return {("pip", name) for name in step["value"]}
 
     def view(self, step, v):
-        pins = [(name, v["pip"][name]) for name in step["value"]]
+        # A wheelhouse with wheels for several platforms: one Dockerfile serves them all, so the step names the
+        # packages and each platform's constraints file (its wheelhouse's constraints.txt) holds the exact pins.
+        by_name = bool((v.get("wheelhouse") or {}).get("other_platforms"))
+        pins = [(name, None if by_name else v["pip"][name]) for name in step["value"]]
         return _with_prebuilt(dict(step, pins=pins), v, step["value"][0])
 
 

@@ -4,18 +4,18 @@ SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 
 ENV VIRTUAL_ENV=/opt/venv PATH=/opt/venv/bin:$PATH PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python3 -m venv /opt/venv
-RUN --mount=type=bind,from=miles-wheelhouse:smoke-84242e85eb0f886f,target=/tmp/wheelhouse \
+RUN --mount=type=bind,from=miles-wheelhouse:smoke-8512eb121316b581,target=/tmp/wheelhouse \
     pip install --no-cache-dir --no-index --find-links /tmp/wheelhouse --constraint /tmp/wheelhouse/constraints.txt \
-    setuptools==80.9.0 \
-    torch==2.13.0 \
-    triton==3.9.0 \
-    transformers==5.24.0
+    setuptools \
+    torch \
+    triton \
+    transformers
 
 
 # ---- The attention bridge: its own distribution, installed like any other package (no overlay into miles).
 # ---- Late and bind-mounted, so a bridge-only edit rebuilds this step and the gates, nothing before it. The host's CA
 # ---- bundle is mounted as a secret on every family (offline ones too), so every build proves it never lands in a layer.
-RUN --mount=type=bind,source=bridge,target=/tmp/sglang-attn-bridge,rw --mount=type=secret,id=pip-ca --mount=type=bind,from=miles-wheelhouse:smoke-84242e85eb0f886f,target=/tmp/wheelhouse \
+RUN --mount=type=bind,source=bridge,target=/tmp/sglang-attn-bridge,rw --mount=type=secret,id=pip-ca --mount=type=bind,from=miles-wheelhouse:smoke-8512eb121316b581,target=/tmp/wheelhouse \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     /opt/venv/bin/python -m pip install --no-cache-dir --no-index --find-links /tmp/wheelhouse --constraint /tmp/wheelhouse/constraints.txt --no-deps --no-build-isolation /tmp/sglang-attn-bridge
 

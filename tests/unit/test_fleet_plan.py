@@ -47,9 +47,10 @@ def test_builder_names_are_checked_before_buildx_sees_them():
 def test_buildx_arguments_of_a_fleet_build():
     plan = make_plan(load_catalog().resolve("smoke"))
     contexts = (("miles-base:t", "docker-image://127.0.0.1:5000/miles-base@sha256:" + "a" * 64),)
-    argv = builders.where(CONTAINERD, plan, contexts, "127.0.0.1:5000/cache", None).args()
-    assert argv == [
-        "--builder", "fleet-b",
+    where = builders.where(CONTAINERD, plan, contexts, "127.0.0.1:5000/cache", None)
+    assert where.docker == ("--context", "fleet-b")  # a docker context builds as the current context only
+    assert builders.where(REMOTE, plan, (), None, None).args() == ["--builder", "fleet"]
+    assert where.args() == [
         "--build-context", f"miles-base:t={contexts[0][1]}",
         "--cache-from", "type=registry,ref=127.0.0.1:5000/cache:smoke",
         "--cache-to", "type=registry,ref=127.0.0.1:5000/cache:smoke,mode=max",

@@ -1,0 +1,189 @@
+"""The build fleet for real, on this machine: engine B (tests/fleet_engine.py: a second Docker engine with the
+containerd image store and a network of its own) and a registry (Debian's docker-registry), both started here and
+removed at the end whatever happens, beside engine A (the engine every other test uses, classic image store).
+
+In order, each test using what the one before left in the registry:
+1. a cold two-platform smoke build on engine B pushes one manifest list and exports its cache (mode=max);
+2. engine A builds the same target from that cache: every RUN step CACHED;
+3. `build.py verify` checks each platform of the list by digest (arm64 under qemu);
+4. `build.py bake` of two targets (smoke, smoke-arm64) runs on engine B, both from the shared cache;
+5. engine B killed mid-build: exit 1 or 3, no tag moved, the registry still serves what it held, and engine A
+   still runs uncached RUN steps (its network untouched by B).
+The figures (times, CACHED counts, digests) are printed at the end of the module (`-s` or the CI log).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+from fleet_engine import CONTEXT, SecondEngine
+from registry_fixture import available, local_registry
+from support import ROOT, run_build_py
+
+from toolkit.local_images import platforms_of
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.fleet]
+
+TWO = "linux/amd64,linux/arm64"
+DIGEST_LINE = re.compile(r"^digest: (\S+)@(sha256:[0-9a-f]{64})$", re.M)
+STEP_LINE = re.compile(r"^  \[(?:linux/\S+ )?stage-0 \d+/\d+\] (\w+) .*\s(cached|\d+\.\ds)$", re.M)
+FIGURES: dict = {}
+
+
+@pytest.fixture(scope="module")
+def fleet():
+    if not available():
+        pytest.fail("docker-registry is not installed (ci/setup.sh installs it)")
+    with local_registry() as reg:
+        engine_b = SecondEngine()
+        try:
+            engine_b.start()
+            yield reg, engine_b
+        finally:
+            engine_b.remove()
+            if FIGURES:
+                sys.__stdout__.write("\nfleet figures: " + json.dumps(FIGURES, indent=1) + "\n")
+
+
+def build(engine_b, *args, timeout=3600):
+    started = time.monotonic()
+    proc = run_build_py("build", "--target", "smoke", *args, env=engine_b.env(), timeout=timeout)
+    return proc, time.monotonic() - started
+
+
+def run_steps(stdout: str) -> list:
+    """(instruction, 'cached' or seconds) of every Dockerfile step the build printed."""
+    return STEP_LINE.findall(stdout)
+
+
+def uncached_run_on_engine_a(reg) -> None:
+    """An uncached RUN on engine A needs its bridge network (docker0): what a careless second engine breaks."""
+    dockerfile = f"FROM {reg.host}/miles-base:bookworm-minbase-py311-git\nRUN echo {uuid.uuid4().hex} > /probe\n"
+    proc = subprocess.run(
+        ["docker", "buildx", "build", "--no-cache", "-q", "-"],
+        input=dockerfile,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_cold_two_platform_build_on_engine_b(fleet):
+    reg, engine_b = fleet
+    assert subprocess.run(["ip", "link", "show", "docker0"], capture_output=True).returncode == 0
+    proc, seconds = build(
+        engine_b,
+        "--set", f"platforms={TWO}",
+        "--builder", CONTEXT,
+        "--registry", reg.host,
+        "--cache", f"{reg.host}/cache",
+        "--push",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert "builder fleet-b: docker driver, platforms linux/amd64,linux/arm64" in proc.stdout
+    (repo, digest), *_ = DIGEST_LINE.findall(proc.stdout)
+    listed = platforms_of(f"{repo}@{digest}")
+    assert set(listed) == {"linux/amd64", "linux/arm64"}
+    assert platforms_of(f"{reg.host}/miles:smoke") == listed  # the moving tag names the same list
+    steps = run_steps(proc.stdout)
+    assert {s for s, _ in steps} >= {"RUN"} and not any(took == "cached" for _, took in steps)
+    assert "cache" in reg.catalog() and "smoke" in reg.tags("cache")
+    FIGURES.update(cold_engine_b_s=round(seconds), manifest=f"{repo}@{digest}", platforms=listed)
+
+
+def test_engine_a_builds_from_the_registry_cache(fleet):
+    reg, engine_b = fleet
+    cold = FIGURES.get("cold_engine_b_s")
+    if cold is None:
+        pytest.skip("needs the cold build of the test before")
+    proc, seconds = build(engine_b, "--registry", reg.host, "--cache-from", f"{reg.host}/cache")
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    runs = [took for step, took in run_steps(proc.stdout) if step == "RUN"]
+    assert runs and all(took == "cached" for took in runs), proc.stdout[-3000:]
+    FIGURES.update(engine_a_from_cache_s=round(seconds), engine_a_cached_runs=f"{len(runs)}/{len(runs)}")
+    FIGURES["cold_over_cached"] = round(cold / seconds, 1)
+    uncached_run_on_engine_a(reg)
+
+
+def test_verify_checks_each_platform_by_digest(fleet):
+    reg, engine_b = fleet
+    manifest = FIGURES.get("manifest")
+    if manifest is None:
+        pytest.skip("needs the cold build")
+    started = time.monotonic()
+    proc = run_build_py("verify", "--target", "smoke", "--image", manifest, env=engine_b.env(), timeout=3600)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    verdicts = re.findall(
+        r"^verify smoke on (\S+@sha256:[0-9a-f]{64}) \((linux/\w+)\): (PASS|FAIL)$", proc.stdout, re.M
+    )
+    assert sorted((p, v) for _, p, v in verdicts) == [("linux/amd64", "PASS"), ("linux/arm64", "PASS")]
+    assert {ref.rpartition("@")[2] for ref, _, _ in verdicts} == set(FIGURES["platforms"].values())
+    FIGURES["verify_both_platforms_s"] = round(time.monotonic() - started)
+
+
+def test_bake_of_two_targets_on_engine_b_from_the_shared_cache(fleet, tmp_path):
+    reg, engine_b = fleet
+    if "manifest" not in FIGURES:
+        pytest.skip("needs the cold build")
+    bake = ROOT / "build" / f"fleet-bake-{os.getpid()}.json"
+    try:
+        proc = run_build_py(
+            "bake", "--target", "smoke", "--target", "smoke-arm64", "--builder", CONTEXT,
+            "--registry", reg.host, "--cache", f"{reg.host}/cache", "-o", str(bake), env=engine_b.env(),
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        doc = json.loads(bake.read_text())
+        assert doc["target"]["smoke_arm64"]["platforms"] == ["linux/arm64"]
+        assert any(c.startswith("docker-image://") for c in doc["target"]["smoke_arm64"]["contexts"].values())
+        meta = tmp_path / "meta.json"
+        started = time.monotonic()
+        run = subprocess.run(
+            ["docker", "--context", CONTEXT, "buildx", "bake", "-f", str(bake), "--push", "--progress", "plain",
+             "--metadata-file", str(meta)],
+            cwd=ROOT, env=engine_b.env(), capture_output=True, text=True, timeout=3600,
+        )  # fmt: skip
+        assert run.returncode == 0, run.stderr[-4000:]
+        seconds = time.monotonic() - started
+    finally:
+        bake.unlink(missing_ok=True)
+    digests = {name: m["containerimage.digest"] for name, m in json.loads(meta.read_text()).items()}
+    assert set(digests) == {"smoke", "smoke_arm64"}
+    runs = re.findall(r"^#\d+ \[(?:linux/\S+ )?stage-0 \d+/\d+\] RUN", run.stderr, re.M)
+    cached = re.findall(r"^#(\d+) CACHED$", run.stderr, re.M)
+    assert runs and len(cached) >= len(runs), run.stderr[-3000:]  # every RUN of both targets came from the cache
+    arm = platforms_of(f"{reg.host}/miles@{digests['smoke_arm64']}")
+    assert set(arm) == {"linux/arm64"}
+    FIGURES.update(bake_two_targets_s=round(seconds), bake_digests=digests)
+
+
+def test_engine_b_killed_mid_build_moves_no_tag(fleet):
+    reg, engine_b = fleet
+    before = {t: platforms_of(f"{reg.host}/miles:{t}") for t in reg.tags("miles")}
+    cmd = [sys.executable, "build.py", "build", "--target", "smoke", "--set", f"platforms={TWO}", "--builder",
+           CONTEXT, "--registry", reg.host, "--push", "--no-cache", "--progress", "plain"]  # fmt: skip
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, env=engine_b.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    assert proc.stdout is not None
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if re.search(r"\] RUN ", line):  # a RUN step started on engine B: take the engine away
+            engine_b.kill()
+            break
+    rest, _ = proc.communicate(timeout=600)
+    output = "".join(seen) + rest
+    assert proc.returncode in (1, 3), output[-3000:]
+    assert "build.py: " in output and "Traceback" not in output
+    after = {t: platforms_of(f"{reg.host}/miles:{t}") for t in reg.tags("miles")}
+    assert after == before  # no tag moved, every list still served whole
+    uncached_run_on_engine_a(reg)
+    FIGURES["killed_mid_build_exit"] = proc.returncode
