@@ -168,9 +168,9 @@ class Where:
 
     docker/builder: `--context NAME` (buildx takes a docker context as a builder only when it is the current one),
     `--builder NAME` (any other builder), or nothing (the default engine). contexts: named contexts that map an
-    image the Dockerfile names to a registry copy by digest (toolkit/local_images.py). cache_from/cache_to: registry cache.
-    push: the refs the image is pushed to straight from the builder (then it lands in no engine and nothing is
-    returned but its digest)."""
+    image the Dockerfile names to a registry copy by digest (toolkit/local_images.py). cache_from/cache_to:
+    registry cache. push: the refs the image is pushed to straight from the builder (then it lands in no engine and
+    nothing is returned but its digest)."""
 
     docker: tuple = ()  # global options of the docker client (`--context NAME`: a docker-driver builder)
     builder: tuple = ()
