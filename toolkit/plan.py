@@ -47,6 +47,29 @@ class Plan:
         return self.variant.gates
 
 
+def check_constraint_pins(variant: Variant) -> None:
+    """A wheelhouse with wheels for several platforms renders package names only (toolkit/steps.py: Pip): the home
+    platform's constraints must then pin exactly the `pip` table's versions, or a pin (a `--set pip.X=V`
+    included) would never reach the image. Refused, exit 2, naming the pin."""
+    from packaging.utils import canonicalize_name
+
+    from toolkit.spec import IMAGES_DIR, constraint_pins
+
+    w = variant.wheelhouse
+    if not (w.get("other_platforms") and w.get("constraints")):
+        return
+    pinned = constraint_pins(IMAGES_DIR / w["constraints"])
+    for name, version in variant.pins().items():
+        have = pinned.get(canonicalize_name(name.split("[")[0]))
+        if have is None or have.split("+")[0] != version:
+            raise SpecError(
+                variant.spec_file,
+                f"pip.{short(name, 60, quote=False)}",
+                f"{version} is not what {w['constraints']} pins ({have or 'nothing'}); with wheels for several "
+                "platforms each platform's constraints file holds the versions: change it there",
+            )
+
+
 def apply_sets(variant: Variant, sets: list[str]) -> Variant:
     """`--set args.MAX_JOBS=8`, `--set base=img:tag`: dotted overrides, validated like the spec itself."""
     if not sets:
@@ -110,6 +133,7 @@ def make_plan(
     variant = apply_sets(variant, list(sets))
     if variant.base_build and local_base_problem(variant.base):  # the spec's own base (--set's is checked above)
         raise SpecError(variant.spec_file, "base", local_base_problem(variant.base))
+    check_constraint_pins(variant)
     overrides = parse_overrides(sources, variant)
     wheels = used_wheels(overrides[WHEELS], variant) if WHEELS in overrides else ()
     all_secrets = list(secrets)

@@ -39,7 +39,7 @@ def test_the_same_inputs_give_the_same_hash(catalog):
 @pytest.mark.parametrize(
     "target,item",
     [
-        ("smoke", "pip.torch=2.13.1"),
+        ("miles-cpu", "pip.torch=2.14.2"),
         ("rocm", "pip.numpy=1.26.3"),
         ("rocm", f"components.miles.ref={OTHER_COMMIT}"),
         ("rocm", "base=rocm/sgl-dev:v0.5.16-rocm720-mi35x-20260731"),
