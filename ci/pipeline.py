@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from xml.sax.saxutils import escape
 
-from toolkit import registry
+from toolkit import builders, registry
 from toolkit.bake import target_name
 from toolkit.cli import parse
 from toolkit.context import INPUT_HASH_LABEL
@@ -130,12 +130,18 @@ def junit_failure(path: Path, target: str, message: str, text: str) -> None:
     )
 
 
-def build_one(res: Result, bake_file: Path, reports: Path, builder: str | None, no_cache: bool) -> Result:
+def bake_cmd(builder) -> list:
+    """`docker [--context NAME] buildx bake [--builder NAME]`: buildx runs a docker context's builder only as the
+    current context (toolkit/builders.py)."""
+    if builder is None:
+        return ["docker", "buildx", "bake"]
+    return ["docker", *builder.docker_args(), "buildx", "bake", *builder.args()]
+
+
+def build_one(res: Result, bake_file: Path, reports: Path, builder, no_cache: bool) -> Result:
     meta = reports / f"{res.target}.meta.json"
     cmd = [
-        "docker",
-        "buildx",
-        "bake",
+        *bake_cmd(builder),
         "-f",
         str(bake_file),
         "--push",
@@ -144,8 +150,6 @@ def build_one(res: Result, bake_file: Path, reports: Path, builder: str | None, 
         "--metadata-file",
         str(meta),
     ]
-    if builder:
-        cmd += ["--builder", builder]
     if no_cache:
         cmd.append("--no-cache")
     rc, res.build_s = run_logged(cmd + [target_name(res.target)], reports / f"{res.target}.build.log")
@@ -157,11 +161,14 @@ def build_one(res: Result, bake_file: Path, reports: Path, builder: str | None, 
         return res
     res.digest = json.loads(meta.read_text())[target_name(res.target)]["containerimage.digest"]
     res.status = "built"
-    # Verify what the registry holds, by digest: pull it back and run the gates in it (the JUnit report).
+    # Verify what the registry holds, by digest: pull it back and run the gates in it (the JUnit report), each
+    # platform of a multi-platform image on its own (build.py verify pulls each by its digest).
     ref = f"{registry.repository_of(res.hash_tag)}@{res.digest}"
+    platforms = json.loads(bake_file.read_text())["target"][target_name(res.target)]["platforms"]
     started = time.monotonic()
-    rc, _ = run_logged(["docker", "pull", ref], reports / f"{res.target}.pull.log")
-    if rc == 0:
+    rc = 0
+    for platform in platforms:
+        stem = res.target if len(platforms) == 1 else f"{res.target}.{platform.replace('/', '-')}"
         rc, _ = run_logged(
             [
                 sys.executable,
@@ -171,16 +178,18 @@ def build_one(res: Result, bake_file: Path, reports: Path, builder: str | None, 
                 res.target,
                 "--image",
                 ref,
+                "--platform",
+                platform,
                 "--junit",
-                str(reports / f"{res.target}.junit.xml"),
+                str(reports / f"{stem}.junit.xml"),
                 "--json",
-                str(reports / f"{res.target}.gates.json"),
+                str(reports / f"{stem}.gates.json"),
             ],
-            reports / f"{res.target}.verify.log",
+            reports / f"{stem}.verify.log",
         )
-        res.detail = "" if rc == 0 else f"gates failed on {ref} (see {res.target}.verify.log)"
-    else:
-        res.detail = f"could not pull {ref} back (see {res.target}.pull.log)"
+        if rc != 0:
+            res.detail = f"gates failed on {ref} ({platform}; see {stem}.verify.log)"
+            break
     res.verify_s = time.monotonic() - started
     res.status = "verified" if rc == 0 else "verify-failed"
     return res
@@ -235,8 +244,12 @@ def cmd_images(args) -> int:
     ]
     if args.cache:
         cmd += ["--cache", args.cache]
+    builder_name = args.builder or os.environ.get("BUILDX_BUILDER")
+    if builder_name:
+        cmd += ["--builder", builder_name]
     if subprocess.run(cmd, cwd=ROOT).returncode != 0:
         return 1
+    builder = builders.resolve(builder_name) if builder_name else None
     targets_json = json.loads(bake_file.read_text())["target"]
     results, todo = [], []
     for name in names:
@@ -258,7 +271,7 @@ def cmd_images(args) -> int:
         todo.append(res)
     out(f"building {len(todo)} of {len(names)} target(s): {' '.join(r.target for r in todo) or '-'}")
     with ThreadPoolExecutor(max_workers=max(1, min(args.jobs, len(todo) or 1))) as pool:
-        for res in pool.map(lambda r: build_one(r, bake_file, reports, args.builder, args.no_cache), todo):
+        for res in pool.map(lambda r: build_one(r, bake_file, reports, builder, args.no_cache), todo):
             out(
                 f"{res.target}: {res.status} {res.digest} (build {res.build_s:.1f}s, verify {res.verify_s:.1f}s)"
                 + (f": {res.detail}" if res.detail else "")

@@ -49,24 +49,25 @@ def by_platform(client, image: str, platform: str | None = None) -> list:
     from toolkit.registry import repository_of
 
     try:
-        client.images.get(image)
-        if platform is None:
-            return [(None, image)]
+        local = client.images.get(image)
+        if platform in (None, f"{local.attrs.get('Os')}/{local.attrs.get('Architecture')}"):
+            return [(platform, image)]
     except docker.errors.ImageNotFound:
         pass
-    repo = image.split("@", 1)[0] if "@" in image else repository_of(image)
+    repo = repository_of(image.split("@", 1)[0])
     listed = platforms_of(image)
-    if platform is not None and platform not in listed:
-        raise UsageError(f"{image} holds no {platform} image (it holds: {', '.join(listed) or 'no list'})")
+    if listed and platform is not None and platform not in listed:
+        raise UsageError(f"{image} holds no {platform} image (it holds: {', '.join(listed)})")
     refs = [(p, f"{repo}@{digest}") for p, digest in sorted(listed.items()) if platform in (None, p)]
-    if not refs:  # a single-platform image in a registry
-        refs = [(None, image)]
-    for p, ref in refs:
+    for p, ref in refs or [(platform, image)]:  # no list: one image, pulled as it is
         try:
-            client.images.pull(ref, platform=p)
+            pulled = client.images.pull(ref, platform=p if listed else None)
         except docker.errors.APIError as e:
             raise UsageError(f"cannot pull {ref}: {short(str(e.explanation or e), 200, quote=False)}") from None
-    return refs
+        held = f"{pulled.attrs.get('Os')}/{pulled.attrs.get('Architecture')}"
+        if p is not None and held != p:
+            raise UsageError(f"{ref} is a {held} image, not {p}")
+    return refs or [(platform, image)]
 
 
 def verify_image(client, variant, image: str, json_path=None, junit_path=None, out=print) -> int:
