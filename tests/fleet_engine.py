@@ -94,10 +94,12 @@ class SecondEngine:
         return run.returncode == 0
 
     def kill(self) -> None:
-        """Stop the daemon now (SIGKILL to its group: dockerd and its containerd), as a crashed host would."""
+        """Stop the engine now, as a crashed host would: SIGKILL to dockerd's group, then to every process of its
+        own (its containerd runs in a session of its own, build steps in runc's)."""
         if self.proc and self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(timeout=30)
+        self._kill_leftovers()
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
@@ -105,8 +107,26 @@ class SecondEngine:
             try:
                 self.proc.wait(timeout=60)
             except subprocess.TimeoutExpired:
-                self.kill()
+                pass
+        self.kill()
         self._unmount()
+
+    def _kill_leftovers(self) -> None:
+        """Every process whose command line names this engine's folders (containerd, shims, runc), by pid."""
+        mine = str(self.root)
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) == os.getpid():
+                continue
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if mine in cmdline:
+                try:
+                    os.kill(int(entry), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
 
     def remove(self) -> None:
         """stop(), then take away the bridge and every folder."""

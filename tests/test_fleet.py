@@ -141,8 +141,8 @@ def test_bake_of_two_targets_on_engine_b_from_the_shared_cache(fleet, tmp_path):
         )  # fmt: skip
         assert proc.returncode == 0, proc.stderr[-3000:]
         doc = json.loads(bake.read_text())
-        assert doc["target"]["smoke_arm64"]["platforms"] == ["linux/arm64"]
-        assert any(c.startswith("docker-image://") for c in doc["target"]["smoke_arm64"]["contexts"].values())
+        assert doc["target"]["smoke-arm64"]["platforms"] == ["linux/arm64"]
+        assert any(c.startswith("docker-image://") for c in doc["target"]["smoke-arm64"]["contexts"].values())
         meta = tmp_path / "meta.json"
         started = time.monotonic()
         run = subprocess.run(
@@ -155,11 +155,11 @@ def test_bake_of_two_targets_on_engine_b_from_the_shared_cache(fleet, tmp_path):
     finally:
         bake.unlink(missing_ok=True)
     digests = {name: m["containerimage.digest"] for name, m in json.loads(meta.read_text()).items()}
-    assert set(digests) == {"smoke", "smoke_arm64"}
-    runs = re.findall(r"^#\d+ \[(?:linux/\S+ )?stage-0 \d+/\d+\] RUN", run.stderr, re.M)
+    assert set(digests) == {"smoke", "smoke-arm64"}
+    runs = re.findall(r"^#\d+ \[[^\]]*stage-0 \d+/\d+\] RUN", run.stderr, re.M)
     cached = re.findall(r"^#(\d+) CACHED$", run.stderr, re.M)
     assert runs and len(cached) >= len(runs), run.stderr[-3000:]  # every RUN of both targets came from the cache
-    arm = platforms_of(f"{reg.host}/miles@{digests['smoke_arm64']}")
+    arm = platforms_of(f"{reg.host}/miles@{digests['smoke-arm64']}")
     assert set(arm) == {"linux/arm64"}
     FIGURES.update(bake_two_targets_s=round(seconds), bake_digests=digests)
 
