@@ -8,12 +8,16 @@ usual (it compiles and runs the probe); the second captures the launches into a 
 replays it, one launch on the host. The kernels, their inputs and their order are the captured call's, so the bits
 are the uncaptured path's.
 
-What replay cannot do, so the capture is keyed on it: read inputs from other addresses. Training loops with fixed
-shapes allocate the same addresses step after step (the caching allocator hands the same blocks back in the same
-order); where they do not, each new key costs one plain call and then one capture, and at most `MAX_GRAPHS` graphs
-are kept (the oldest go first). Outputs are copied out of the graph's memory before they are returned, so a later
-replay never overwrites a tensor the caller holds (gradients accumulated across micro-batches, outputs kept for
-logging); the copies cost device time (about 50 us at 2 x 2048 tokens, 32/8 heads, D128 for a fwd+bwd).
+What replay cannot do, so the capture is keyed on it: read inputs from other addresses. So it pays only where a
+loop calls attention on the same buffers again (a bench loop, a fixed-buffer inference loop). In a transformers
+training step it does not: measured on the H200 (results/bridge/2026-12-02-h200-long-calls/graphs-train-keys.log),
+the attention inputs of a Qwen3-style 4x4096 step land at new addresses nearly every step: 96 calls in 6 steps made
+94 keys and 2 captures, and the steps with a capture were 15% slower (a capture costs ~25 ms; bench_public-train.md:
+0.92x the uncaptured step over 8 steps). A key seen once runs plain; seen twice, it is captured; at most
+`MAX_GRAPHS` keys are kept (the oldest go first). Replaying calls whose addresses change would need the inputs
+copied into the graph's own buffers first: not built. Outputs are copied out of the graph's memory before they are
+returned, so a later replay never overwrites a tensor the caller holds (gradients accumulated across micro-batches,
+outputs kept for logging); the copies cost device time (50-180 us a fwd+bwd on the bench's shapes).
 A call that cannot be captured (an error inside the capture) runs uncaptured from then on, with one warning.
 Off by default; the eager path only (under torch.compile, Inductor's own `mode="reduce-overhead"` captures graphs).
 """
