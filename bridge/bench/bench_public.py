@@ -228,8 +228,23 @@ def train_step(fwd, opt, inputs):
     return step
 
 
+def _with_graphs(step):
+    from sglang_attn_bridge import graphs, settings
+
+    def run():
+        with settings.override(graphs=True):
+            step()
+
+    graphs.clear()
+    return run
+
+
 def train_rows(results, compiled):
-    impls = {"4x4096": ["sdpa", "triton"], "16x1024": ["sdpa", "triton"], "packed": ["sdpa", "varlen", "triton"]}
+    impls = {
+        "4x4096": ["sdpa", "triton", "triton+graphs"],
+        "16x1024": ["sdpa", "triton", "triton+graphs"],
+        "packed": ["sdpa", "varlen", "triton", "triton+graphs"],
+    }
     if compiled:
         impls = {"4x4096": ["sdpa", "triton"], "packed": ["varlen", "triton"]}
     register_varlen()
@@ -238,14 +253,17 @@ def train_rows(results, compiled):
         inputs = train_inputs(kind)
         tokens = inputs["input_ids"].numel()
         for attn in names:
-            model = qwen3(attn)
+            graphed = attn == "triton+graphs"  # the opt-in CUDA-graph replay of repeated attention calls
+            model = qwen3("triton" if graphed else attn)
             opt = torch.optim.SGD(model.parameters(), lr=1e-4)
             fwd = torch.compile(model) if compiled else model
 
             step = train_step(fwd, opt, inputs)
+            if graphed:
+                step = _with_graphs(step)
             row = {
                 "batch": kind,
-                "attn": "bridge (auto)" if attn == "triton" else attn,
+                "attn": {"triton": "bridge (auto)", "triton+graphs": "bridge (auto, graphs)"}.get(attn, attn),
                 "mode": "compiled" if compiled else "eager",
             }
             try:
@@ -261,6 +279,10 @@ def train_rows(results, compiled):
             rows.append(row)
             print(json.dumps(row), flush=True)
             del step, opt, fwd
+            if graphed:
+                from sglang_attn_bridge import graphs
+
+                graphs.clear()
             model.zero_grad(set_to_none=True)
             torch.cuda.empty_cache()
             torch._dynamo.reset()

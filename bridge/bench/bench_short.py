@@ -1,8 +1,10 @@
 """Short calls on the GPU: the public path's fwd+bwd and forward against SDPA, with host and device time apart.
 
 Per shape and path (transformers' sdpa_attention_forward; the bridge's registered attention function as shipped,
-`auto`; the portable kernels; on the short shapes, auto with one choice changed):
+`auto`; auto with the opt-in CUDA-graph replay, `graphs` (fwd+bwd only); the portable kernels):
 * ms: median of triton's do_bench (each call alone, L2 flushed): what a loop of calls costs, host gaps included;
+  BENCH_ROUNDS rounds (default 7), each timing every column once, interleaved: the median over rounds and the
+  rounds' range are reported (a host-bound call's time moves with the CPU's pace from one moment to the next);
 * host us: CPU time to queue one call in a steady loop (30 calls back to back behind a GPU spin long enough that
   none waits for the GPU; median of 7 such loops);
 * device us: GPU time of one call with no host gaps (20 calls queued behind a spin, each after an L2 flush, the
@@ -29,14 +31,15 @@ from triton.testing import do_bench
 
 OUT = os.environ.get("OUT", "out")
 PARTS = set(os.environ.get("BENCH_PARTS", "calls,profile,fp32").split(","))
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "7"))  # interleaved do_bench rounds per (shape, column, part)
 SHAPES = [  # (name, batch, seq, hq, hkv, d, variants of auto); packed: one row of `batch` sequences
-    ("2x2048 32/8 D128", 2, 2048, 32, 8, 128, ("two streams", "Triton fwd")),
-    ("8x1024 32/8 D128", 8, 1024, 32, 8, 128, ("two streams", "Triton fwd")),
-    ("1x8192 32/8 D128", 1, 8192, 32, 8, 128, ("one stream",)),
+    ("2x2048 32/8 D128", 2, 2048, 32, 8, 128, ()),
+    ("8x1024 32/8 D128", 8, 1024, 32, 8, 128, ()),
+    ("1x8192 32/8 D128", 1, 8192, 32, 8, 128, ()),
     ("4x4096 32/8 D128", 4, 4096, 32, 8, 128, ()),
-    ("4x4096 16/16 D128", 4, 4096, 16, 16, 128, ("one stream",)),
+    ("4x4096 16/16 D128", 4, 4096, 16, 16, 128, ()),
     ("4x4096 32/8 D64", 4, 4096, 32, 8, 64, ()),
-    ("packed 26 seqs=18432 32/8 D128", 26, 18432, 32, 8, 128, ("one stream",)),
+    ("packed 26 seqs=18432 32/8 D128", 26, 18432, 32, 8, 128, ()),
     # the short shapes again, last: their host time sits near their device time, so run-to-run spread shows here
     ("2x2048 32/8 D128, again", 2, 2048, 32, 8, 128, ()),
     ("8x1024 32/8 D128, again", 8, 1024, 32, 8, 128, ()),
@@ -168,29 +171,47 @@ def calls_part():
                 qt, kt, vt = (t.detach().transpose(1, 2) for t in (q, k, v))
                 ref = sglang_forward(kern, qt, kt, vt, lay, d**-0.5, True, None, 0.0)
             row["auto equals sglang"] = bool(torch.equal(mine, ref))
-        cols = {"auto": ({}, None), "portable": ({"portable": True}, None)}
+        cols = {"auto": ({}, None), "graphs": ({"graphs": True}, None), "portable": ({"portable": True}, None)}
         variants = _variants(d)
         cols.update({f"auto, {w}": ({}, variants[f"auto, {w}"]) for w in wanted})
         if not packed:
             cols = {"sdpa": (None, None), **cols}
+        # do_bench ms in interleaved rounds: every (column, part) once per round, so drift and a slow spell of the
+        # CPU hit every column alike; the median over rounds is reported with the rounds' spread
+        timed = []
         for col, (over, apply) in cols.items():
             f = sdpa_attention_forward if over is None else triton_attention_forward
+            # graphs capture calls that need gradients only: its forward alone is auto's
+            parts = (("fwd+bwd", both), ("fwd", fwd)) if apply is None and col != "graphs" else (("fwd+bwd", both),)
+            timed += [(col, part, over, apply, mk(f)) for part, mk in parts]
+        samples: dict = {}
+        for _ in range(ROUNDS):
+            for col, part, over, apply, run in timed:
+                key = f"{col} {part}"
+                if isinstance(samples.get(key), str):
+                    continue
+                undo = apply() if apply else None
+                try:
+                    with settings.override(**(over or {})):
+                        samples.setdefault(key, []).append(ms_bench(run, [q, k, v]))
+                except Exception as e:
+                    samples[key] = f"{type(e).__name__}: {str(e)[:160]}"
+                finally:
+                    if undo:
+                        undo()
+        for col, part, over, apply, run in timed:
+            key = f"{col} {part}"
+            val = samples[key]
+            if isinstance(val, str):
+                row[key] = val
+                continue
+            row[key] = statistics.median(val)
+            row[key + " rounds"] = val
             undo = apply() if apply else None
             try:
                 with settings.override(**(over or {})):
-                    parts = (
-                        (("fwd+bwd", both), ("fwd", fwd))
-                        if col in ("sdpa", "auto", "portable")
-                        else (("fwd+bwd", both),)
-                    )
-                    for part, mk in parts:
-                        run = mk(f)
-                        try:
-                            row[f"{col} {part}"] = ms_bench(run, [q, k, v])
-                            row[f"{col} {part} host us"] = host_us(run)
-                            row[f"{col} {part} device us"] = device_us(run)
-                        except Exception as e:
-                            row[f"{col} {part}"] = f"{type(e).__name__}: {str(e)[:160]}"
+                    row[key + " host us"] = host_us(run)
+                    row[key + " device us"] = device_us(run)
             finally:
                 if undo:
                     undo()
@@ -305,11 +326,13 @@ def table() -> str:
             for key, val in r.items():
                 if key == "shape" or key.endswith(" us") or not isinstance(val, float):
                     continue
+                spread = r.get(key + " rounds")
+                sp = f" ({min(spread):.3f}-{max(spread):.3f} over {len(spread)} rounds)" if spread else ""
                 col, part = key.rsplit(" ", 1)
                 base = r.get(f"sdpa {part}")
                 x = f" {base / val:.2f}x" if isinstance(base, float) and col != "sdpa" else ""
                 cells.append(
-                    f"{key} {val:.3f}{x} [{r.get(key + ' host us', 0):.0f} | {r.get(key + ' device us', 0):.0f}]"
+                    f"{key} {val:.3f}{x}{sp} [{r.get(key + ' host us', 0):.0f} | {r.get(key + ' device us', 0):.0f}]"
                 )
             eq = r.get("auto equals sglang")
             lines.append(f"{r['shape']:32} (auto == sglang: {eq})\n    " + "\n    ".join(cells))

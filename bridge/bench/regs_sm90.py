@@ -125,6 +125,9 @@ def compile_report(kind: str, d: int, block_m: int, block_n: int, warps: int, st
     spills = re.search(r"(\d+) bytes spill stores", log)
     # device-built TMA descriptors: each site has its own scratch slot (the Gluon forward relies on two sets)
     descs = k.asm["ptx"].count("tensormap.cp_fenceproxy")
+    for line in log.splitlines():  # ptxas serialises every wgmma of a kernel it cannot pipeline safely, and says so
+        if "wgmma" in line.lower():
+            print("    ptxas:", line.strip()[:300], flush=True)
     return int(regs.group(1)) if regs else None, int(spills.group(1)) if spills else None, k.metadata.shared, descs
 
 
@@ -136,12 +139,13 @@ def main(specs: list[str]) -> int:
         kind, *nums = spec.split(",")
         pos = [int(x) for x in nums if "=" not in x]
         extra = {kv.split("=")[0]: int(kv.split("=")[1]) for kv in nums if "=" in kv}
-        extra = {k: bool(v) if k in ("TMA", "COMPUTE_O", "FAST", "EXP_FTZ", "PAIRS") else v for k, v in extra.items()}
+        flags = ("TMA", "COMPUTE_O", "FAST", "EXP_FTZ", "PAIRS")
+        extra = {k: bool(v) if k in flags else v for k, v in extra.items()}
         try:
             regs, spills, smem, descs = compile_report(kind, *pos, **extra)
             print(f"{spec:40} regs {regs} spills {spills} smem {smem} descriptor sites {descs}", flush=True)
         except Exception as e:  # a config Triton rejects: say so and go on
-            print(f"{spec:40} ERROR {str(e).splitlines()[0][:200]}", flush=True)
+            print(f"{spec:40} ERROR {str(e)[:1500]}", flush=True)
     return 0
 
 

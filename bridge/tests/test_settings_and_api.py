@@ -29,6 +29,26 @@ def test_environment_is_parsed_once_with_clear_errors():
         settings.from_environment({"SGLANG_ATTN_BRIDGE_FORWARD": "fast"})
     with pytest.raises(BridgeConfigError, match="SGLANG_ATTN_BRIDGE_PORTABLE='maybe'"):
         settings.from_environment({"SGLANG_ATTN_BRIDGE_PORTABLE": "maybe"})
+    # CUDA-graph replay is opt-in
+    assert settings.from_environment({}).graphs is False
+    assert settings.from_environment({"SGLANG_ATTN_BRIDGE_GRAPHS": "1"}).graphs is True
+
+
+def test_graphs_setting_leaves_cpu_calls_uncaptured():
+    """With `graphs` on, a call on the CPU (the interpreter) runs as without it and gives the same output."""
+    from sglang_attn_bridge import graphs
+
+    gen = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(40, h, 32, generator=gen) for h in (4, 2, 2))
+    cu = torch.tensor([0, 25, 40], dtype=torch.int32)
+    xs = [x.clone().requires_grad_() for x in (q, k, v)]
+    plain = attention_varlen(*xs, cu_seqlens_q=cu, cu_seqlens_k=cu)
+    graphs.clear()
+    with settings.override(graphs=True):
+        assert not graphs.enabled(q)
+        ys = [x.clone().requires_grad_() for x in (q, k, v)]
+        other = attention_varlen(*ys, cu_seqlens_q=cu, cu_seqlens_k=cu)
+    assert torch.equal(plain, other) and not graphs._entries
 
 
 def test_a_changed_environment_changes_nothing_until_reloaded(monkeypatch):

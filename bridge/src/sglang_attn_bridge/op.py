@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from . import layout, ops
+from . import graphs, layout, ops
 from .function import forward_impl, separate_backward_output
 
 
@@ -220,12 +220,38 @@ def _backward(ctx, do, _dlse, _do_bwd):
 attention_op.register_autograd(_backward, setup_context=_setup_context)
 
 
+def _graphed_forward(q, k, v, mask, pos, cu_q, cu_k, max_q, max_k, scale, causal, window, softcap):
+    """`_forward` with gradients, its launches replayed from a CUDA graph where the call repeats (graphs.py); the
+    layout is built outside the graph (it may read lengths on the host)."""
+    lay = _layout(q, k, mask, pos, cu_q, cu_k, max_q, max_k)
+    key = graphs.key("forward", (q, k, v), lay, (scale, causal, window, softcap))
+
+    def fn():
+        o, lse, o_bwd = forward_impl(q, k, v, lay, scale, causal, _window(window), softcap, True)
+        return o, lse, o_bwd
+
+    o, lse, o_bwd = graphs.run(key, fn, (lay,))
+    return o, lse, q.new_empty((0,)) if o_bwd is None else o_bwd
+
+
+def _graphed_backward(do, q, k, v, o, lse, mask, pos, cu_q, cu_k, max_q, max_k, scale, causal, window, softcap):
+    lay = _layout(q, k, mask, pos, cu_q, cu_k, max_q, max_k)
+    key = graphs.key("backward", (do, q, k, v, o, lse), lay, (scale, causal, window, softcap))
+    return graphs.run(
+        key, lambda: ops.backward(do, q, k, v, o, lse, lay, scale, causal, _window(window), softcap), (lay,)
+    )
+
+
 class _Eager(torch.autograd.Function):
     """The op's forward and backward in eager mode, without the dispatcher (the module docstring says why)."""
 
     @staticmethod
     def forward(ctx, q, k, v, mask, pos, cu_q, cu_k, max_q, max_k, scale, causal, window, softcap):
-        o, lse, o_bwd = _forward(q, k, v, mask, pos, cu_q, cu_k, max_q, max_k, scale, causal, window, softcap, True)
+        args = (q, k, v, mask, pos, cu_q, cu_k, max_q, max_k, scale, causal, window, softcap)
+        if graphs.enabled(q):
+            o, lse, o_bwd = _graphed_forward(*args)
+        else:
+            o, lse, o_bwd = _forward(*args, True)
         ctx.save_for_backward(q, k, v, o_bwd if o_bwd.numel() else o, lse, mask, pos, cu_q, cu_k)
         ctx.args = (max_q, max_k, scale, causal, window, softcap)
         return o
@@ -233,7 +259,8 @@ class _Eager(torch.autograd.Function):
     @staticmethod
     def backward(ctx, do):
         q, k, v, o, lse, mask, pos, cu_q, cu_k = ctx.saved_tensors
-        dq, dk, dv = _backward_impl(do.contiguous(), q, k, v, o, lse, mask, pos, cu_q, cu_k, *ctx.args)
+        impl = _graphed_backward if graphs.enabled(q) else _backward_impl
+        dq, dk, dv = impl(do.contiguous(), q, k, v, o, lse, mask, pos, cu_q, cu_k, *ctx.args)
         return dq, dk, dv, None, None, None, None, None, None, None, None, None, None
 
 

@@ -10,6 +10,8 @@ Every behaviour switch lives here, so no call reads `os.environ` and a value is 
 * ``probe_cache`` (SGLANG_ATTN_BRIDGE_PROBE_CACHE = FILE): where the probe also keeps its decisions.
 * ``portable`` (SGLANG_ATTN_BRIDGE_PORTABLE = 1): run only the portable Triton kernels, as on ROCm: no Gluon,
   no TMA, no inline PTX, on any GPU. Same bits; the bench measures what the portable path costs.
+* ``graphs`` (SGLANG_ATTN_BRIDGE_GRAPHS = 1): the eager path captures a call's launches into a CUDA graph where the
+  same call (tensor addresses, shapes, layout) repeats, and replays it (graphs.py); off by default. Same bits.
 * ``interpreter`` (TRITON_INTERPRET = 1): Triton's CPU interpreter runs the kernels (with small tiles). Triton reads
   the same variable when it is imported, so overriding it only changes what the bridge plans.
 
@@ -32,6 +34,7 @@ ENV = {
     "enable": "SGLANG_ATTN_BRIDGE_ENABLE",
     "probe_cache": "SGLANG_ATTN_BRIDGE_PROBE_CACHE",
     "portable": "SGLANG_ATTN_BRIDGE_PORTABLE",
+    "graphs": "SGLANG_ATTN_BRIDGE_GRAPHS",
     "interpreter": "TRITON_INTERPRET",
 }
 _TRUE = ("1", "true", "yes", "on")
@@ -44,6 +47,7 @@ class Settings:
     enable: bool | None = None
     probe_cache: str | None = None
     portable: bool = False
+    graphs: bool = False
     interpreter: bool = False
 
     def __post_init__(self):
@@ -68,6 +72,7 @@ def from_environment(environ=None) -> Settings:
         enable=_flag(ENV["enable"], env.get(ENV["enable"], ""), unset=None),
         probe_cache=env.get(ENV["probe_cache"]) or None,
         portable=_flag(ENV["portable"], env.get(ENV["portable"], "")),
+        graphs=_flag(ENV["graphs"], env.get(ENV["graphs"], "")),
         interpreter=env.get(ENV["interpreter"], "0").strip() == "1",
     )
 
