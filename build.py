@@ -151,7 +151,7 @@ def build_staged(args, builder, client, plan, ctx, where, extra_tags=()) -> int:
     if builder.name:
         out(f"builder {builder.label}: {builder.driver} driver, platforms {','.join(plan.variant.platforms)}")
     if args.skip_existing:
-        where_, note = registry.find_existing(
+        found, note = registry.find_existing(
             builder.client() if builder.engine_local else client,
             hash_tag,
             args.registry,
@@ -160,8 +160,8 @@ def build_staged(args, builder, client, plan, ctx, where, extra_tags=()) -> int:
         )
         if note:
             out(f"note: {note}")
-        if where_:
-            out(f"skip: {hash_tag} exists {where_} (same input hash); nothing to build")
+        if found:
+            out(f"skip: {hash_tag} exists {found} (same input hash); nothing to build")
             return 0
     if args.push and builders.pushes_itself(builder, plan.variant.platforms):
         # The builder pushes the image itself, and only when every step, gates included, passed.
