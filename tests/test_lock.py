@@ -36,6 +36,7 @@ def write_family(project, components=None, artifacts=None, family=FAMILY):
     data = yaml.safe_load((ROOT / "images" / "smoke.yaml").read_text())
     data["family"], data["variants"] = family, {family: {"tag_suffix": family}}
     data["default"] = family
+    data.pop("upstream_tags", None)  # its postfixes name the smoke variants
     if components:
         data["components"] = components
         data["steps"] = data["steps"] + [{"source": name} for name in components]  # each is installed by a step

@@ -299,8 +299,8 @@ def check_family_values(raw: dict, file: str) -> None:
             if "constraints" in other:
                 check_repo_file(other["constraints"], file, f"{key}.constraints", IMAGES_DIR)
                 pinned = constraint_pins(IMAGES_DIR / other["constraints"])
-                for name in raw.get("pip") or {}:
-                    if canonicalize_name(name) not in pinned:
+                for name in raw.get("pip") or {}:  # a name that is not one is refused with the pins
+                    if pip_name_problem(name) is None and canonicalize_name(name) not in pinned:
                         raise SpecError(file, f"{key}.constraints", f"pins no version of {short(name)} (pip)")
 
 

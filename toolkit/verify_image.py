@@ -46,7 +46,7 @@ def by_platform(client, image: str, platform: str | None = None) -> list:
     import docker.errors
 
     from toolkit.local_images import platforms_of
-    from toolkit.registry import repository_of
+    from toolkit.registry import names_registry, repository_of
 
     try:
         local = client.images.get(image)
@@ -54,6 +54,8 @@ def by_platform(client, image: str, platform: str | None = None) -> list:
             return [(platform, image)]
     except docker.errors.ImageNotFound:
         pass
+    if not (names_registry(image) or "@" in image):  # a local name: no registry is asked (Docker Hub least)
+        raise UsageError(f"image {image} is not present on this engine (pull or load it first)")
     repo = repository_of(image.split("@", 1)[0])
     listed = platforms_of(image)
     if listed and platform is not None and platform not in listed:
@@ -63,7 +65,8 @@ def by_platform(client, image: str, platform: str | None = None) -> list:
         try:
             pulled = client.images.pull(ref, platform=p if listed else None)
         except docker.errors.APIError as e:
-            raise UsageError(f"cannot pull {ref}: {short(str(e.explanation or e), 200, quote=False)}") from None
+            reason = short(str(e.explanation or e), 200, quote=False)
+            raise UsageError(f"image {ref} is not present on this engine and cannot be pulled ({reason})") from None
         held = f"{pulled.attrs.get('Os')}/{pulled.attrs.get('Architecture')}"
         if p is not None and held != p:
             raise UsageError(f"{ref} is a {held} image, not {p}")
