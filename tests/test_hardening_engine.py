@@ -75,6 +75,7 @@ def _small_wheelhouse_spec(project: Path, pip: dict) -> None:
     data = yaml.safe_load(spec.read_text())
     data["pip"] = pip
     data["steps"] = [{"pip": list(pip)}, "patches"]  # the one step installs the tiny set
+    data["wheelhouse"].pop("other_platforms", None)  # one platform: the tiny constraints file is all there is
     spec.write_text(yaml.safe_dump(data, sort_keys=False))
     (project / "images" / data["wheelhouse"]["constraints"]).write_text(
         "".join(f"{name}=={version}\n" for name, version in pip.items())
