@@ -9,7 +9,7 @@ In order, each test using what the one before left in the registry:
 4. `build.py bake` of two targets (smoke, smoke-arm64) runs on engine B, both from the shared cache;
 5. engine B killed mid-build: exit 1 or 3, no tag moved, the registry still serves what it held, and engine A
    still runs uncached RUN steps (its network untouched by B).
-The figures (times, CACHED counts, digests) are printed at the end of the module (`-s` or the CI log).
+The figures (times, CACHED counts, digests) are written to build/fleet-figures.json at the end of the module.
 """
 
 from __future__ import annotations
@@ -48,8 +48,9 @@ def fleet():
             yield reg, engine_b
         finally:
             engine_b.remove()
-            if FIGURES:
-                sys.__stdout__.write("\nfleet figures: " + json.dumps(FIGURES, indent=1) + "\n")
+            if FIGURES:  # pytest captures the output: the figures go to a file of the checkout's build folder
+                (ROOT / "build").mkdir(exist_ok=True)
+                (ROOT / "build" / "fleet-figures.json").write_text(json.dumps(FIGURES, indent=1) + "\n")
 
 
 def build(engine_b, *args, timeout=3600):
