@@ -26,7 +26,7 @@ import sys
 import time
 
 import torch
-from common import load_sglang, packed_lengths
+from common import CausalLayer, call_inputs, load_sglang, packed_lengths
 from triton.testing import do_bench
 
 OUT = os.environ.get("OUT", "out")
@@ -105,10 +105,6 @@ def ftz_part():
     results["ftz"] = rows
 
 
-class Module(torch.nn.Module):
-    is_causal = True
-
-
 def calls_part():
     from sglang_attn_bridge import settings
     from sglang_attn_bridge.attention import triton_attention_forward
@@ -116,20 +112,8 @@ def calls_part():
 
     rows = []
     for name, b, s, hq, hkv, d in SHAPES:
+        q, k, v, do, mod, kw, _ = call_inputs(name, b, s, hq, hkv, d)
         packed = name.startswith("packed")
-        rows_ = 1 if packed else b
-        torch.manual_seed(0)
-        q = torch.randn(rows_, hq, s, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-        k = torch.randn(rows_, hkv, s, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-        v = torch.randn(rows_, s, hkv, d, device="cuda", dtype=torch.bfloat16).transpose(1, 2).detach()
-        v.requires_grad_(True)
-        do = torch.randn(rows_, s, hq, d, device="cuda", dtype=torch.bfloat16)
-        mod = Module()
-        mod.num_key_value_groups = hq // hkv
-        kw = {}
-        if packed:
-            lens = packed_lengths(s, b, seed=7)
-            kw["position_ids"] = torch.cat([torch.arange(n) for n in lens])[None].cuda()
 
         def both(f, kw=kw):
             def run():
@@ -222,7 +206,7 @@ def profile_part():
     k = torch.randn(2, 8, 2048, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     v = torch.randn(2, 2048, 8, 128, device="cuda", dtype=torch.bfloat16).transpose(1, 2).detach().requires_grad_()
     do = torch.randn(2, 2048, 32, 128, device="cuda", dtype=torch.bfloat16)
-    mod = Module()
+    mod = CausalLayer()
 
     def run():
         out, _ = triton_attention_forward(mod, q, k, v, None, scaling=128**-0.5)

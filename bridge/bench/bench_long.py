@@ -17,7 +17,7 @@ import time
 from dataclasses import replace
 
 import torch
-from common import interleaved_ms, load_sglang, packed_lengths
+from common import call_inputs, interleaved_ms, load_sglang
 
 OUT = os.environ.get("OUT", "out")
 SHAPES = [  # (name, batch, seq, hq, hkv, d); packed: one row of `batch` sequences
@@ -42,12 +42,8 @@ def variants(d):
     return {k: (replace(fw, **f), replace(bw, **b)) for k, (f, b) in out.items()}
 
 
-class Module(torch.nn.Module):
-    is_causal = True
-
-
 def main() -> int:
-    from sglang_attn_bridge import config, layout
+    from sglang_attn_bridge import config
     from sglang_attn_bridge.attention import triton_attention_forward
     from sglang_attn_bridge.sglang_forward import sglang_forward
     from sglang_attn_bridge.sglang_kernel import resolve
@@ -63,23 +59,8 @@ def main() -> int:
         if only and not any(o in name for o in only.split(",")):
             continue
         t0 = time.time()
+        q, k, v, do, mod, kw, lay = call_inputs(name, b, s, hq, hkv, d)
         packed = name.startswith("packed")
-        rows_ = 1 if packed else b
-        torch.manual_seed(0)
-        q = torch.randn(rows_, hq, s, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-        k = torch.randn(rows_, hkv, s, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-        v = torch.randn(rows_, s, hkv, d, device="cuda", dtype=torch.bfloat16).transpose(1, 2).detach()
-        v.requires_grad_(True)
-        do = torch.randn(rows_, s, hq, d, device="cuda", dtype=torch.bfloat16)
-        mod = Module()
-        mod.num_key_value_groups = hq // hkv
-        kw = {}
-        lay = layout.dense(rows_, s, s, q.device)
-        if packed:
-            lens = packed_lengths(s, b, seed=7)
-            kw["position_ids"] = torch.cat([torch.arange(n) for n in lens])[None].cuda()
-            cu = torch.tensor([0] + lens).cumsum(0).to("cuda", torch.int32)
-            lay = layout.from_cu_seqlens(cu, cu, s, s)
         ref = None
         if kern is not None:
             with torch.no_grad():

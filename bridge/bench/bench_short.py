@@ -26,7 +26,7 @@ import sys
 import time
 
 import torch
-from common import load_sglang, packed_lengths
+from common import CausalLayer, call_inputs, load_sglang
 from triton.testing import do_bench
 
 OUT = os.environ.get("OUT", "out")
@@ -87,10 +87,6 @@ def device_us(fn, calls=20, per_call_ms=3.0):
     return statistics.median(runs) - statistics.median(flushes)
 
 
-class Module(torch.nn.Module):
-    is_causal = True
-
-
 def _variants(d):
     """auto with one choice changed (config tables / launch path), applied and undone around a measurement."""
     from sglang_attn_bridge import config, launch
@@ -122,7 +118,7 @@ def _variants(d):
 
 
 def calls_part():
-    from sglang_attn_bridge import layout, settings
+    from sglang_attn_bridge import settings
     from sglang_attn_bridge.attention import triton_attention_forward
     from sglang_attn_bridge.sglang_forward import sglang_forward
     from sglang_attn_bridge.sglang_kernel import resolve
@@ -131,23 +127,8 @@ def calls_part():
     kern = resolve(refresh=True).kernel
     rows = []
     for name, b, s, hq, hkv, d, wanted in SHAPES:
+        q, k, v, do, mod, kw, lay = call_inputs(name, b, s, hq, hkv, d)
         packed = name.startswith("packed")
-        rows_ = 1 if packed else b
-        torch.manual_seed(0)
-        q = torch.randn(rows_, hq, s, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-        k = torch.randn(rows_, hkv, s, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-        v = torch.randn(rows_, s, hkv, d, device="cuda", dtype=torch.bfloat16).transpose(1, 2).detach()
-        v.requires_grad_(True)
-        do = torch.randn(rows_, s, hq, d, device="cuda", dtype=torch.bfloat16)
-        mod = Module()
-        mod.num_key_value_groups = hq // hkv
-        kw = {}
-        lay = layout.dense(rows_, s, s, q.device)
-        if packed:
-            lens = packed_lengths(s, b, seed=7)
-            kw["position_ids"] = torch.cat([torch.arange(n) for n in lens])[None].cuda()
-            cu = torch.tensor([0] + lens).cumsum(0).to("cuda", torch.int32)
-            lay = layout.from_cu_seqlens(cu, cu, s, s)
 
         def both(f, kw=kw):
             def run():
@@ -228,7 +209,7 @@ def profile_part():
     k = torch.randn(2, 8, 2048, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     v = torch.randn(2, 2048, 8, 128, device="cuda", dtype=torch.bfloat16).transpose(1, 2).detach().requires_grad_()
     do = torch.randn(2, 2048, 32, 128, device="cuda", dtype=torch.bfloat16)
-    mod = Module()
+    mod = CausalLayer()
     mod.num_key_value_groups = 4
     texts = {}
     for name, f in (("auto", triton_attention_forward), ("sdpa", sdpa_attention_forward)):

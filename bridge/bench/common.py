@@ -43,6 +43,38 @@ def make_qkv(lens, hq, hkv, d, dtype, device="cuda", requires_grad=False):
     return q, k, v, cu
 
 
+class CausalLayer(torch.nn.Module):
+    """What transformers' attention functions read from the calling layer (and num_key_value_groups, set per call)."""
+
+    is_causal = True
+
+
+def call_inputs(name: str, b: int, s: int, hq: int, hkv: int, d: int, device: str = "cuda"):
+    """One bench row's inputs as transformers passes them: q, k (B, H, S, D), v (same shape, from an (B, S, H, D)
+    buffer), the output gradient, the calling layer, the keywords (position_ids of a packed row) and the bridge's
+    layout. A "packed..." row is b sequences of random lengths summing to s in one row."""
+    from sglang_attn_bridge import layout
+
+    packed = name.startswith("packed")
+    rows = 1 if packed else b
+    torch.manual_seed(0)
+    q = torch.randn(rows, hq, s, d, device=device, dtype=torch.bfloat16, requires_grad=True)
+    k = torch.randn(rows, hkv, s, d, device=device, dtype=torch.bfloat16, requires_grad=True)
+    v = torch.randn(rows, s, hkv, d, device=device, dtype=torch.bfloat16).transpose(1, 2).detach()
+    v.requires_grad_(True)
+    do = torch.randn(rows, s, hq, d, device=device, dtype=torch.bfloat16)
+    mod = CausalLayer()
+    mod.num_key_value_groups = hq // hkv
+    kw = {}
+    lay = layout.dense(rows, s, s, q.device)
+    if packed:
+        lens = packed_lengths(s, b, seed=7)
+        kw["position_ids"] = torch.cat([torch.arange(n) for n in lens])[None].to(device)
+        cu = torch.tensor([0] + lens).cumsum(0).to(device, torch.int32)
+        lay = layout.from_cu_seqlens(cu, cu, s, s)
+    return q, k, v, do, mod, kw, lay
+
+
 def causal_flops(lens, hq, d) -> float:
     return float(sum(2 * s * s * hq * d for s in lens))
 
