@@ -102,7 +102,7 @@ def cmd_build(args) -> int:
         ctx = stage(plan, text, scope=scope)
         client = engine.connect()  # this machine's engine: where the images only this machine can make are made
         engine.buildx_cmd()
-        builder = builders.resolve(args.builder)
+        builder = builders.resolve(args.builder, client)
         platforms = plan.variant.platforms
         builders.check(builder, platforms, push=args.push, cache_export=bool(args.cache))
         contexts: tuple = ()

@@ -80,12 +80,13 @@ def _context_host(name: str) -> str | None:
     return run.stdout.strip() or None if run.returncode == 0 else None
 
 
-def resolve(name: str | None) -> Builder:
-    """The builder `name` names (None: the default engine), with its driver and image store, else exit 2/3."""
+def resolve(name: str | None, client=None) -> Builder:
+    """The builder `name` names (None: the default engine, `client` when the caller holds one), with its driver and
+    image store, else exit 2/3."""
     if name is not None and not NAME_RE.fullmatch(name):
         raise UsageError(f"--builder {short(name)}: not a builder name (letters, digits, '._-')")
     if name is None:
-        return Builder(None, "docker", None, _store_of(engine.connect()))
+        return Builder(None, "docker", None, _store_of(client or engine.connect()))
     run = _buildx("inspect", name)
     if run.returncode != 0:
         raise UsageError(f"--builder {short(name)}: no such buildx builder or docker context (`docker buildx ls`)")
