@@ -6,7 +6,7 @@ Triton version the GPU machine runs, installed aside, e.g.
   pip download --no-deps --only-binary=:all: -d /tmp/t triton==3.6.0
   pip install --no-deps --target /tmp/t36 /tmp/t/*.whl
   PYTHONPATH=/tmp/t36:bridge/src python3 bridge/bench/regs_sm90.py dkdv,128,32,64,4,3 fwd,128,128,64,8,2,max_regs=128
-Each spec: kernel (fwd|dkdv|dq|gluon-dkdv|gluon-fwd-ws), head dim, BLOCK_M, BLOCK_N, warps, stages (the Gluon
+Each spec: kernel (fwd|dkdv|dq|gluon-dkdv|gluon-dq|gluon-fwd-ws), head dim, BLOCK_M, BLOCK_N, warps, stages (the Gluon
 kernels ignore stages; gluon-fwd-ws takes STAGES=, EXP_FTZ=, INTERIOR=), then optional k=v (TMA=0, INTERIOR=2,
 max_regs=128, ...). Shapes: one sequence of 8192 tokens, 32/8 heads, bf16, causal.
 """
@@ -22,7 +22,7 @@ import tempfile
 import triton
 from sglang_attn_bridge.kernels.backward import dkdv_kernel, dq_kernel
 from sglang_attn_bridge.kernels.forward import attn_fwd_kernel
-from sglang_attn_bridge.ops import attn_fwd_ws_sm90_kernel, dkdv_sm90_kernel
+from sglang_attn_bridge.ops import attn_fwd_ws_sm90_kernel, dkdv_sm90_kernel, dq_sm90_kernel
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
@@ -32,6 +32,7 @@ KERNELS = {
     "dkdv": dkdv_kernel,
     "dq": dq_kernel,
     "gluon-dkdv": dkdv_sm90_kernel,
+    "gluon-dq": dq_sm90_kernel,
     "gluon-fwd-ws": attn_fwd_ws_sm90_kernel,
 }
 TENSORS = {  # pointer arguments: element type, heads (None: not a [B, S, H, D] tensor)
@@ -92,6 +93,8 @@ def compile_report(kind: str, d: int, block_m: int, block_n: int, warps: int, st
         INTERIOR=1,
         FAST=False,
         PAIRS=True,
+        DEFER=False,
+        PRECISE=False,
     )
     max_regs = extra.pop("max_regs", 0)
     consts.update(extra)
@@ -139,7 +142,7 @@ def main(specs: list[str]) -> int:
         kind, *nums = spec.split(",")
         pos = [int(x) for x in nums if "=" not in x]
         extra = {kv.split("=")[0]: int(kv.split("=")[1]) for kv in nums if "=" in kv}
-        flags = ("TMA", "COMPUTE_O", "FAST", "EXP_FTZ", "PAIRS")
+        flags = ("TMA", "COMPUTE_O", "FAST", "EXP_FTZ", "PAIRS", "DEFER")
         extra = {k: bool(v) if k in flags else v for k, v in extra.items()}
         try:
             regs, spills, smem, descs = compile_report(kind, *pos, **extra)

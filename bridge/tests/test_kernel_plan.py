@@ -41,9 +41,10 @@ def test_hopper_runs_both_gluon_kernels_at_d128_with_gqa(gpu_tables):
     p = plan(*_qkv(32, 8, 128), target=HOPPER)
     assert p.forward == Launch("gluon", 192, 64, 4, 4, 128, True)
     assert p.dkdv == Launch("gluon", 64, 64, 4, 2, 0, True) and p.pairs
-    assert p.dq == Launch("triton", 128, 32, 8, 3, 128, False)
+    assert p.dq == Launch("gluon", 64, 64, 4, 2, 0, True) and p.dq_pairs and not p.dq_defer
     assert (p.interior, p.exp_ftz, p.fast, p.l2_group_mb, p.streams) == (3, False, False, 32, 2)
     assert p.why[0].startswith("forward: Gluon") and p.why[1].startswith("dK/dV: Gluon")
+    assert p.why[2].startswith("dQ: Gluon")
 
 
 def test_hopper_at_d64_keeps_the_triton_forward_and_needs_gqa_for_gluon_dkdv(gpu_tables):
@@ -54,7 +55,7 @@ def test_hopper_at_d64_keeps_the_triton_forward_and_needs_gqa_for_gluon_dkdv(gpu
     mha = plan(*_qkv(16, 16, 64), target=HOPPER)
     assert mha.dkdv == Launch("triton", 32, 64, 4, 3, 0, False)
     assert "GQA group of 1" in mha.why[1]
-    assert mha.dq == Launch("triton", 64, 64, 4, 3, 0, False)
+    assert mha.dq == Launch("gluon", 64, 64, 4, 2, 0, True)  # a dQ program's work does not depend on the group
 
 
 @needs_gluon_module
@@ -72,6 +73,7 @@ def test_hopper_sends_what_gluon_does_not_cover_to_triton(gpu_tables, case, reas
     assert reason in p.why[0]
     if "compute_o" not in case:
         assert p.dkdv == Launch("triton", 64, 128, 8, 1, 0, False) and reason in p.why[1]
+        assert p.dq == Launch("triton", 128, 32, 8, 3, 128, False) and reason in p.why[2]
     else:  # the LSE-only forward says nothing about the backward
         assert p.dkdv.kernel == "gluon"
 
@@ -84,11 +86,13 @@ def test_hopper_dtype_head_dim_and_layout_rules(gpu_tables):
     heads_apart = torch.empty(1, 32, 16, 128, dtype=torch.bfloat16).transpose(1, 2)  # transformers' [B, H, S, D]
     p = plan(heads_apart, k, v, target=HOPPER)
     assert p.dkdv.kernel == "triton" and "side by side" in p.why[1]
+    assert p.dq.kernel == "gluon"  # one program per query head: any head layout TMA can load
     p = plan(q, k, v, do=heads_apart, target=HOPPER)
     assert p.dkdv.kernel == "triton" and "side by side" in p.why[1]
     odd = torch.empty(1, 16, 32, 129, dtype=torch.bfloat16)[..., 1:]  # 2-byte offset: TMA cannot load it
     p = plan(odd, k, v, target=HOPPER)
     assert p.forward.kernel == "triton" and "16-byte" in p.why[0] and not p.forward.tma
+    assert p.dq.kernel == "triton" and "16-byte" in p.why[2]
 
 
 def test_hopper_reads_a_whole_row_head_major_q_in_place_for_gluon_dkdv(gpu_tables):
@@ -111,7 +115,7 @@ def test_a_second_stream_only_for_long_calls(gpu_tables):
     q, k, v = _qkv(32, 8, 128)
     assert plan(q, k, v, target=HOPPER, long_call=True).streams == 2
     short = plan(q, k, v, target=HOPPER, long_call=False)
-    assert short.streams == 1 and "short call" in short.why[2]
+    assert short.streams == 1 and "short call" in short.why[3]
     assert config.GPU_BWD[128].overlap_min_scores > 32 * 2 * 2048 * 2048  # 2x2048 tokens, 32 heads: short
 
 
@@ -155,13 +159,13 @@ def test_set_config_applies_fields_of_either_config_and_the_plan_follows(gpu_tab
     assert config.GPU_BWD[128].gluon_pairs is False and config.GPU_BWD[128].block_m2 == 64
     assert config.GPU_BWD[128].num_stages2 == 2 and config.GPU_FWD[128].gluon_group_mb == 8
     assert (config.GPU_FWD[64], config.GPU_BWD[64]) == d64  # other buckets untouched
-    config.set_config(100, gluon_dkdv=(), tma2=True)  # 100 is in the 128 bucket
+    config.set_config(100, gluon_dkdv=(), gluon_dq=(), tma2=True)  # 100 is in the 128 bucket
     p = plan(*_qkv(32, 8, 128), target=HOPPER)
     assert p.dkdv == Launch("triton", 64, 128, 8, 1, 0, False) and "tuned choice" in p.why[1]
     assert p.dq == Launch("triton", 64, 32, 8, 2, 128, True) and p.l2_group_mb == 8
     config.set_config(128, bwd=replace(config.GPU_BWD[128], overlap=False), interior=1)
     p = plan(*_qkv(32, 8, 128), target=HOPPER, window=100)
-    assert p.streams == 1 and "overlap is off" in p.why[2] and p.interior == 1
+    assert p.streams == 1 and "overlap is off" in p.why[3] and p.interior == 1
 
 
 @pytest.mark.parametrize(
@@ -241,13 +245,13 @@ def test_the_triton_launchers_follow_the_plan(monkeypatch):
 
 @needs_gluon_module
 def test_the_gluon_launchers_follow_a_hopper_plan(monkeypatch, gpu_tables):
-    """On a Hopper plan the launchers take the Gluon forward and dK/dV with the plan's numbers and put dQ beside
+    """On a Hopper plan the launchers take the Gluon forward, dK/dV and dQ with the plan's numbers and put dQ beside
     dK/dV on a second stream. The Gluon kernels cannot run here, so they are only recorded."""
     real_plan = kernel_plan.plan
     monkeypatch.setattr(kernel_plan, "plan", lambda *a, **kw: real_plan(*a, target=HOPPER, **kw))
     spies = {
         name: _Spy(None, run=False)
-        for name in ("attn_fwd_ws_sm90_kernel", "dkdv_sm90_kernel", "dq_kernel", "delta_kernel")
+        for name in ("attn_fwd_ws_sm90_kernel", "dkdv_sm90_kernel", "dq_sm90_kernel", "delta_kernel")
     }
     for name, spy in spies.items():
         monkeypatch.setattr(ops, name, spy)
@@ -269,13 +273,14 @@ def test_the_gluon_launchers_follow_a_hopper_plan(monkeypatch, gpu_tables):
     assert (
         (kw["STAGES"], kw["INTERIOR"], kw["EXP_FTZ"], kw["num_warps"], kw["maxnreg"])
         == (p.forward.stages, p.interior, p.exp_ftz, p.forward.warps, p.forward.max_regs)
-        == (4, 3, True, 4, 128)
+        == (4, 3, False, 4, 128)
     )
     ((grid, kw),) = spies["dkdv_sm90_kernel"].calls
     assert grid == (cdiv(cdiv(600, 64), 2), 8, 2) and kw["PAIRS"] is True  # key blocks in pairs
     assert (kw["BLOCK_M"], kw["BLOCK_N"], kw["num_warps"]) == (64, 64, 4)
-    ((grid, kw),) = spies["dq_kernel"].calls
-    assert grid == (32, 2, cdiv(600, 128)) and (kw["BLOCK_N"], kw["maxnreg"], kw["num_stages"]) == (32, 128, 3)
+    ((grid, kw),) = spies["dq_sm90_kernel"].calls
+    assert grid == (cdiv(cdiv(600, 64), 2), 32, 2) and (kw["PAIRS"], kw["DEFER"]) == (True, False)  # blocks in pairs
+    assert (kw["BLOCK_M"], kw["BLOCK_N"], kw["num_warps"]) == (64, 64, 4)
     assert order == []  # 32 x 2 x 600 x 600 scores: a short call keeps dQ on the caller's stream
     long = torch.zeros(1, 8192, 32, 128, dtype=torch.bfloat16)
     long_kv = torch.zeros(1, 8192, 8, 128, dtype=torch.bfloat16)

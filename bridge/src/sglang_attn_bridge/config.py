@@ -82,6 +82,12 @@ class BwdConfig:
     # same work and any launch order is balanced; the programs of one (KV head, sequence) then launch side by side
     # and read the same Q/dO tiles while they are in L2, and each program's set-up serves two blocks
     gluon_pairs: bool = False
+    # (rows per program, keys per step, warps) of kernels/dq_sm90.py, the Gluon dQ kernel (the same overlap for the
+    # dQ kernel's products), used where the Gluon dK/dV kernel's conditions hold; () = never
+    gluon_dq: tuple = ()
+    gluon_dq_pairs: bool = True  # Gluon dQ: program j takes query block j, then the last-j one (as gluon_pairs)
+    # Gluon dQ: a step's dQ product runs under the next step's S and dP products instead of alone
+    gluon_dq_defer: bool = False
     # the dQ kernel on a second CUDA stream, launched right after the dK/dV kernel: its programs fill the SMs that
     # the dK/dV kernel's last wave leaves idle (the two write different tensors, so the bits do not change)
     overlap: bool = True
@@ -108,9 +114,11 @@ GPU_BWD = {
     32: BwdConfig(64, 128, 128, 64, 8, 2),
     # Gluon dK/dV only for GQA groups of 2+ (one query head per KV head: programs too short to repay its set-up);
     # key-block pairs lose on long sequences at D64
-    64: BwdConfig(32, 64, 64, 64, 4, 3, gluon_dkdv=(64, 64, 4), gluon_min_group=2),
+    64: BwdConfig(32, 64, 64, 64, 4, 3, gluon_dkdv=(64, 64, 4), gluon_min_group=2, gluon_dq=(64, 64, 4)),
     # Gluon dK/dV in key-block pairs; dQ in 32-key steps under a 128-register cap: two programs per SM (packed batches)
-    128: BwdConfig(64, 128, 128, 32, 8, 1, 8, 3, max_regs2=128, gluon_dkdv=(64, 64, 4), gluon_pairs=True),
+    128: BwdConfig(
+        64, 128, 128, 32, 8, 1, 8, 3, max_regs2=128, gluon_dkdv=(64, 64, 4), gluon_pairs=True, gluon_dq=(64, 64, 4)
+    ),
     256: BwdConfig(32, 64, 64, 32, 8, 1),
 }
 INTERPRETER_FWD = FwdConfig(32, 64, 4, 1)

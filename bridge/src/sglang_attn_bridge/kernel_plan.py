@@ -62,10 +62,11 @@ def gluon_api_missing(version: str | None = None) -> str:
 _GLUON_MISSING = gluon_api_missing()
 if not _GLUON_MISSING:
     from .kernels.dkdv_sm90 import dkdv_sm90_kernel
+    from .kernels.dq_sm90 import dq_sm90_kernel
     from .kernels.forward_ws_sm90 import ROWS as WS_ROWS
     from .kernels.forward_ws_sm90 import attn_fwd_ws_sm90_kernel
 else:  # the Triton kernels serve every call
-    dkdv_sm90_kernel = attn_fwd_ws_sm90_kernel = WS_ROWS = None
+    dkdv_sm90_kernel = dq_sm90_kernel = attn_fwd_ws_sm90_kernel = WS_ROWS = None
 
 GLUON_FWD_ROWS = 192  # query rows of one Gluon forward work item: 3 consumer warpgroups of 64 (its ROWS)
 assert WS_ROWS is None or WS_ROWS.value == GLUON_FWD_ROWS
@@ -73,10 +74,11 @@ GLUON_KEYS = 64  # the Gluon forward's key tile: sglang's BLOCK_N, which fixes t
 GLUON_FWD_WARPS = 4  # warps of the Gluon forward's default partition; its workers add the other warpgroups
 GLUON_FWD_REGS = 128  # its register cap: 4 warpgroups at 128 fill the register file, which it splits (setmaxnreg)
 GLUON_DKDV_BUFFERS = 2  # the Gluon dK/dV kernel's query-tile buffers (the next tile lands while this one is used)
+GLUON_DQ_BUFFERS = 2  # the Gluon dQ kernel's key-tile buffers, likewise
 
 
 def gluon_unavailable(device: torch.device) -> str:
-    """Why the Gluon kernels (forward, dK/dV) cannot run on `device`, or '' when they can."""
+    """Why the Gluon kernels (forward, dK/dV, dQ) cannot run on `device`, or '' when they can."""
     if dkdv_sm90_kernel is None:
         return _GLUON_MISSING
     if device.type != "cuda" or torch.version.hip or torch.cuda.get_device_capability(device)[0] != 9:
@@ -163,14 +165,17 @@ class KernelPlan:
     fast: bool  # FlashAttention's arithmetic in the Triton forward: NOT bit-exact with sglang (a bench yardstick)
     l2_group_mb: int  # the Gluon forward's L2 groups of (sequence, head) pairs, 0 = one group
     pairs: bool  # the Gluon dK/dV kernel runs and a program takes key block j, then the last-j one
+    dq_pairs: bool  # the Gluon dQ kernel runs and a program takes query block j, then the last-j one
+    dq_defer: bool  # the Gluon dQ kernel runs and each step's dQ product runs under the next step's products
     streams: int  # 2: dQ on a second stream beside dK/dV; 1: dK/dV then dQ
-    why: tuple  # one line per choice: forward, dK/dV, streams
+    why: tuple  # one line per choice: forward, dK/dV, dQ, streams
 
     def describe(self) -> str:
         return (
             f"fwd {self.forward} interior={self.interior}{' ftz' if self.exp_ftz else ''}"
             f"{' precise' if self.precise else ''}"
             f"{' fast' if self.fast else ''} | dK/dV {self.dkdv}{' pairs' if self.pairs else ''} | dQ {self.dq}"
+            f"{' pairs' if self.dq_pairs else ''}{' defer' if self.dq_defer else ''}"
             f" | {self.streams} stream(s)"
         )
 
@@ -270,6 +275,34 @@ def _plan_dkdv(
     )
 
 
+def _plan_dq(cfg: config.BwdConfig, target: Target, q, window, softcap, tma_ok: bool) -> tuple:
+    """(Launch, why) of dQ: the Gluon kernel where configured and it applies (one program per query head, so any
+    head layout TMA can load), the Triton kernel elsewhere."""
+    if not cfg.gluon_dq:
+        skip = target.gluon or "the tuned choice for this head dim"
+    elif gluon_skip := _gluon_skip(target, q, window, softcap):
+        skip = gluon_skip
+    elif not tma_ok:
+        skip = "a view that TMA cannot load (16-byte rule)"
+    else:
+        skip = ""
+    if not skip:
+        rows, keys, warps = cfg.gluon_dq
+        return Launch("gluon", rows, keys, warps, GLUON_DQ_BUFFERS, 0, True), "dQ: Gluon (products overlapped)"
+    return (
+        Launch(
+            "triton",
+            cfg.block_m2,
+            cfg.block_n2,
+            cfg.num_warps2 or cfg.num_warps,
+            cfg.num_stages2 or cfg.num_stages,
+            cfg.max_regs2,
+            cfg.tma2 and tma_ok,
+        ),
+        f"dQ: Triton: {skip}",
+    )
+
+
 def plan(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -335,15 +368,7 @@ def _plan(
     tma_ok = target.tma and tma_aligned(q) and tma_aligned(k) and tma_aligned(v)  # TMA can load q, k and v here
     fwd, why_fwd = _plan_forward(fcfg, target, q, window, softcap, compute_o, tma_ok)
     dkdv, why_dkdv = _plan_dkdv(bcfg, target, q, k, window, softcap, do_heads, tma_ok and do_aligned, whole_rows)
-    dq = Launch(
-        "triton",
-        bcfg.block_m2,
-        bcfg.block_n2,
-        bcfg.num_warps2 or bcfg.num_warps,
-        bcfg.num_stages2 or bcfg.num_stages,
-        bcfg.max_regs2,
-        bcfg.tma2 and tma_ok and do_aligned,
-    )
+    dq, why_dq = _plan_dq(bcfg, target, q, window, softcap, tma_ok and do_aligned)
     streams = 2 if bcfg.overlap and target.streams and long_call else 1
     if streams == 2:
         why_streams = "streams: dQ on a second stream beside dK/dV"
@@ -367,6 +392,8 @@ def _plan(
         fast=not fcfg.exact and not softcap,
         l2_group_mb=fcfg.gluon_group_mb,
         pairs=bcfg.gluon_pairs and dkdv.kernel == "gluon",
+        dq_pairs=bcfg.gluon_dq_pairs and dq.kernel == "gluon",
+        dq_defer=bcfg.gluon_dq_defer and dq.kernel == "gluon",
         streams=streams,
-        why=(why_fwd, why_dkdv, why_streams),
+        why=(why_fwd, why_dkdv, why_dq, why_streams),
     )

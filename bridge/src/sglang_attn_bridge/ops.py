@@ -14,7 +14,7 @@ import torch
 import triton
 
 from . import config, kernel_plan
-from .kernel_plan import attn_fwd_ws_sm90_kernel, dkdv_sm90_kernel
+from .kernel_plan import attn_fwd_ws_sm90_kernel, dkdv_sm90_kernel, dq_sm90_kernel
 from .kernels.backward import delta_kernel, dkdv_kernel, dq_kernel
 from .kernels.forward import attn_fwd_kernel
 from .launch import launch
@@ -472,6 +472,53 @@ def backward(
 
     def dq_():
         lp = plan.dq
+        if lp.kernel == "gluon":
+            blocks = _cdiv(lay.max_q, lp.rows)
+            grid = (_cdiv(blocks, 2), Hq, lay.n) if plan.dq_pairs else (Hq, lay.n, blocks)
+            launch(
+                dq_sm90_kernel,
+                grid,
+                (
+                    q,
+                    k,
+                    v,
+                    do,
+                    dq,
+                    lse,
+                    delta,
+                    *_lay_args(lay),
+                    float(scale),
+                    q_st[0],
+                    q_st[1],
+                    q_st[2],
+                    k_st[0],
+                    k_st[1],
+                    k_st[2],
+                    v_st[0],
+                    v_st[1],
+                    v_st[2],
+                    do_st[0],
+                    do_st[1],
+                    do_st[2],
+                    dq_st[0],
+                    dq_st[1],
+                    dq_st[2],
+                    lse_st[0],
+                    Sq,
+                    Hq // Hkv,
+                ),
+                dict(
+                    HEAD_DIM=D,
+                    BLOCK_M=lp.rows,
+                    BLOCK_N=lp.keys,
+                    IS_CAUSAL=bool(causal),
+                    PAIRS=plan.dq_pairs,
+                    DEFER=plan.dq_defer,
+                    num_warps=lp.warps,
+                ),
+                sig,
+            )
+            return
         launch(
             dq_kernel,
             (Hq, lay.n, _cdiv(lay.max_q, lp.rows)),
