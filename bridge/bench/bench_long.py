@@ -40,11 +40,7 @@ def variants(d):
         out["dQ deferred"] = ({}, dict(gluon_dq_defer=not bw.gluon_dq_defer))
         out["dQ no pairs"] = ({}, dict(gluon_dq_pairs=not bw.gluon_dq_pairs))
         out["dQ 128x64 w8"] = ({}, dict(gluon_dq=(128, 64, 8)))
-        out["dQ 128x64 w8 deferred"] = ({}, dict(gluon_dq=(128, 64, 8), gluon_dq_defer=True))
-    if d == 128:
-        out["dQ 64x32 deferred"] = ({}, dict(gluon_dq=(64, 32, 4), gluon_dq_defer=True))
-    if d == 64:
-        out["dQ 64x128"] = ({}, dict(gluon_dq=(64, 128, 4)))
+        out["one stream"] = ({}, dict(overlap=False))
     return {k: (replace(fw, **f), replace(bw, **b)) for k, (f, b) in out.items()}
 
 

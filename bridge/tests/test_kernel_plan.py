@@ -41,7 +41,7 @@ def test_hopper_runs_both_gluon_kernels_at_d128_with_gqa(gpu_tables):
     p = plan(*_qkv(32, 8, 128), target=HOPPER)
     assert p.forward == Launch("gluon", 192, 64, 4, 4, 128, True)
     assert p.dkdv == Launch("gluon", 64, 64, 4, 2, 0, True) and p.pairs
-    assert p.dq == Launch("gluon", 64, 64, 4, 2, 0, True) and p.dq_pairs and not p.dq_defer
+    assert p.dq == Launch("gluon", 64, 64, 4, 2, 0, True) and p.dq_pairs and p.dq_defer
     assert (p.interior, p.exp_ftz, p.fast, p.l2_group_mb, p.streams) == (3, False, False, 32, 2)
     assert p.why[0].startswith("forward: Gluon") and p.why[1].startswith("dK/dV: Gluon")
     assert p.why[2].startswith("dQ: Gluon")
@@ -279,7 +279,7 @@ def test_the_gluon_launchers_follow_a_hopper_plan(monkeypatch, gpu_tables):
     assert grid == (cdiv(cdiv(600, 64), 2), 8, 2) and kw["PAIRS"] is True  # key blocks in pairs
     assert (kw["BLOCK_M"], kw["BLOCK_N"], kw["num_warps"]) == (64, 64, 4)
     ((grid, kw),) = spies["dq_sm90_kernel"].calls
-    assert grid == (cdiv(cdiv(600, 64), 2), 32, 2) and (kw["PAIRS"], kw["DEFER"]) == (True, False)  # blocks in pairs
+    assert grid == (cdiv(cdiv(600, 64), 2), 32, 2) and (kw["PAIRS"], kw["DEFER"]) == (True, True)  # blocks in pairs
     assert (kw["BLOCK_M"], kw["BLOCK_N"], kw["num_warps"]) == (64, 64, 4)
     assert order == []  # 32 x 2 x 600 x 600 scores: a short call keeps dQ on the caller's stream
     long = torch.zeros(1, 8192, 32, 128, dtype=torch.bfloat16)

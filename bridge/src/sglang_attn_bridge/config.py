@@ -87,7 +87,7 @@ class BwdConfig:
     gluon_dq: tuple = ()
     gluon_dq_pairs: bool = True  # Gluon dQ: program j takes query block j, then the last-j one (as gluon_pairs)
     # Gluon dQ: a step's dQ product runs under the next step's S and dP products instead of alone
-    gluon_dq_defer: bool = False
+    gluon_dq_defer: bool = True
     # the dQ kernel on a second CUDA stream, launched right after the dK/dV kernel: its programs fill the SMs that
     # the dK/dV kernel's last wave leaves idle (the two write different tensors, so the bits do not change)
     overlap: bool = True
@@ -113,9 +113,10 @@ GPU_BWD = {
     16: BwdConfig(64, 128, 128, 64, 8, 2),
     32: BwdConfig(64, 128, 128, 64, 8, 2),
     # Gluon dK/dV only for GQA groups of 2+ (one query head per KV head: programs too short to repay its set-up);
-    # key-block pairs lose on long sequences at D64
+    # key-block pairs lose on long sequences at D64. Gluon dQ with its product deferred (every group size).
     64: BwdConfig(32, 64, 64, 64, 4, 3, gluon_dkdv=(64, 64, 4), gluon_min_group=2, gluon_dq=(64, 64, 4)),
-    # Gluon dK/dV in key-block pairs; dQ in 32-key steps under a 128-register cap: two programs per SM (packed batches)
+    # Gluon dK/dV in key-block pairs, Gluon dQ in query-block pairs with its product deferred. The Triton dQ
+    # fields (32-key steps under a 128-register cap: two programs per SM) serve window and softcap calls.
     128: BwdConfig(
         64, 128, 128, 32, 8, 1, 8, 3, max_regs2=128, gluon_dkdv=(64, 64, 4), gluon_pairs=True, gluon_dq=(64, 64, 4)
     ),

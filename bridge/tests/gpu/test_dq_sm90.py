@@ -26,8 +26,8 @@ CASES = [  # name, query lengths, key lengths, hq, hkv, d, dtype, causal, logit 
 VARIANTS = {
     "committed": {},
     "no pairs": dict(gluon_dq_pairs=False),
-    "deferred dQ product": dict(gluon_dq_defer=True),
-    "deferred, no pairs": dict(gluon_dq_defer=True, gluon_dq_pairs=False),
+    "dQ product not deferred": dict(gluon_dq_defer=False),
+    "not deferred, no pairs": dict(gluon_dq_defer=False, gluon_dq_pairs=False),
 }
 
 
@@ -46,7 +46,7 @@ def _inputs(lens_q, lens_k, hq, hkv, d, dtype, spread, seed):
     do = torch.randn(1, tq, hq, d, generator=gen).to("cuda", dtype)
     cu_q = torch.tensor([0] + lens_q).cumsum(0).to("cuda", torch.int32)
     cu_k = torch.tensor([0] + lens_k).cumsum(0).to("cuda", torch.int32)
-    return q, k, v, do, layout.from_cu_seqlens(cu_q, cu_k, max(lens_q), max(lens_k))
+    return q, k, v, do, layout.from_cu_seqlens(cu_q, cu_k, tq, tk)
 
 
 def _grads(q, k, v, do, lay, causal, d, bwd=None):
