@@ -29,11 +29,21 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 
 
 @gluon.jit
-def _issue_kv(k_desc, v_desc, k_buf, v_buf, bar, start_n, live, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr):
-    """Start the TMA copies of the K and V tiles from key start_n into a buffer."""
+def _issue_kv(k_desc, v_desc, k_smem, v_smem, bars, slot, start_n, live, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr):
+    """Start the TMA copies of the K and V tiles from key start_n into buffer `slot`."""
+    bar = bars.index(slot)
     mbarrier.expect(bar, 2 * BLOCK_N * HEAD_DIM * k_desc.dtype.primitive_bitwidth // 8, pred=live)
-    tma.async_copy_global_to_shared(k_desc, [start_n, 0], bar, k_buf, pred=live)
-    tma.async_copy_global_to_shared(v_desc, [start_n, 0], bar, v_buf, pred=live)
+    tma.async_copy_global_to_shared(k_desc, [start_n, 0], bar, k_smem.index(slot), pred=live)
+    tma.async_copy_global_to_shared(v_desc, [start_n, 0], bar, v_smem.index(slot), pred=live)
+
+
+@gluon.jit
+def _refill(k_desc, v_desc, k_smem, v_smem, bars, it, steps_a, total, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr):
+    """Once every warp is done with step it-1, the last reader of the other buffer, refill it with step it+1's
+    tiles (key block it+1 of the first query block, or it+1-steps_a of the second)."""
+    gl.thread_barrier()
+    nxt = it + 1 - (it + 1 >= steps_a).to(gl.int32) * steps_a
+    _issue_kv(k_desc, v_desc, k_smem, v_smem, bars, 1 - it % 2, nxt * BLOCK_N, it + 1 < total, BLOCK_N, HEAD_DIM)
 
 
 @gluon.jit
@@ -185,7 +195,7 @@ def dq_sm90_kernel(
     tma.async_copy_global_to_shared(q_desc, [m0_a, 0], q_bar, q_smem)
     tma.async_copy_global_to_shared(do_desc, [m0_a, 0], q_bar, do_smem)
     # step it of the program: key block it of the first query block, then it - steps_a of the second
-    _issue_kv(k_desc, v_desc, k_smem.index(0), v_smem.index(0), bars.index(0), 0, total > 0, BLOCK_N, HEAD_DIM)
+    _issue_kv(k_desc, v_desc, k_smem, v_smem, bars, 0, 0, total > 0, BLOCK_N, HEAD_DIM)
     s_zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
 
     for blk in range(count):
@@ -206,20 +216,7 @@ def dq_sm90_kernel(
             slot = it % 2
             start_n = (it - first) * BLOCK_N
             if not DEFER:
-                # every warp is done with step it-1, the last reader of the other buffer: refill it with step it+1
-                gl.thread_barrier()
-                nxt = it + 1 - (it + 1 >= steps_a).to(gl.int32) * steps_a
-                _issue_kv(
-                    k_desc,
-                    v_desc,
-                    k_smem.index(1 - slot),
-                    v_smem.index(1 - slot),
-                    bars.index(1 - slot),
-                    nxt * BLOCK_N,
-                    it + 1 < total,
-                    BLOCK_N,
-                    HEAD_DIM,
-                )
+                _refill(k_desc, v_desc, k_smem, v_smem, bars, it, steps_a, total, BLOCK_N, HEAD_DIM)
             k_buf = k_smem.index(slot)
             v_buf = v_smem.index(slot)
             mbarrier.wait(bars.index(slot), (it // 2) & 1)
@@ -228,19 +225,7 @@ def dq_sm90_kernel(
             if DEFER:
                 # the previous step's dQ product and this S are done (only dP in flight): its K/V buffer is free
                 dq, s, ds16 = warpgroup_mma_wait(num_outstanding=1, deps=(dq, s, ds16))
-                gl.thread_barrier()
-                nxt = it + 1 - (it + 1 >= steps_a).to(gl.int32) * steps_a
-                _issue_kv(
-                    k_desc,
-                    v_desc,
-                    k_smem.index(1 - slot),
-                    v_smem.index(1 - slot),
-                    bars.index(1 - slot),
-                    nxt * BLOCK_N,
-                    it + 1 < total,
-                    BLOCK_N,
-                    HEAD_DIM,
-                )
+                _refill(k_desc, v_desc, k_smem, v_smem, bars, it, steps_a, total, BLOCK_N, HEAD_DIM)
             else:
                 s = warpgroup_mma_wait(num_outstanding=1, deps=(s,))
             p = gl.exp2(s * qk_scale2 - gl.expand_dims(lse2, 1))
