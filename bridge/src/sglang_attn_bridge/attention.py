@@ -58,7 +58,6 @@ def triton_attention_forward(module, query, key, value, attention_mask, scaling=
     scale = head_dim**-0.5 if scaling is None else float(scaling)
 
     window = None if window is None else window - 1  # sglang's convention from here on
-    q, k, v = query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2)
     seqs = dict(
         attention_mask=attention_mask,
         position_ids=kwargs.get("position_ids"),
@@ -68,4 +67,4 @@ def triton_attention_forward(module, query, key, value, attention_mask, scaling=
         max_length_k=kwargs.get("max_length_k"),
     )
     # one custom op, eager or compiled: the layout is built inside it, where lengths may be read
-    return op.attention(q, k, v, scale, bool(is_causal), window, softcap, **seqs), None
+    return op.attention(query, key, value, scale, bool(is_causal), window, softcap, **seqs, heads_first=True), None

@@ -220,48 +220,46 @@ def _backward(ctx, do, _dlse, _do_bwd):
 attention_op.register_autograd(_backward, setup_context=_setup_context)
 
 
-def _graphed_forward(q, k, v, mask, pos, cu_q, cu_k, max_q, max_k, scale, causal, window, softcap):
-    """`_forward` with gradients, its launches replayed from a CUDA graph where the call repeats (graphs.py); the
-    layout is built outside the graph (it may read lengths on the host)."""
-    lay = _layout(q, k, mask, pos, cu_q, cu_k, max_q, max_k)
+def _graphed_forward(q, k, v, lay, scale, causal, window, softcap):
+    """The eager forward with gradients, its launches replayed from a CUDA graph where the call repeats (graphs.py);
+    the layout is built outside the graph (it may read lengths on the host)."""
     key = graphs.key("forward", (q, k, v), lay, (scale, causal, window, softcap))
-
-    def fn():
-        o, lse, o_bwd = forward_impl(q, k, v, lay, scale, causal, _window(window), softcap, True)
-        return o, lse, o_bwd
-
-    o, lse, o_bwd = graphs.run(key, fn, (lay,))
-    return o, lse, q.new_empty((0,)) if o_bwd is None else o_bwd
+    return graphs.run(key, lambda: forward_impl(q, k, v, lay, scale, causal, window, softcap, True), (lay,))
 
 
-def _graphed_backward(do, q, k, v, o, lse, mask, pos, cu_q, cu_k, max_q, max_k, scale, causal, window, softcap):
-    lay = _layout(q, k, mask, pos, cu_q, cu_k, max_q, max_k)
+def _graphed_backward(do, q, k, v, o, lse, lay, scale, causal, window, softcap):
     key = graphs.key("backward", (do, q, k, v, o, lse), lay, (scale, causal, window, softcap))
-    return graphs.run(
-        key, lambda: ops.backward(do, q, k, v, o, lse, lay, scale, causal, _window(window), softcap), (lay,)
-    )
+    return graphs.run(key, lambda: ops.backward(do, q, k, v, o, lse, lay, scale, causal, window, softcap), (lay,))
+
+
+def _bshd(t: Tensor, heads_first: bool) -> Tensor:
+    return t.transpose(1, 2) if heads_first else t
 
 
 class _Eager(torch.autograd.Function):
-    """The op's forward and backward in eager mode, without the dispatcher (the module docstring says why)."""
+    """The op's forward and backward in eager mode, without the dispatcher (the module docstring says why). It
+    takes the layout built once per call and the caller's head order: transformers' [B, H, S, D] tensors are
+    turned into [B, S, H, D] views here, inside the Function, so autograd records no transpose nodes of its own (a
+    fwd+bwd call is host-bound at short lengths, and each recorded view costs a node in both directions)."""
 
     @staticmethod
-    def forward(ctx, q, k, v, mask, pos, cu_q, cu_k, max_q, max_k, scale, causal, window, softcap):
-        args = (q, k, v, mask, pos, cu_q, cu_k, max_q, max_k, scale, causal, window, softcap)
+    def forward(ctx, q, k, v, lay, scale, causal, window, softcap, heads_first):
+        qt, kt, vt = _bshd(q, heads_first), _bshd(k, heads_first), _bshd(v, heads_first)
         if graphs.enabled(q):
-            o, lse, o_bwd = _graphed_forward(*args)
+            o, lse, o_bwd = _graphed_forward(qt, kt, vt, lay, scale, causal, window, softcap)
         else:
-            o, lse, o_bwd = _forward(*args, True)
-        ctx.save_for_backward(q, k, v, o_bwd if o_bwd.numel() else o, lse, mask, pos, cu_q, cu_k)
-        ctx.args = (max_q, max_k, scale, causal, window, softcap)
+            o, lse, o_bwd = forward_impl(qt, kt, vt, lay, scale, causal, window, softcap, True)
+        ctx.save_for_backward(q, k, v, o if o_bwd is None else o_bwd, lse)
+        ctx.lay, ctx.args, ctx.heads_first = lay, (scale, causal, window, softcap), heads_first
         return o
 
     @staticmethod
     def backward(ctx, do):
-        q, k, v, o, lse, mask, pos, cu_q, cu_k = ctx.saved_tensors
-        impl = _graphed_backward if graphs.enabled(q) else _backward_impl
-        dq, dk, dv = impl(do.contiguous(), q, k, v, o, lse, mask, pos, cu_q, cu_k, *ctx.args)
-        return dq, dk, dv, None, None, None, None, None, None, None, None, None, None
+        q, k, v, o, lse = ctx.saved_tensors
+        hf = ctx.heads_first
+        impl = _graphed_backward if graphs.enabled(q) else ops.backward
+        dq, dk, dv = impl(do.contiguous(), _bshd(q, hf), _bshd(k, hf), _bshd(v, hf), o, lse, ctx.lay, *ctx.args)
+        return _bshd(dq, hf), _bshd(dk, hf), _bshd(dv, hf), None, None, None, None, None, None
 
 
 def attention(
@@ -278,27 +276,35 @@ def attention(
     cu_seq_lens_k=None,
     max_length_q=None,
     max_length_k=None,
+    heads_first: bool = False,
 ):
-    """q [B, Sq, Hq, D], k/v [B, Sk, Hkv, D] views (head dim contiguous or not) -> o [B, Sq, Hq, D]. `window` in
-    sglang's convention (query i sees key j iff i - j <= window), None for none; softcap 0 or None for none."""
+    """q [B, Sq, Hq, D], k/v [B, Sk, Hkv, D] views (head dim contiguous or not; heads_first: [B, H, S, D] views, as
+    transformers passes them) -> o [B, Sq, Hq, D]. `window` in sglang's convention (query i sees key j iff
+    i - j <= window), None for none; softcap 0 or None for none."""
     need_lse = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
-    args = (
-        q,
-        k,
-        v,
-        attention_mask,
-        position_ids,
-        cu_seq_lens_q,
-        cu_seq_lens_k,
-        -1 if max_length_q is None else int(max_length_q),
-        -1 if max_length_k is None else int(max_length_k),
-        float(scale),
-        bool(causal),
-        -1 if window is None else int(window),
-        float(softcap or 0.0),
-    )
+    max_q = -1 if max_length_q is None else int(max_length_q)
+    max_k = -1 if max_length_k is None else int(max_length_k)
+    scale, causal, softcap = float(scale), bool(causal), float(softcap or 0.0)
     if torch.compiler.is_compiling():
-        return attention_op(*args, need_lse)[0]
+        q, k, v = _bshd(q, heads_first), _bshd(k, heads_first), _bshd(v, heads_first)
+        w = -1 if window is None else int(window)
+        seqs = (attention_mask, position_ids, cu_seq_lens_q, cu_seq_lens_k, max_q, max_k)
+        return attention_op(q, k, v, *seqs, scale, causal, w, softcap, need_lse)[0]
+    seq = 2 if heads_first else 1
+    lay = layout.build(
+        q.shape[0],
+        q.shape[seq],
+        k.shape[seq],
+        q.device,
+        attention_mask=attention_mask,
+        position_ids=position_ids,
+        cu_seq_lens_q=cu_seq_lens_q,
+        cu_seq_lens_k=cu_seq_lens_k,
+        max_length_q=None if max_q < 0 else max_q,
+        max_length_k=None if max_k < 0 else max_k,
+    )
+    window = None if window is None else int(window)
     if need_lse:
-        return _Eager.apply(*args)
-    return _forward(*args, False)[0]
+        return _Eager.apply(q, k, v, lay, scale, causal, window, softcap, heads_first)
+    q, k, v = _bshd(q, heads_first), _bshd(k, heads_first), _bshd(v, heads_first)
+    return forward_impl(q, k, v, lay, scale, causal, window, softcap, False)[0]
