@@ -13,6 +13,7 @@ import torch
 
 from . import ops, probe, settings
 from .errors import SglangKernelError
+from .kernel_plan import tensor_key
 from .layout import Varlen
 from .sglang_forward import sglang_forward
 from .sglang_kernel import SglangKernel, resolve
@@ -38,8 +39,20 @@ def select_forward(q=None, k=None, v=None, causal=True, window=None, softcap=0.0
     if mode == "sglang" or q is None or q.dtype == torch.float32:
         # fp32: the in-tree forward computes IEEE fp32, sglang's TF32, so they never agree: no probe to run
         return res.kernel
-    cls = probe.class_of(q, k, v, causal, window, softcap)
-    return None if probe.decide(res.kernel, cls, q.device).in_tree else res.kernel
+    # the decision per call signature, worked out once (the class needs the kernel plan): every call asks
+    key, cfgs = ops.call_key("select", q, (id(res.kernel), q.device, tensor_key(q), tensor_key(k), tensor_key(v)))
+    key += (bool(causal), window is None, bool(softcap))
+    hit = _selected.get(key)
+    if hit is None:
+        cls = probe.class_of(q, k, v, causal, window, softcap)
+        if len(_selected) > 4096:
+            _selected.clear()
+        hit = _selected[key] = (probe.decide(res.kernel, cls, q.device).in_tree, res.kernel, cfgs)
+    return None if hit[0] else res.kernel
+
+
+_selected: dict = {}
+settings.on_change(_selected.clear)  # the forward mode, portable and the probe cache are settings
 
 
 def separate_backward_output(dtype: torch.dtype, need_lse: bool) -> bool:

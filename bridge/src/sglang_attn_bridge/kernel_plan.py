@@ -329,10 +329,10 @@ def plan(
         id(fcfg),
         id(bcfg),
         target,
-        _tensor_key(q),
-        _tensor_key(k),
-        _tensor_key(v),
-        None if do is None else _tensor_key(do),
+        tensor_key(q),
+        tensor_key(k),
+        tensor_key(v),
+        None if do is None else tensor_key(do),
         window is None,
         bool(softcap),
         bool(compute_o),
@@ -353,7 +353,9 @@ def plan(
 _plans: dict = {}
 
 
-def _tensor_key(t: torch.Tensor) -> tuple:
+def tensor_key(t: torch.Tensor) -> tuple:
+    """What a plan or a launch specializes on for a tensor: shape, strides (they fix the integer arguments), dtype,
+    16-byte alignment."""
     return t.shape, t.stride(), t.dtype, t.data_ptr() % 16 == 0
 
 

@@ -56,11 +56,12 @@ def launch(fn, grid, args: tuple, kwargs: dict, sig=None) -> None:
             raise TypeError(f"{fn.__name__}: pass constexpr parameters by keyword")
         kernel = fn.run(*args, grid=grid, warmup=False, **kwargs)
         params = fn.signature.parameters
-        tail = tuple((name, params[name].default) for name in fn.arg_names[len(args) :])
+        # the parameters after the runtime ones (constexprs): their values are fixed by the key
+        tail = tuple(kwargs.get(name, params[name].default) for name in fn.arg_names[len(args) :])
         _kernels[key] = (kernel, tail, _direct_launcher(kernel) if torch.cuda.is_available() else None)
         return
     kernel, tail, direct = hit
-    full = (*args, *(kwargs.get(name, default) for name, default in tail))
+    full = (*args, *tail)
     if direct is None or _hooks_set():
         kernel[(*grid, 1, 1)[:3]](*full)
         return

@@ -249,16 +249,16 @@ class _Eager(torch.autograd.Function):
             o, lse, o_bwd = _graphed_forward(qt, kt, vt, lay, scale, causal, window, softcap)
         else:
             o, lse, o_bwd = forward_impl(qt, kt, vt, lay, scale, causal, window, softcap, True)
-        ctx.save_for_backward(q, k, v, o if o_bwd is None else o_bwd, lse)
+        ctx.save_for_backward(qt, kt, vt, o if o_bwd is None else o_bwd, lse)
         ctx.lay, ctx.args, ctx.heads_first = lay, (scale, causal, window, softcap), heads_first
         return o
 
     @staticmethod
     def backward(ctx, do):
         q, k, v, o, lse = ctx.saved_tensors
-        hf = ctx.heads_first
         impl = _graphed_backward if graphs.enabled(q) else ops.backward
-        dq, dk, dv = impl(do.contiguous(), _bshd(q, hf), _bshd(k, hf), _bshd(v, hf), o, lse, ctx.lay, *ctx.args)
+        dq, dk, dv = impl(do.contiguous(), q, k, v, o, lse, ctx.lay, *ctx.args)
+        hf = ctx.heads_first
         return _bshd(dq, hf), _bshd(dk, hf), _bshd(dv, hf), None, None, None, None, None, None
 
 

@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import threading
 
 import torch
 import triton
 
 from . import config, kernel_plan
-from .kernel_plan import attn_fwd_ws_sm90_kernel, dkdv_sm90_kernel, dq_sm90_kernel
+from .kernel_plan import attn_fwd_ws_sm90_kernel, dkdv_sm90_kernel, dq_sm90_kernel, tensor_key
 from .kernels.backward import delta_kernel, dkdv_kernel, dq_kernel
 from .kernels.forward import attn_fwd_kernel
+from .launch import clear as launch_cache_clear
 from .launch import launch
 from .layout import Varlen
 
@@ -48,11 +50,6 @@ def _window(window) -> int:
     return -1 if window is None else int(window)
 
 
-def _sig(t: torch.Tensor) -> tuple:
-    """What a launch specializes on for a tensor argument, with its shape and strides (they fix the int arguments)."""
-    return t.shape, t.stride(), t.dtype, t.data_ptr() % 16 == 0
-
-
 def l2_group_pairs(pairs: int, max_k: int, head_dim: int, elem_bytes: int, group: int, mb: int) -> int:
     """How many (sequence, head) pairs the Gluon forward works on together: as many as keep their K and V within `mb`
     MB of L2 (a query head's share of its KV head's keys and values: its GQA group shares them), at least one;
@@ -73,11 +70,11 @@ def _max_regs(n: int) -> dict:
     return {"maxnreg": n} if n else {}
 
 
-def _ensure_allocator(dev: torch.device, *launches: kernel_plan.Launch) -> None:
-    """Device-built TMA descriptors need a little scratch memory through `triton.set_allocator`: where a launch on a
-    GPU builds them, install torch's allocator unless the caller set one (the setting is per thread: autograd runs
-    the backward in its own). The plan only asks for TMA where this Triton has the hook."""
-    if dev.type != "cuda" or not any(launch.tma for launch in launches):
+def _ensure_allocator(dev: torch.device) -> None:
+    """Device-built TMA descriptors need a little scratch memory through `triton.set_allocator`: for a launch on a
+    GPU that builds them, install torch's allocator unless the caller set one (the setting is per thread: autograd
+    runs the backward in its own). The plan only asks for TMA where this Triton has the hook."""
+    if dev.type != "cuda":
         return
     from triton.runtime import _allocation
 
@@ -162,6 +159,68 @@ def forward_kernel(q, k, v, window=None, softcap=0.0) -> str:
     return kernel_plan.plan(q, k, v, window, softcap).forward.kernel
 
 
+@dataclasses.dataclass(frozen=True)
+class _Step:
+    """One kernel launch of a recipe: which kernel (Gluon or Triton), its grid, its integer arguments after the
+    tensors and scalars (strides and sizes), its constexprs and options, and its key for `launch`."""
+
+    gluon: bool
+    grid: tuple
+    ints: tuple
+    kwargs: dict
+    sig: tuple
+
+
+@dataclasses.dataclass(frozen=True)
+class _FwdRecipe:
+    step: _Step
+    lse_shape: tuple
+    lse_dtype: torch.dtype
+    o_shape: tuple | None  # None: the LSE-only forward
+    tma: bool
+    keep: tuple  # the plan and configs, alive while the recipe is (their ids are in its key)
+
+
+@dataclasses.dataclass(frozen=True)
+class _BwdRecipe:
+    copy_q: bool
+    delta: _Step
+    dkdv: _Step | None
+    dq: _Step | None
+    streams: int
+    tma: bool
+    keep: tuple
+
+
+# A call's launches are worked out once per recipe key: the shapes, strides, dtypes and alignment of its tensors,
+# its layout's signature, its flags and the plan's inputs (target, config tables). A later call with the same key
+# only allocates its outputs and launches: at short lengths a call is bound by the CPU, and the plan, the grids,
+# the argument lists and the launch keys were most of its Python.
+_recipes: dict = {}
+_serial = itertools.count()
+
+
+def call_key(kind: str, q: torch.Tensor, rest: tuple) -> tuple:
+    """(key, configs): `rest` with what a plan for q's device depends on besides the tensors (the target, the head
+    dim's config tables); hold the configs while the key is in use (their ids are in it)."""
+    target = kernel_plan.Target.of(q.device)
+    d = q.shape[-1]
+    cfgs = (config.fwd_config(d, target.interpreting), config.bwd_config(d, target.interpreting))
+    return (kind, id(target), id(cfgs[0]), id(cfgs[1]), *rest), cfgs
+
+
+def _keep(key: tuple, recipe):
+    if len(_recipes) > 4096:
+        _recipes.clear()
+        launch_cache_clear()
+    _recipes[key] = recipe
+    return recipe
+
+
+def _step(gluon: bool, grid: tuple, ints: tuple, kwargs: dict, part: str) -> _Step:
+    return _Step(gluon, grid, tuple(ints), kwargs, (part, next(_serial)))
+
+
 def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softcap=0.0, compute_o=True, gluon=True):
     """q [B, Sq, Hq, D], k/v [B, Sk, Hkv, D] views -> (o [B, Sq, Hq, D] contiguous or None, lse [Hq, B*Sq], its
     dtype lse_dtype(q)).
@@ -170,6 +229,29 @@ def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softc
     the Triton forward where the Gluon one would run (the probe checks each).
     """
     q, k, v = (_last_dim_contiguous(t) for t in (q, k, v))
+    softcap = float(softcap or 0.0)
+    flags = (lay.signature, bool(causal), window, softcap, bool(compute_o), bool(gluon))
+    key, cfgs = call_key("fwd", q, (*map(tensor_key, (q, k, v)), *flags))
+    r = _recipes.get(key)
+    if r is None:
+        r = _keep(key, _forward_recipe(q, k, v, lay, causal, window, softcap, compute_o, gluon, cfgs))
+    dev = q.device
+    if r.tma:
+        _ensure_allocator(dev)
+    lse = torch.empty(r.lse_shape, device=dev, dtype=r.lse_dtype)
+    o = None
+    if r.o_shape is not None:
+        o = (torch.empty if lay.covers_all else torch.zeros)(r.o_shape, device=dev, dtype=q.dtype)
+    st = r.step
+    head = (q, k, v, q if o is None else o, lse, *_lay_args(lay), float(scale), 1.0)
+    if st.gluon:
+        launch(attn_fwd_ws_sm90_kernel, st.grid, (*head, *st.ints, _work_counter(dev)), st.kwargs, st.sig)
+    else:
+        launch(attn_fwd_kernel, st.grid, (*head, *st.ints), st.kwargs, st.sig)
+    return o, lse
+
+
+def _forward_recipe(q, k, v, lay: Varlen, causal, window, softcap, compute_o, gluon, cfgs) -> _FwdRecipe:
     B, Sq, Hq, D = q.shape
     Hkv = k.shape[2]
     if gluon:
@@ -178,59 +260,21 @@ def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softc
         target = dataclasses.replace(kernel_plan.Target.of(q.device), gluon="the caller asked for the Triton forward")
         plan = kernel_plan.plan(q, k, v, window, softcap, compute_o, target=target)
     fwd = plan.forward
-    _ensure_allocator(q.device, fwd)
-    sig = (id(plan), _sig(q), _sig(k), _sig(v), lay.signature, bool(causal), window, float(softcap or 0.0))
-    lse = torch.empty((Hq, B * Sq), device=q.device, dtype=torch.float64 if plan.precise else torch.float32)
-    o = None
-    if compute_o:
-        o = (torch.empty if lay.covers_all else torch.zeros)((B, Sq, Hq, D), device=q.device, dtype=q.dtype)
-    o_arg = o if o is not None else q
-    q_st, k_st, v_st, o_arg_st, lse_st = q.stride(), k.stride(), v.stride(), o_arg.stride(), lse.stride()
-    strides = (
-        q_st[0],
-        q_st[1],
-        q_st[2],
-        k_st[0],
-        k_st[1],
-        k_st[2],
-        v_st[0],
-        v_st[1],
-        v_st[2],
-        o_arg_st[0],
-        o_arg_st[1],
-        o_arg_st[2],
-    )
+    lse_shape, o_shape = (Hq, B * Sq), (B, Sq, Hq, D) if compute_o else None
+    # o is a fresh contiguous [B, Sq, Hq, D] tensor; without it the kernel gets q in its place (and writes nothing)
+    o_st = (Sq * Hq * D, Hq * D, D) if compute_o else q.stride()[:3]
+    strides = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o_st, B * Sq)
     if fwd.kernel == "gluon":
         nblk = _cdiv(lay.max_q, fwd.rows)
         pairs = Hq * lay.n
         items = pairs * nblk
         group_pairs = l2_group_pairs(pairs, lay.max_k, D, q.element_size(), Hq // Hkv, plan.l2_group_mb)
-        counter = _work_counter(q.device)  # the next item to take
         # persistent: one program per multiprocessor; 4 warpgroups at maxnreg=128 fill the register file, which the
-        # kernel splits between them (setmaxnreg)
-        launch(
-            attn_fwd_ws_sm90_kernel,
+        # kernel splits between them (setmaxnreg); the last argument is the item counter (the next item to take)
+        step = _step(
+            True,
             (min(items, _sm_count(q.device)),),
-            (
-                q,
-                k,
-                v,
-                o,
-                lse,
-                *_lay_args(lay),
-                float(scale),
-                1.0,
-                *strides,
-                lse_st[0],
-                Sq,
-                Hq // Hkv,
-                Hq,
-                lay.n,
-                nblk,
-                group_pairs,
-                items,
-                counter,
-            ),
+            (*strides, Sq, Hq // Hkv, Hq, lay.n, nblk, group_pairs, items),
             dict(
                 HEAD_DIM=D,
                 STAGES=fwd.stages,
@@ -240,49 +284,36 @@ def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softc
                 num_warps=fwd.warps,
                 maxnreg=fwd.max_regs,
             ),
-            sig,
+            "fwd",
         )
-        return o, lse
-    grid = (Hq, lay.n, _cdiv(lay.max_q, fwd.rows))
-    launch(
-        attn_fwd_kernel,
-        grid,
-        (
-            q,
-            k,
-            v,
-            o_arg,
-            lse,
-            *_lay_args(lay),
-            float(scale),
-            1.0,
-            *strides,
-            lse_st[0],
-            Sq,
-            Hq // Hkv,
-        ),
-        dict(
-            HEAD_DIM=D,
-            BLOCK_D=max(16, _pow2(D)),
-            BLOCK_M=fwd.rows,
-            BLOCK_N=fwd.keys,
-            IS_CAUSAL=bool(causal),
-            WINDOW=_window(window),
-            SOFTCAP=float(softcap or 0.0),
-            COMPUTE_O=bool(compute_o),
-            INTERIOR=plan.interior,
-            DOT_PREC=_prec(q.dtype),
-            TMA=fwd.tma,
-            FAST=plan.fast,
-            EXP_FTZ=plan.exp_ftz,
-            PRECISE=plan.precise,
-            num_warps=fwd.warps,
-            num_stages=fwd.stages,
-            **_max_regs(fwd.max_regs),
-        ),
-        sig,
-    )
-    return o, lse
+    else:
+        step = _step(
+            False,
+            (Hq, lay.n, _cdiv(lay.max_q, fwd.rows)),
+            (*strides, Sq, Hq // Hkv),
+            dict(
+                HEAD_DIM=D,
+                BLOCK_D=max(16, _pow2(D)),
+                BLOCK_M=fwd.rows,
+                BLOCK_N=fwd.keys,
+                IS_CAUSAL=bool(causal),
+                WINDOW=_window(window),
+                SOFTCAP=softcap,
+                COMPUTE_O=bool(compute_o),
+                INTERIOR=plan.interior,
+                DOT_PREC=_prec(q.dtype),
+                TMA=fwd.tma,
+                FAST=plan.fast,
+                EXP_FTZ=plan.exp_ftz,
+                PRECISE=plan.precise,
+                num_warps=fwd.warps,
+                num_stages=fwd.stages,
+                **_max_regs(fwd.max_regs),
+            ),
+            "fwd",
+        )
+    lse_dtype = torch.float64 if plan.precise else torch.float32
+    return _FwdRecipe(step, lse_shape, lse_dtype, o_shape, fwd.tma, (plan, *cfgs))
 
 
 def backward(
@@ -291,14 +322,51 @@ def backward(
     """Gradients shaped [B, S, H, D] with the strides of q/k/v (so autograd hands them on without a layout copy),
     each written by exactly one program. `parts` lets the bench time the dK/dV and dQ kernels apart."""
     do, q, k, v, o = (_last_dim_contiguous(t) for t in (do, q, k, v, o))
+    softcap = float(softcap or 0.0)
+    flags = (lay.signature, bool(causal), window, softcap, tuple(parts))
+    key, cfgs = call_key("bwd", q, (*map(tensor_key, (do, q, k, v, o, lse)), *flags))
     alloc = torch.empty_like if lay.covers_all else torch.zeros_like
     dq, dk, dv = alloc(q), alloc(k), alloc(v)
+    delta = torch.empty_like(lse)
+    r = _recipes.get(key)
+    if r is None:
+        r = _keep(key, _backward_recipe(do, q, k, v, o, lse, dq, dk, dv, lay, causal, window, softcap, parts, cfgs))
+    if r.copy_q:
+        q = q.contiguous()
+    if r.tma:
+        _ensure_allocator(q.device)
+    st = r.delta
+    launch(delta_kernel, st.grid, (o, do, delta, lay.row, lay.q_start, lay.len_q, *st.ints), st.kwargs, st.sig)
+    head = (*_lay_args(lay), float(scale))
+
+    def dkdv():
+        st = r.dkdv
+        fn = dkdv_sm90_kernel if st.gluon else dkdv_kernel
+        launch(fn, st.grid, (q, k, v, do, dk, dv, lse, delta, *head, *st.ints), st.kwargs, st.sig)
+
+    def dq_():
+        st = r.dq  # the Gluon and Triton dQ kernels take the same runtime arguments
+        fn = dq_sm90_kernel if st.gluon else dq_kernel
+        launch(fn, st.grid, (q, k, v, do, dq, lse, delta, *head, *st.ints), st.kwargs, st.sig)
+
+    if r.streams == 2:
+        _side_by_side(dkdv, dq_, q.device)
+    else:
+        if r.dkdv is not None:
+            dkdv()
+        if r.dq is not None:
+            dq_()
+    return dq, dk, dv
+
+
+def _backward_recipe(do, q, k, v, o, lse, dq, dk, dv, lay, causal, window, softcap, parts, cfgs) -> _BwdRecipe:
     B, Sq, Hq, D = q.shape
     Hkv = k.shape[2]
     whole_rows = lay.covers_all and lay.n == B and lay.max_q == Sq
     scores = Hq * lay.n * lay.max_q * lay.max_k  # at most this many attention scores: how long the call runs
-    long_call = scores >= config.bwd_config(D).overlap_min_scores
+    long_call = scores >= cfgs[1].overlap_min_scores
     plan = kernel_plan.plan(q, k, v, window, softcap, do=do, whole_rows=whole_rows, long_call=long_call)
+    copy_q = False
     if (
         "dkdv" in parts
         and plan.dkdv.kernel != "gluon"
@@ -311,104 +379,34 @@ def backward(
         qc = q.contiguous()
         with_copy = kernel_plan.plan(qc, k, v, window, softcap, do=do, whole_rows=whole_rows, long_call=long_call)
         if with_copy.dkdv.kernel == "gluon":
-            q, plan = qc, with_copy
+            q, plan, copy_q = qc, with_copy, True
     q_hrow = kernel_plan.q_head_rows(q, whole_rows, plan.dkdv.rows) if plan.dkdv.kernel == "gluon" else 0
-    _ensure_allocator(q.device, plan.dkdv, plan.dq)
-    q_st, k_st, v_st, o_st, do_st, lse_st = q.stride(), k.stride(), v.stride(), o.stride(), do.stride(), lse.stride()
-    dq_st, dk_st, dv_st = dq.stride(), dk.stride(), dv.stride()
+    q_st, k_st, v_st, o_st, do_st = q.stride(), k.stride(), v.stride(), o.stride(), do.stride()
+    dq_st, dk_st, dv_st, lse_st = dq.stride(), dk.stride(), dv.stride(), lse.stride()
     block_d = max(16, _pow2(D))
-    delta = torch.empty_like(lse)
     common = dict(
         IS_CAUSAL=bool(causal),
         WINDOW=_window(window),
-        SOFTCAP=float(softcap or 0.0),
+        SOFTCAP=softcap,
         DOT_PREC=_prec(q.dtype),
         PRECISE=plan.precise,
     )
-    sig = (
-        id(plan),
-        _sig(do),
-        _sig(q),
-        _sig(k),
-        _sig(v),
-        _sig(o),
-        _sig(lse),
-        _sig(dq),
-        _sig(dk),
-        _sig(dv),
-        lay.signature,
-        bool(causal),
-        window,
-        float(softcap or 0.0),
-    )
-
-    launch(
-        delta_kernel,
+    delta = _step(
+        False,
         (_cdiv(lay.max_q, 64), Hq, lay.n),
-        (
-            o,
-            do,
-            delta,
-            lay.row,
-            lay.q_start,
-            lay.len_q,
-            o_st[0],
-            o_st[1],
-            o_st[2],
-            do_st[0],
-            do_st[1],
-            do_st[2],
-            lse_st[0],
-            Sq,
-        ),
-        dict(
-            HEAD_DIM=D,
-            BLOCK_D=block_d,
-            BLOCK_M=64,
-        ),
-        sig,
+        (*o_st[:3], *do_st[:3], lse_st[0], Sq),
+        dict(HEAD_DIM=D, BLOCK_D=block_d, BLOCK_M=64),
+        "delta",
     )
-
-    def dkdv():
+    dkdv = None
+    if "dkdv" in parts:
         lp = plan.dkdv
         if lp.kernel == "gluon":
             blocks = _cdiv(lay.max_k, lp.keys)
-            grid = (_cdiv(blocks, 2), Hkv, lay.n) if plan.pairs else (Hkv, lay.n, blocks)
-            launch(
-                dkdv_sm90_kernel,
-                grid,
-                (
-                    q,
-                    k,
-                    v,
-                    do,
-                    dk,
-                    dv,
-                    lse,
-                    delta,
-                    *_lay_args(lay),
-                    float(scale),
-                    q_st[0],
-                    q_st[1],
-                    k_st[0],
-                    k_st[1],
-                    k_st[2],
-                    v_st[0],
-                    v_st[1],
-                    v_st[2],
-                    do_st[0],
-                    do_st[1],
-                    dk_st[0],
-                    dk_st[1],
-                    dk_st[2],
-                    dv_st[0],
-                    dv_st[1],
-                    dv_st[2],
-                    lse_st[0],
-                    Sq,
-                    Hq // Hkv,
-                    q_hrow,
-                ),
+            dkdv = _step(
+                True,
+                (_cdiv(blocks, 2), Hkv, lay.n) if plan.pairs else (Hkv, lay.n, blocks),
+                (*q_st[:2], *k_st[:3], *v_st[:3], *do_st[:2], *dk_st[:3], *dv_st[:3], lse_st[0], Sq, Hq // Hkv, q_hrow),
                 dict(
                     HEAD_DIM=D,
                     BLOCK_M=lp.rows,
@@ -417,118 +415,68 @@ def backward(
                     PAIRS=plan.pairs,
                     num_warps=lp.warps,
                 ),
-                sig,
+                "dkdv",
             )
-            return
-        launch(
-            dkdv_kernel,
-            (Hkv, lay.n, _cdiv(lay.max_k, lp.keys)),
-            (
-                q,
-                k,
-                v,
-                do,
-                dk,
-                dv,
-                lse,
-                delta,
-                *_lay_args(lay),
-                float(scale),
-                q_st[0],
-                q_st[1],
-                q_st[2],
-                k_st[0],
-                k_st[1],
-                k_st[2],
-                v_st[0],
-                v_st[1],
-                v_st[2],
-                do_st[0],
-                do_st[1],
-                do_st[2],
-                dk_st[0],
-                dk_st[1],
-                dk_st[2],
-                dv_st[0],
-                dv_st[1],
-                dv_st[2],
-                lse_st[0],
-                Sq,
-                Hq // Hkv,
-            ),
-            dict(
-                HEAD_DIM=D,
-                BLOCK_D=block_d,
-                BLOCK_M=lp.rows,
-                BLOCK_N=lp.keys,
-                **common,
-                TMA=lp.tma,
-                num_warps=lp.warps,
-                num_stages=lp.stages,
-                **_max_regs(lp.max_regs),
-            ),
-            sig,
-        )
-
-    def dq_():
+        else:
+            dkdv = _step(
+                False,
+                (Hkv, lay.n, _cdiv(lay.max_k, lp.keys)),
+                (*q_st[:3], *k_st[:3], *v_st[:3], *do_st[:3], *dk_st[:3], *dv_st[:3], lse_st[0], Sq, Hq // Hkv),
+                dict(
+                    HEAD_DIM=D,
+                    BLOCK_D=block_d,
+                    BLOCK_M=lp.rows,
+                    BLOCK_N=lp.keys,
+                    **common,
+                    TMA=lp.tma,
+                    num_warps=lp.warps,
+                    num_stages=lp.stages,
+                    **_max_regs(lp.max_regs),
+                ),
+                "dkdv",
+            )
+    dq = None
+    if "dq" in parts:
         lp = plan.dq
-        # the Gluon and Triton dQ kernels take the same runtime arguments
-        args = (
-            q,
-            k,
-            v,
-            do,
-            dq,
-            lse,
-            delta,
-            *_lay_args(lay),
-            float(scale),
-            *q_st[:3],
-            *k_st[:3],
-            *v_st[:3],
-            *do_st[:3],
-            *dq_st[:3],
-            lse_st[0],
-            Sq,
-            Hq // Hkv,
-        )
+        ints = (*q_st[:3], *k_st[:3], *v_st[:3], *do_st[:3], *dq_st[:3], lse_st[0], Sq, Hq // Hkv)
         if lp.kernel == "gluon":
             blocks = _cdiv(lay.max_q, lp.rows)
-            grid = (_cdiv(blocks, 2), Hq, lay.n) if plan.dq_pairs else (Hq, lay.n, blocks)
-            kw = dict(IS_CAUSAL=bool(causal), PAIRS=plan.dq_pairs, DEFER=plan.dq_defer)
-            launch(
-                dq_sm90_kernel,
-                grid,
-                args,
-                dict(HEAD_DIM=D, BLOCK_M=lp.rows, BLOCK_N=lp.keys, **kw, num_warps=lp.warps),
-                sig,
+            dq = _step(
+                True,
+                (_cdiv(blocks, 2), Hq, lay.n) if plan.dq_pairs else (Hq, lay.n, blocks),
+                ints,
+                dict(
+                    HEAD_DIM=D,
+                    BLOCK_M=lp.rows,
+                    BLOCK_N=lp.keys,
+                    IS_CAUSAL=bool(causal),
+                    PAIRS=plan.dq_pairs,
+                    DEFER=plan.dq_defer,
+                    num_warps=lp.warps,
+                ),
+                "dq",
             )
-            return
-        launch(
-            dq_kernel,
-            (Hq, lay.n, _cdiv(lay.max_q, lp.rows)),
-            args,
-            dict(
-                HEAD_DIM=D,
-                BLOCK_D=block_d,
-                BLOCK_M=lp.rows,
-                BLOCK_N=lp.keys,
-                **common,
-                TMA=lp.tma,
-                num_warps=lp.warps,
-                num_stages=lp.stages,
-                **_max_regs(lp.max_regs),
-            ),
-            sig,
-        )
-
-    if "dkdv" in parts and "dq" in parts and plan.streams == 2:
-        _side_by_side(dkdv, dq_, q.device)
-    else:
-        for name, run in (("dkdv", dkdv), ("dq", dq_)):
-            if name in parts:
-                run()
-    return dq, dk, dv
+        else:
+            dq = _step(
+                False,
+                (Hq, lay.n, _cdiv(lay.max_q, lp.rows)),
+                ints,
+                dict(
+                    HEAD_DIM=D,
+                    BLOCK_D=block_d,
+                    BLOCK_M=lp.rows,
+                    BLOCK_N=lp.keys,
+                    **common,
+                    TMA=lp.tma,
+                    num_warps=lp.warps,
+                    num_stages=lp.stages,
+                    **_max_regs(lp.max_regs),
+                ),
+                "dq",
+            )
+    streams = plan.streams if dkdv is not None and dq is not None else 1
+    tma = any(x.tma for x in (plan.dkdv, plan.dq))
+    return _BwdRecipe(copy_q, delta, dkdv, dq, streams, tma, (plan, *cfgs))
 
 
 # bench/check_h200.py labels its GPU cases with these three questions; the launchers above read the plan itself.
