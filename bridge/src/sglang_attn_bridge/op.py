@@ -243,7 +243,8 @@ class _Eager(torch.autograd.Function):
     fwd+bwd call is host-bound at short lengths, and each recorded view costs a node in both directions)."""
 
     @staticmethod
-    def forward(ctx, q, k, v, lay, scale, causal, window, softcap, heads_first):
+    def forward(ctx, q, k, v, call):
+        lay, scale, causal, window, softcap, heads_first = call  # one argument: apply's Python walks each of them
         qt, kt, vt = _bshd(q, heads_first), _bshd(k, heads_first), _bshd(v, heads_first)
         if graphs.enabled(q):
             o, lse, o_bwd = _graphed_forward(qt, kt, vt, lay, scale, causal, window, softcap)
@@ -259,7 +260,7 @@ class _Eager(torch.autograd.Function):
         impl = _graphed_backward if graphs.enabled(q) else ops.backward
         dq, dk, dv = impl(do.contiguous(), q, k, v, o, lse, ctx.lay, *ctx.args)
         hf = ctx.heads_first
-        return _bshd(dq, hf), _bshd(dk, hf), _bshd(dv, hf), None, None, None, None, None, None
+        return _bshd(dq, hf), _bshd(dk, hf), _bshd(dv, hf), None
 
 
 def attention(
@@ -305,6 +306,6 @@ def attention(
     )
     window = None if window is None else int(window)
     if need_lse:
-        return _Eager.apply(q, k, v, lay, scale, causal, window, softcap, heads_first)
+        return _Eager.apply(q, k, v, (lay, scale, causal, window, softcap, heads_first))
     q, k, v = _bshd(q, heads_first), _bshd(k, heads_first), _bshd(v, heads_first)
     return forward_impl(q, k, v, lay, scale, causal, window, softcap, False)[0]
