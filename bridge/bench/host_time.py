@@ -11,14 +11,21 @@ the CPU hits every row alike. SDPA's public call is beside the bridge's. The pie
 * launches only: the call's recorded kernel launches replayed through `launch.launch` with the same arguments;
 * allocations: the call's output and gradient buffers (torch.empty of each).
 Also the wall time of ops.backward measured inside the engine's thread, against the same call from the main thread.
-BENCH_SHAPES=2x2048,8x1024 (default both); results in $OUT/host_time.json and .md.
+BENCH_BASELINE=DIR (another checkout's bridge/src): its public calls join the rounds as "baseline ..." rows, loaded
+in this process under another package name, so the two trees are timed side by side by the same CPU.
+BENCH_SHAPES=2x2048,8x1024 (default both), BENCH_LOOPS (default 7); results in $OUT/host_time.json and .md.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
+import pathlib
+import shutil
 import statistics
+import sys
+import tempfile
 import time
 
 import torch
@@ -27,7 +34,20 @@ from common import call_inputs, load_sglang
 OUT = os.environ.get("OUT", "out")
 SHAPES = {"2x2048": (2, 2048, 32, 8, 128), "8x1024": (8, 1024, 32, 8, 128)}
 SPIN_PER_MS = 2_000_000
-CALLS, LOOPS = 30, 7
+CALLS, LOOPS = 30, int(os.environ.get("BENCH_LOOPS", "7"))
+
+
+def load_baseline(src: str):
+    """The package in `src` as `sglang_attn_bridge_baseline` (its custom ops renamed to match), or None."""
+    if not src:
+        return None
+    root = pathlib.Path(tempfile.mkdtemp())
+    dst = root / "sglang_attn_bridge_baseline"
+    shutil.copytree(pathlib.Path(src) / "sglang_attn_bridge", dst)
+    for py in dst.rglob("*.py"):
+        py.write_text(py.read_text().replace("sglang_attn_bridge::", "sglang_attn_bridge_baseline::"))
+    sys.path.insert(0, str(root))
+    return importlib.import_module("sglang_attn_bridge_baseline.attention")
 
 
 def loop_us(fn) -> float:
@@ -42,7 +62,7 @@ def loop_us(fn) -> float:
     return dt * 1e6
 
 
-def pieces(b, s, hq, hkv, d) -> dict:
+def pieces(b, s, hq, hkv, d, baseline=None) -> dict:
     from sglang_attn_bridge import launch, ops
     from sglang_attn_bridge.attention import triton_attention_forward
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
@@ -139,6 +159,9 @@ def pieces(b, s, hq, hkv, d) -> dict:
         f"launches only ({len(recorded)})": launches,
         f"allocations only ({len(shapes)})": allocs,
     }
+    if baseline is not None:
+        runs["baseline public fwd+bwd"] = public(baseline.triton_attention_forward)
+        runs["baseline public fwd, no grad"] = public(baseline.triton_attention_forward, grad=False, backward=False)
     for fn in runs.values():
         for _ in range(3):
             fn()
@@ -156,10 +179,11 @@ def pieces(b, s, hq, hkv, d) -> dict:
 
 def main() -> int:
     load_sglang()
+    baseline = load_baseline(os.environ.get("BENCH_BASELINE", ""))
     wanted = os.environ.get("BENCH_SHAPES", ",".join(SHAPES)).split(",")
     rows = {}
     for name in wanted:
-        rows[name] = pieces(*SHAPES[name])
+        rows[name] = pieces(*SHAPES[name], baseline=baseline)
         print(name, json.dumps(rows[name], indent=1), flush=True)
     os.makedirs(OUT, exist_ok=True)
     with open(os.path.join(OUT, "host_time.json"), "w") as f:
