@@ -115,3 +115,34 @@ def test_refuses_4d_masks_holes_and_bad_shapes():
         m = Mod()
         m.config = type("C", (), {"attention_chunk_size": 8})()
         triton_attention_forward(m, q, k, v, None)
+
+
+def _grad_fns(t):
+    """Every autograd node behind t, by class name."""
+    seen, todo = [], [t.grad_fn]
+    while todo:
+        fn = todo.pop()
+        if fn is None or fn in seen:
+            continue
+        seen.append(fn)
+        todo += [nxt for nxt, _ in fn.next_functions]
+    return [type(fn).__name__ for fn in seen]
+
+
+def test_heads_first_route_gives_the_bits_of_the_sequence_first_one_without_transpose_nodes():
+    """transformers' [B, H, S, D] tensors go into the eager Function as they are: the output and gradients are the
+    ones the [B, S, H, D] route gives, bit for bit, and autograd records the Function and the leaves alone."""
+    from sglang_attn_bridge import op
+
+    q, k, v = _qkv(b=2)
+    do = torch.randn(2, 48, 4, 64)
+    leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    out = op.attention(*leaves, 0.2, heads_first=True)
+    assert sorted(set(_grad_fns(out))) == ["AccumulateGrad", "_EagerBackward"]
+    out.backward(do)
+    ref_leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    ref = op.attention(*(t.transpose(1, 2) for t in ref_leaves), 0.2)
+    ref.backward(do)
+    assert torch.equal(out, ref)
+    for mine, theirs in zip(leaves, ref_leaves):
+        assert mine.grad.shape == mine.shape and torch.equal(mine.grad, theirs.grad)
