@@ -39,8 +39,9 @@ def select_forward(q=None, k=None, v=None, causal=True, window=None, softcap=0.0
     if mode == "sglang" or q is None or q.dtype == torch.float32:
         # fp32: the in-tree forward computes IEEE fp32, sglang's TF32, so they never agree: no probe to run
         return res.kernel
-    # the decision per call signature, worked out once (the class needs the kernel plan): every call asks
-    key, cfgs = ops.call_key("select", q, (id(res.kernel), q.device, tensor_key(q), tensor_key(k), tensor_key(v)))
+    # the decision per call signature (the key names the device through its target), worked out once: the class
+    # needs the kernel plan, and every call asks
+    key, cfgs = ops.call_key("select", q, (id(res.kernel), tensor_key(q), tensor_key(k), tensor_key(v)))
     key += (bool(causal), window is None, bool(softcap))
     hit = _selected.get(key)
     if hit is None:

@@ -19,11 +19,12 @@ from . import graphs, layout, ops
 from .function import forward_impl, separate_backward_output
 
 
-def _layout(q, k, attention_mask, position_ids, cu_seq_lens_q, cu_seq_lens_k, max_length_q, max_length_k):
+def _layout(q, k, attention_mask, position_ids, cu_seq_lens_q, cu_seq_lens_k, max_length_q, max_length_k, seq=1):
+    """The call's layout; `seq` is q's and k's sequence axis (2 for [B, H, S, D] tensors)."""
     return layout.build(
         q.shape[0],
-        q.shape[1],
-        k.shape[1],
+        q.shape[seq],
+        k.shape[seq],
         q.device,
         attention_mask=attention_mask,
         position_ids=position_ids,
@@ -292,18 +293,7 @@ def attention(
         seqs = (attention_mask, position_ids, cu_seq_lens_q, cu_seq_lens_k, max_q, max_k)
         return attention_op(q, k, v, *seqs, scale, causal, w, softcap, need_lse)[0]
     seq = 2 if heads_first else 1
-    lay = layout.build(
-        q.shape[0],
-        q.shape[seq],
-        k.shape[seq],
-        q.device,
-        attention_mask=attention_mask,
-        position_ids=position_ids,
-        cu_seq_lens_q=cu_seq_lens_q,
-        cu_seq_lens_k=cu_seq_lens_k,
-        max_length_q=None if max_q < 0 else max_q,
-        max_length_k=None if max_k < 0 else max_k,
-    )
+    lay = _layout(q, k, attention_mask, position_ids, cu_seq_lens_q, cu_seq_lens_k, max_q, max_k, seq)
     window = None if window is None else int(window)
     if need_lse:
         return _Eager.apply(q, k, v, (lay, scale, causal, window, softcap, heads_first))
