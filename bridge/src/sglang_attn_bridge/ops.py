@@ -384,13 +384,20 @@ def _backward_recipe(do, q, k, v, o, lse, dq, dk, dv, lay, causal, window, softc
     q_st, k_st, v_st, o_st, do_st = q.stride(), k.stride(), v.stride(), o.stride(), do.stride()
     dq_st, dk_st, dv_st, lse_st = dq.stride(), dk.stride(), dv.stride(), lse.stride()
     block_d = max(16, _pow2(D))
-    common = dict(
+    common = dict(  # the Triton dK/dV and dQ kernels' constexprs besides their tiles
+        HEAD_DIM=D,
+        BLOCK_D=block_d,
         IS_CAUSAL=bool(causal),
         WINDOW=_window(window),
         SOFTCAP=softcap,
         DOT_PREC=_prec(q.dtype),
         PRECISE=plan.precise,
     )
+
+    def triton(lp: kernel_plan.Launch) -> dict:
+        tiles = dict(BLOCK_M=lp.rows, BLOCK_N=lp.keys, TMA=lp.tma, num_warps=lp.warps, num_stages=lp.stages)
+        return {**common, **tiles, **_max_regs(lp.max_regs)}
+
     delta = _step(
         False,
         (_cdiv(lay.max_q, 64), Hq, lay.n),
@@ -422,17 +429,7 @@ def _backward_recipe(do, q, k, v, o, lse, dq, dk, dv, lay, causal, window, softc
                 False,
                 (Hkv, lay.n, _cdiv(lay.max_k, lp.keys)),
                 (*q_st[:3], *k_st[:3], *v_st[:3], *do_st[:3], *dk_st[:3], *dv_st[:3], lse_st[0], Sq, Hq // Hkv),
-                dict(
-                    HEAD_DIM=D,
-                    BLOCK_D=block_d,
-                    BLOCK_M=lp.rows,
-                    BLOCK_N=lp.keys,
-                    **common,
-                    TMA=lp.tma,
-                    num_warps=lp.warps,
-                    num_stages=lp.stages,
-                    **_max_regs(lp.max_regs),
-                ),
+                triton(lp),
                 "dkdv",
             )
     dq = None
@@ -461,17 +458,7 @@ def _backward_recipe(do, q, k, v, o, lse, dq, dk, dv, lay, causal, window, softc
                 False,
                 (Hq, lay.n, _cdiv(lay.max_q, lp.rows)),
                 ints,
-                dict(
-                    HEAD_DIM=D,
-                    BLOCK_D=block_d,
-                    BLOCK_M=lp.rows,
-                    BLOCK_N=lp.keys,
-                    **common,
-                    TMA=lp.tma,
-                    num_warps=lp.warps,
-                    num_stages=lp.stages,
-                    **_max_regs(lp.max_regs),
-                ),
+                triton(lp),
                 "dq",
             )
     streams = plan.streams if dkdv is not None and dq is not None else 1
