@@ -8,12 +8,14 @@ the CPU hits every row alike. SDPA's public call is beside the bridge's. The pie
 * ops.backward from the autograd engine: the same launcher run inside a trivial autograd Function's backward, so the
   engine's hand-off to its device thread and back is included;
 * nop Function fwd+bwd: that Function with an empty backward (the engine's own cost for a Python node);
-* launches only: the call's recorded kernel launches replayed through `launch.launch` with the same arguments;
+* launches only: the call's recorded kernel launches replayed through `launch.launch` with the same arguments (all
+  of them, or the backward's);
 * allocations: the call's output and gradient buffers (torch.empty of each);
 * "backward on the calling thread": the public call with `torch.autograd.set_multithreading_enabled(False)`, so
   the engine runs the backward in the caller's thread (no hand-off to its device thread);
 * "ready grads": the public call with ops.backward replaced by one that returns gradients made beforehand (what
-  autograd and the Function cost around the launchers);
+  autograd and the Function cost around the launchers); "fresh grads, no launches" allocates them instead, and
+  "backward's launches, ready grads" replays the backward's recorded launches before returning the ready ones;
 * "autograd.grad": the public call's backward through torch.autograd.grad (no AccumulateGrad nodes);
 * "calls per backward": LAYERS calls on their own leaves and one backward for all of them, as a model's layers run.
 Also the wall time of ops.backward measured inside the engine's thread, against the same call from the main thread.
