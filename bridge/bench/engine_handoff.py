@@ -3,9 +3,9 @@
 A pass-through autograd Function whose backward runs a fixed body (k launches of an empty Triton kernel through
 `launch.launch`, k in-place torch adds, k allocations, or a busy wait of N us) is timed three ways: fwd+bwd with the
 backward in the engine's device thread (the default for CUDA tensors), fwd+bwd with the backward on the calling
-thread (`torch.autograd.set_multithreading_enabled(False)`), and the body alone. CPU us per call: 30 calls behind a
-GPU spin, median of 9 interleaved loops. Prints a table; the Python threads alive are printed too (a second Python
-thread would contend for the GIL).
+thread (`torch.autograd.set_multithreading_enabled(False)`), and the body alone. CPU us per call (host_time.py's
+`loop_us`: 30 calls behind a GPU spin), median of 9 interleaved loops. Prints a table; the Python threads alive are
+printed too (a second Python thread would contend for the GIL).
 """
 
 from __future__ import annotations
@@ -17,9 +17,11 @@ import time
 
 import torch
 import triton
+from common import pass_through_function
+from host_time import loop_us
 from sglang_attn_bridge import launch
 
-CALLS, LOOPS = 30, 9
+LOOPS = 9
 
 
 @triton.jit
@@ -31,19 +33,6 @@ def main() -> int:
     buf = torch.zeros(16, device="cuda")
     x = torch.zeros(1, device="cuda", requires_grad=True)
     seed = torch.ones(1, device="cuda")
-
-    def function(body):
-        class Fn(torch.autograd.Function):
-            @staticmethod
-            def forward(ctx, t):
-                return t.view_as(t)
-
-            @staticmethod
-            def backward(ctx, g):
-                body()
-                return g
-
-        return Fn
 
     def repeat(k, once):
         def body():
@@ -72,7 +61,7 @@ def main() -> int:
 
     runs = {}
     for name, body in bodies.items():
-        fn = function(body)
+        fn = pass_through_function(body)
 
         def engine(fn=fn):
             fn.apply(x).backward(seed)
@@ -86,16 +75,6 @@ def main() -> int:
         runs[name + " | engine"] = engine
         runs[name + " | calling thread"] = calling
         runs[name + " | body alone"] = body
-
-    def loop_us(fn):
-        torch.cuda.synchronize()
-        torch.cuda._sleep(2_000_000 * CALLS)
-        t0 = time.perf_counter()
-        for _ in range(CALLS):
-            fn()
-        dt = (time.perf_counter() - t0) / CALLS
-        torch.cuda.synchronize()
-        return dt * 1e6
 
     for fn in runs.values():
         for _ in range(3):

@@ -42,7 +42,7 @@ import tempfile
 import time
 
 import torch
-from common import call_inputs, load_sglang
+from common import call_inputs, load_sglang, pass_through_function
 
 OUT = os.environ.get("OUT", "out")
 SHAPES = {"2x2048": (2, 2048, 32, 8, 128), "8x1024": (8, 1024, 32, 8, 128)}
@@ -135,27 +135,12 @@ def pieces(b, s, hq, hkv, d, baseline=None) -> dict:
 
     engine_s: list = []
 
-    def engine_fn(body):
-        """An autograd Function that passes its input through and runs body() in its backward (the engine's thread)."""
-
-        class Fn(torch.autograd.Function):
-            @staticmethod
-            def forward(ctx, x):
-                return x.view_as(x)
-
-            @staticmethod
-            def backward(ctx, g):
-                body()
-                return g
-
-        return Fn
-
     def timed_backward():
         t0 = time.perf_counter()
         ops.backward(do, qt, kt, vt, o, lse, lay, scale, True)
         engine_s.append(time.perf_counter() - t0)
 
-    ViaEngine, Nop = engine_fn(timed_backward), engine_fn(lambda: None)
+    ViaEngine, Nop = pass_through_function(timed_backward), pass_through_function(lambda: None)
 
     x = torch.zeros(1, device="cuda", requires_grad=True)
     seed = torch.ones(1, device="cuda")
