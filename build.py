@@ -15,14 +15,14 @@ import sys
 
 from toolkit import engine, registry
 from toolkit.cleanup import Scope
-from toolkit.cli import parse
-from toolkit.engine_calls import as_engine_error
+from toolkit.cli import empty_option, parse
+from toolkit.engine_calls import as_engine_error, engine_timeout
 from toolkit.errors import Interrupted, ToolkitError, UsageError, short
 from toolkit.outputs import check_output, write_output
 from toolkit.plan import host_pip_ca, make_plan, parse_secret
 from toolkit.render import render
 from toolkit.spec import load_catalog
-from toolkit.spec_values import moving_tag_problem, reference_problem, target_problem
+from toolkit.spec_values import TAG_RE, moving_tag_problem, reference_problem, target_problem
 
 
 def out(line: str) -> None:
@@ -124,10 +124,16 @@ def check_cache(args) -> None:
 
 
 def tags_asked(args, plan) -> list:
-    """Upstream's tag names (`--image-tag`), in the registry when one is given; checked like every tag."""
-    if not args.image_tag:
-        if args.custom_tag:
+    """Upstream's tag names (`--image-tag`), in the registry when one is given; checked like every tag. A
+    `--custom-tag` is one tag component (no `/` or `:`: it can never name a registry host)."""
+    if args.custom_tag is not None:
+        if args.image_tag != "custom":
             raise UsageError("--custom-tag needs --image-tag custom")
+        if not TAG_RE.fullmatch(args.custom_tag):
+            raise UsageError(
+                f"--custom-tag {short(args.custom_tag)}: not a tag component ([A-Za-z0-9_][A-Za-z0-9_.-]*)"
+            )
+    if not args.image_tag:
         return []
     from toolkit.upstream_tags import upstream_tags
 
@@ -156,7 +162,7 @@ def build_staged(args, builder, client, plan, ctx, where, extra_tags=()) -> int:
             hash_tag,
             args.registry,
             pushing=args.push,
-            moving=plan.image,
+            moving=(plan.image, *extra_tags),  # every tag this build would move
         )
         if note:
             out(f"note: {note}")
@@ -194,9 +200,14 @@ def cmd_verify(args) -> int:
         write_cst(variant.gates, variant.python, args.export_cst)
         out(f"wrote {args.export_cst}: container-structure-test config for {variant.name}")
         return 0
+    if args.base:
+        return _verify_base(variant, args)
     from toolkit.verify_image import by_platform, verify_image
 
     image = args.image or f"{variant.repository}:{variant.tag_suffix}"
+    problem = reference_problem(image)
+    if problem:
+        raise UsageError(f"--image: {problem}")
     client = engine.connect()
     images = by_platform(client, image, args.platform)  # [(platform or None, ref)]: one per platform of a list
     if len(images) > 1 and (args.json or args.junit):
@@ -210,10 +221,24 @@ def cmd_verify(args) -> int:
     return worst
 
 
+def _verify_base(variant, args) -> int:
+    """The variant's base file (images/bases/) against the real base image: one line per fact that differs."""
+    from toolkit.base_check import check_base
+    from toolkit.bases import load_base
+
+    base = load_base(variant.base)
+    differences = check_base(engine.connect(), base, image=args.image, platform=args.platform)
+    for line in differences:
+        out(line)
+    verdict = f"differs in {len(differences)} fact(s)" if differences else "matches"
+    out(f"verify --base {variant.name}: {base.image} {verdict} {base.file}")
+    return 1 if differences else 0
+
+
 def cmd_bake(args) -> int:
     from toolkit import builders, local_images
     from toolkit.bake import bake_file
-    from toolkit.context import keep, stage
+    from toolkit.context import keep, kept, stage
     from toolkit.sources import apply_refs, overrides_for, refs_for
 
     log = out if args.output else (lambda line: print(line, file=sys.stderr, flush=True))
@@ -240,16 +265,21 @@ def cmd_bake(args) -> int:
                     images = local_images.publish(client, plan.variant, platforms, args.registry, log=log, scope=scope)
                 else:
                     local_images.ensure(client, plan.variant, platforms, log=log, scope=scope)
-            ctx = keep(stage(plan, render(plan), scope=scope))
-            log(f"target {plan.name}: input hash {ctx.short_hash}, context {ctx.path}")
+            ctx = stage(plan, render(plan), scope=scope)
+            log(f"target {plan.name}: input hash {ctx.short_hash}, context {kept(ctx).path}")
             staged.append((plan, ctx, images))
-    text = json.dumps(bake_file(staged, args.registry, args.cache, args.cache_from), indent=2) + "\n"
+        # Contexts are kept only once the bake file that names them is written: a failure before leaves nothing.
+        named = [(plan, kept(ctx), images) for plan, ctx, images in staged]
+        text = json.dumps(bake_file(named, args.registry, args.cache, args.cache_from), indent=2) + "\n"
+        if args.output:
+            write_output(args.output, text)
+        else:
+            sys.stdout.write(text)
+        for _, ctx, _ in staged:
+            keep(ctx)
     if args.output:
-        write_output(args.output, text)
         on = f" --builder {args.builder}" if args.builder else ""
         log(f"wrote {args.output}: {len(staged)} target(s); run `docker buildx bake{on} -f {args.output}`")
-    else:
-        sys.stdout.write(text)
     return 0
 
 
@@ -334,6 +364,7 @@ def parser() -> argparse.ArgumentParser:
     v.add_argument("--json", metavar="FILE")
     v.add_argument("--junit", metavar="FILE")
     v.add_argument("--export-cst", metavar="FILE", help="write the gates as a container-structure-test config instead")
+    v.add_argument("--base", action="store_true", help="check the target's base file against the base image instead")
 
     k = sub.add_parser("bake", help="write a buildx bake file (JSON) for a set of targets")
     k.add_argument("--target", action="append", required=True)
@@ -419,6 +450,10 @@ def main(argv=None) -> int:
         p.print_usage(sys.stderr)
         return 2
     try:
+        empty = empty_option(args)
+        if empty:
+            raise UsageError(f"{empty}: an empty value; give one, or leave the option out")
+        engine_timeout()  # the environment's bound is data too: checked before anything runs
         check_targets(args)
         return COMMAND_FUNCS[args.command](args)
     except ToolkitError as e:

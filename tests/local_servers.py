@@ -8,12 +8,15 @@ so a test can make it serve a truncated body or a 404 on purpose.
 
 from __future__ import annotations
 
+import hashlib
 import http.server
+import io
 import json
 import os
 import posixpath
 import threading
 import urllib.parse
+import zipfile
 from pathlib import Path
 
 from support import git
@@ -27,6 +30,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def _answer(self, head: bool):
         path = urllib.parse.urlsplit(self.path).path
+        self.server.hits.append(path)
         route = self.server.routes.get(path)
         if route is None and self.server.root is not None:
             rel = posixpath.normpath(urllib.parse.unquote(path)).lstrip("/")
@@ -54,12 +58,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
 class Server:
     """A threading HTTP server on 127.0.0.1 (a free port) serving `root` and `routes` {path: (status, body,
-    missing bytes)}; stop() closes it."""
+    missing bytes)}; `hits` lists every path asked for, in order; stop() closes it."""
 
     def __init__(self, root: Path | None = None):
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self.httpd.daemon_threads = True
-        self.httpd.root, self.httpd.routes = root, {}
+        self.httpd.root, self.httpd.routes, self.httpd.hits = root, {}, []
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
 
@@ -70,6 +74,10 @@ class Server:
     @property
     def routes(self) -> dict:
         return self.httpd.routes
+
+    @property
+    def hits(self) -> list:
+        return self.httpd.hits
 
     def stop(self):
         self.httpd.shutdown()
@@ -153,3 +161,39 @@ def env_for(api: str | None = None) -> dict:
         env["GITHUB_API_URL"] = api
     env.pop("GITHUB_TOKEN", None)
     return env
+
+
+def wheel_file(name: str, version: str, tag: str, requires=()) -> tuple[str, bytes]:
+    """A real wheel file (a zip with its METADATA)."""
+    dist = name.replace("-", "_")
+    meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(
+        f"Requires-Dist: {r}\n" for r in requires
+    )
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr(f"{dist}-{version}.dist-info/METADATA", meta)
+        zf.writestr(f"{dist}-{version}.dist-info/WHEEL", f"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: {tag}\n")
+        zf.writestr(f"{dist}/__init__.py", "")
+    return f"{dist}-{version}-{tag}.whl", buf.getvalue()
+
+
+class LocalIndex:
+    """A PEP 503 index: one page per project, files served beside it."""
+
+    def __init__(self):
+        self.server = Server()
+        self.projects: dict = {}
+
+    def add(self, project: str, filename: str, body: bytes, yanked: str | None = None):
+        digest = hashlib.sha256(body).hexdigest()
+        self.server.routes[f"/files/{filename}"] = (200, body, 0)
+        attr = f' data-yanked="{yanked}"' if yanked is not None else ""
+        self.projects.setdefault(project, []).append(
+            f'<a href="/files/{filename}#sha256={digest}"{attr}>{filename}</a>'
+        )
+        page = "<!DOCTYPE html><html><body>" + "".join(self.projects[project]) + "</body></html>"
+        self.server.routes[f"/simple/{project}/"] = (200, page.encode(), 0)
+
+    @property
+    def url(self) -> str:
+        return self.server.url + "/simple"

@@ -106,3 +106,71 @@ def shared_registry() -> LocalRegistry:
     if _shared[0].proc.poll() is not None:
         raise RuntimeError("the shared registry died: " + _shared[0].log.read_text()[-2000:])
     return _shared[0]
+
+
+class FlakyProxy:
+    """A TCP proxy on 127.0.0.1 in front of `upstream` (host:port) that answers the first `fail` connections with
+    `HTTP/1.1 500` (after reading their request head) and pipes every later one through byte for byte: a registry
+    that fails its first calls, then works. `failed` counts the connections it failed."""
+
+    def __init__(self, upstream: str, fail: int):
+        import threading
+
+        self.upstream, self.fail, self.failed = upstream, fail, 0
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.host = f"127.0.0.1:{self.sock.getsockname()[1]}"
+        self._lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        import threading
+
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn):
+        import threading
+
+        with self._lock:
+            failing = self.failed < self.fail
+            self.failed += failing
+        if failing:
+            head = b""
+            while b"\r\n\r\n" not in head and len(head) < 65536:
+                chunk = conn.recv(4096)
+                if not chunk:
+                    break
+                head += chunk
+            conn.sendall(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            conn.close()
+            return
+        host, port = self.upstream.split(":")
+        up = socket.create_connection((host, int(port)))
+
+        def pipe(src, dst):
+            try:
+                while True:
+                    data = src.recv(65536)
+                    if not data:
+                        break
+                    dst.sendall(data)
+            except OSError:
+                pass
+            finally:
+                for s in (src, dst):
+                    try:
+                        s.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+
+        threading.Thread(target=pipe, args=(up, conn), daemon=True).start()
+        pipe(conn, up)
+
+    def close(self):
+        self.sock.close()

@@ -123,3 +123,30 @@ def remove_images(client, *refs):
             client.images.remove(ref, noprune=True)
         except Exception:  # already gone
             pass
+
+
+def wheel_bytes(name: str, version: str, where: str = "") -> bytes:
+    """A real (tiny, pure) wheel of `name` `version`: a module of that name saying `where` it came from, METADATA,
+    WHEEL and a RECORD with every member's digest (pip installs it)."""
+    import base64
+    import hashlib
+    import io
+    import zipfile
+
+    module = name.replace("-", "_")
+    info = f"{module}-{version}.dist-info"
+    files = {
+        f"{module}/__init__.py": f"WHERE = {where!r}\n".encode(),
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
+        f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = ""
+    for member, body in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(body).digest()).rstrip(b"=").decode()
+        record += f"{member},sha256={digest},{len(body)}\n"
+    files[f"{info}/RECORD"] = (record + f"{info}/RECORD,,\n").encode()
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as z:
+        for member, body in files.items():
+            z.writestr(member, body)
+    return out.getvalue()

@@ -6,31 +6,37 @@ ENV/LABEL/ARG, the words of FROM, and the shell shape of every RUN (its operator
 them). Each example gives every field a fresh random value, 10,000 examples per family. A value that no quoting
 can hold (a control character, a FROM that is not an image reference, an ENV/ARG name that is not an identifier)
 must be refused by `render` itself, even with spec validation bypassed as here; so must a path that a COPY or
-WORKDIR instruction takes as it is (a step's `into`, a `workdir`) when it is not a plain absolute path.
+WORKDIR instruction takes as it is (a step's `into`, a `workdir`) when it is not a plain absolute path, an
+artifact URL whose path does not decode to plain segments and a plain file name (its fetch stage and the RUN line
+that installs it hold the decoded name), and a `--source wheels` file name that is not a plain wheel name.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import io
+import json
+import os
 import random
 import shlex
 import unicodedata
+import urllib.parse
 
 import pytest
 from dockerfile_parse import DockerfileParser
 
+from toolkit import artifacts
 from toolkit.errors import SpecError, UsageError
 from toolkit.plan import make_plan
 from toolkit.render import render
 from toolkit.spec import load_catalog
 from toolkit.spec_values import CONTROL_RE, IDENT_RE, check_abs_path, reference_problem
 
-EXAMPLES = 10_000
+EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "10000"))
 SHELLISH = list("\"'\\$`;&|<>(){}[]*?!~#=:,./ -_\n\t\r\x00aZ09") + ["&&", "||", "$(", "<<EOF", "\\\n", "${X}"]
 SHELLISH_CLEAN = [c for c in SHELLISH if not CONTROL_RE.search(c)]
 LOWER, ALNUM = "abcdefghijklmnopqrstuvwxyz0123456789", "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-NOT_CLEAN = {"Cc", "Cs", "Zl", "Zp"}  # control, surrogate, line and paragraph separators
+NOT_CLEAN = {"Cc", "Cf", "Cs", "Zl", "Zp"}  # control, format, surrogate, line and paragraph separators
 
 
 # Values come from a seeded `random.Random` per example, not from Hypothesis: drawing ~30 strings per example
@@ -82,13 +88,40 @@ def identifier(rng: random.Random) -> str:
     return rng.choice(ALNUM[:52] + "_") + "".join(rng.choice(ALNUM + "_") for _ in range(_length(rng, 12)))
 
 
+def artifact_url(rng: random.Random, clean: bool) -> str:
+    """An artifact URL ending in random text (in a clean example mostly a plain file name), percent-encoded half
+    the time (the decoded name is what renders)."""
+    text = plain_name(rng) if clean and rng.random() < 0.9 else any_value(rng, clean) or "x"
+    if rng.random() < 0.5:
+        text = urllib.parse.quote(text, safe="" if rng.random() < 0.5 else "/")
+    return f"https://example.com/files/{text}"
+
+
+def wheel_file(rng: random.Random, clean: bool) -> str:
+    """A `--source wheels` file name of the seeded pin (random tags), or random text."""
+    if rng.random() < 0.1:
+        return any_value(rng, clean)
+    tag = plain_name(rng).replace("-", "_") if clean and rng.random() < 0.9 else any_value(rng, clean) or "py3"
+    return f"{WHEEL_DIST}-{WHEEL_VERSION}-{tag}-none-any.whl"
+
+
+def plain_name(rng: random.Random) -> str:
+    return rng.choice(ALNUM) + "".join(rng.choice(ALNUM + "._+-") for _ in range(_length(rng, 30)))
+
+
 def example(rng: random.Random, fields) -> dict:
     """One example: every field a fresh value; half the examples "dirty" (anything: render must refuse what no
     quoting holds), half "clean" (valid FROM and names, no control characters: it must render)."""
     if rng.random() < 0.5:
-        return {f: any_value(rng) for f in fields}
+        values = {f: any_value(rng) for f in fields}
+        values.update({"artifact url": artifact_url(rng, False), "wheel file": wheel_file(rng, False)})
+        return values
     return {
-        f: reference(rng)
+        f: artifact_url(rng, True)
+        if f == "artifact url"
+        else wheel_file(rng, True)
+        if f == "wheel file"
+        else reference(rng)
         if f == "base"
         else identifier(rng)
         if f in ("args name", "env name")
@@ -102,20 +135,42 @@ def example(rng: random.Random, fields) -> dict:
 OPERATORS = set("();<>|&")
 
 
+WHEEL_DIST, WHEEL_VERSION = "torch", "2.13.0"  # the pin a seeded `prebuilt` step replaces
+SHA = "a" * 64
+
+
 def seeded(family: str):
-    """The family's default variant with one ENV, one ARG and one patch, so every partial renders something. Its
-    wheelhouse is one platform's: then pip versions are rendered (with several, each platform's constraints file
-    holds them, and a version the file does not pin is refused: tests/unit/test_nothing_dropped.py)."""
+    """The family's default variant with one ENV, one ARG, one patch, a file artifact installed at a path and a
+    prebuilt wheel for one pin (given by `--source wheels`), so every partial renders something. Its wheelhouse is
+    one platform's: then pip versions are rendered (with several, each platform's constraints file holds them, and
+    a version the file does not pin is refused: tests/unit/test_nothing_dropped.py)."""
     v = load_catalog().resolve(family)
     steps = v.steps if any(s["kind"] == "patches" for s in v.steps) else (*v.steps, {"kind": "patches"})
+    wheel = f"https://example.com/w/{WHEEL_DIST}-{WHEEL_VERSION}-py3-none-any.whl"
     return dataclasses.replace(
         v,
         wheelhouse={k: w for k, w in v.wheelhouse.items() if k != "other_platforms"},
         env={**v.env, "FUZZ_ENV": "x"},
         args={**v.args, "FUZZ_ARG": "x"},
+        pip={**v.pip, WHEEL_DIST: WHEEL_VERSION},
         patches=({"file": "images/smoke.constraints.txt", "tree": "/opt/tree", "ref": "0" * 40},),
-        steps=(*steps, {"kind": "apt", "value": ["x"], "why": "x"}),
+        artifacts={
+            **v.artifacts,
+            "fuzz_file": {"url": "https://example.com/files/notes.bin", "sha256": SHA, "size": 1},
+            "fuzz_wheel": {"url": wheel, "sha256": SHA, "size": 1},
+        },
+        pip_files={},  # the lock's files are the spec's own pins: fuzzed pins have none (no-deps steps: one shape)
+        steps=(
+            *steps,
+            {"kind": "apt", "value": ["x"], "why": "x"},
+            {"kind": "artifact", "value": "fuzz_file", "to": "/opt/fuzz.bin"},
+            {"kind": "pip", "value": [WHEEL_DIST], "prebuilt": "fuzz_wheel"},
+        ),
     )
+
+
+def with_wheels(plan, wheels):
+    return dataclasses.replace(plan, wheels=tuple(wheels))
 
 
 # The values a step holds as data (text that is quoted into its instructions); names of table entries, flags and
@@ -190,6 +245,14 @@ def field_setters(v) -> dict:
 
     setters.update({f"steps[{i}].{key}.{sub}": step_value(i, key, sub) for i, key, sub in step_leaves(v.steps)})
     setters["args name"], setters["env name"] = rename("args", "FUZZ_ARG"), rename("env", "FUZZ_ENV")
+
+    def url(var, x):
+        return dataclasses.replace(
+            var, artifacts={**var.artifacts, "fuzz_file": {**var.artifacts["fuzz_file"], "url": x}}
+        )
+
+    setters["artifact url"] = url
+    setters["wheel file"] = lambda var, x: var  # a plan's, not the variant's: test_random_values... sets it
     return setters
 
 
@@ -250,6 +313,12 @@ def structure(text: str) -> list:
                 detail = len(shlex.split(value))
             except ValueError as e:  # an unbalanced quote: a value broke out of its word
                 detail = ("unparsable", str(e))
+        elif kind == "ADD":  # its flags, and how many words its exec form (a JSON list) holds
+            flags, _, words = value.partition(" [")
+            try:
+                detail = (flags.split("=")[0], len(json.loads("[" + words)))
+            except ValueError as e:
+                detail = ("unparsable", str(e))
         elif kind in ("FROM", "COPY", "WORKDIR"):
             detail = len(value.split())
         elif kind == "COMMENT":
@@ -270,8 +339,9 @@ def abs_path_ok(path: str) -> bool:
     return True
 
 
-def must_refuse(v) -> bool:
-    """What `render` has to refuse whatever the spec said: nothing quoting can keep on one line or in one word."""
+def must_refuse(v, wheel: str) -> bool:
+    """What `render` has to refuse whatever the spec said: nothing quoting can keep on one line or in one word, an
+    artifact file name that is not plain once decoded, a wheel file name that is not the seeded pin's plain one."""
     strings = [
         v.base,
         v.python,
@@ -289,7 +359,10 @@ def must_refuse(v) -> bool:
     ]
     paths = [s.get("into", s["value"] if s["kind"] == "workdir" else "/") for s in v.steps]
     return (
-        any(CONTROL_RE.search(s) for s in strings)
+        artifacts.url_problem(v.artifacts["fuzz_file"]["url"]) is not None
+        or artifacts.file_name_problem(wheel) is not None
+        or artifacts.wheel_dist(wheel) != WHEEL_DIST
+        or any(CONTROL_RE.search(s) for s in strings)
         or not all(abs_path_ok(p) for p in paths)
         or reference_problem(v.base) is not None
         or not all(IDENT_RE.fullmatch(k) for k in (*v.args, *v.env))
@@ -299,7 +372,8 @@ def must_refuse(v) -> bool:
 @pytest.mark.parametrize("family", ["smoke", "miles-cpu", "rocm", "cuda"])
 def test_random_values_never_change_the_instruction_list(family):
     base = seeded(family)
-    expected = structure(render(make_plan(base, revision="fuzz")))
+    wheel = f"{WHEEL_DIST}-{WHEEL_VERSION}-py3-none-any.whl"
+    expected = structure(render(with_wheels(make_plan(base, revision="fuzz"), [wheel])))
     setters = field_setters(base)
     counts = {"rendered": 0, "refused": 0}
     for seed in range(EXAMPLES):
@@ -307,12 +381,17 @@ def test_random_values_never_change_the_instruction_list(family):
         v = base
         for field in setters:  # names last: a value setter never re-adds a renamed entry
             v = setters[field](v, values[field])
-        if must_refuse(v):
+        wheel = values["wheel file"]
+        if must_refuse(v, wheel):
             with pytest.raises(UsageError):
-                render(make_plan(v, revision="fuzz"))
+                render(with_wheels(make_plan(v, revision="fuzz"), [wheel]))
             counts["refused"] += 1
             continue
-        assert structure(render(make_plan(v, revision="fuzz"))) == expected, (f"seed {family}:{seed}", values)
+        text = render(with_wheels(make_plan(v, revision="fuzz"), [wheel]))
+        assert structure(text) == expected, (f"seed {family}:{seed}", values)
+        name = urllib.parse.unquote(values["artifact url"].rsplit("/", 1)[-1])
+        assert f'"/{name}"]' in text and f"/tmp/artifacts/fuzz_file/{name}" in text  # decoded, in its folder
+        assert f"/tmp/prebuilt-wheels/{wheel}" in text
         counts["rendered"] += 1
     assert counts["rendered"] >= EXAMPLES // 4, counts  # the quoting itself was exercised, not only refusals
     assert counts["refused"] >= EXAMPLES // 4, counts  # and so was render's own refusal

@@ -22,6 +22,12 @@ def _without_bridge_probe(gates):
     gates["commands"] = [c for c in gates["commands"] if "probes/bridge_attention.py" not in c["argv"]]
 
 
+def _swap_probe(gates, argv):
+    """The bridge probe's gate, its argv replaced (the probe's path still in it)."""
+    (probe,) = [c for c in gates["commands"] if "probes/bridge_attention.py" in c["argv"]]
+    probe["argv"] = argv
+
+
 MILES_CPU_ALLOWANCES = len(
     yaml.safe_load((ROOT / "images" / "miles-cpu.yaml").read_text())["gates"]["pip_check"]["allow"]
 )
@@ -64,6 +70,48 @@ CASES = [
         "cannot fail",
     ),
     (
+        "probe only named",
+        "smoke",
+        lambda g: _swap_probe(g, ["ls", "probes/bridge_attention.py"]),
+        "gates.commands[1].argv[0]",
+        "the image's Python on a script or a module",
+    ),
+    (
+        "probe after inline code",
+        "smoke",
+        lambda g: _swap_probe(g, ["{python}", "-c", "pass", "probes/bridge_attention.py"]),
+        "gates.commands[1].argv[1]",
+        "no other program, option or inline code",
+    ),
+    (
+        "probe byte-compiled only",
+        "smoke",
+        lambda g: _swap_probe(g, ["{python}", "-m", "py_compile", "probes/bridge_attention.py"]),
+        "gates.commands[1].argv[2]",
+        "the interpreter's own program",
+    ),
+    (
+        "probe as an argument of another script",
+        "smoke",
+        lambda g: _swap_probe(g, ["{python}", "probes/router_fork.py", "probes/bridge_attention.py"]),
+        "gates.commands",
+        "as the script of the image's Python",
+    ),
+    (
+        "wrapper starting a shell",
+        "smoke",
+        lambda g: g["commands"].append({"name": "c", "argv": ["nice", "sh", "-c", "false || true"]}),
+        "gates.commands[2].argv[0]",
+        "the image's Python on a script or a module",
+    ),
+    (
+        "exit status that wraps",
+        "smoke",
+        lambda g: g["commands"].append({"name": "c", "argv": ["bash", "-ec", "exit 256"], "shell": "why"}),
+        "gates.commands[2].argv[2]",
+        "can wrap to 0",
+    ),
+    (
         "shell without a reason",
         "smoke",
         lambda g: g["commands"].append({"name": "c", "argv": ["bash", "-c", "{python} -m pytest"]}),
@@ -85,3 +133,21 @@ def test_dishonest_gates_are_refused_and_linted(project_copy, tmp_path, family, 
     assert not (project_copy / "build").exists()
     proc = run_build_py("lint", cwd=project_copy)
     assert proc.returncode == 1 and f"spec: images/{family}.yaml: {key}: " in proc.stdout, proc.stdout
+
+
+def test_lint_lists_every_refused_gate_command(project_copy):
+    """One lint run names each command gate the rule refuses, not only the first a build stops at."""
+
+    def hollow(gates):
+        gates["commands"] += [
+            {"name": "a", "argv": ["ls", "probes/bridge_attention.py"]},
+            {"name": "b", "argv": ["timeout", "5", "bash", "-c", "exit 0"]},
+            {"name": "c", "argv": ["bash", "-ec", "trap 'exit 0' EXIT; false"], "shell": "why"},
+        ]
+
+    _edit(project_copy, "smoke", hollow)
+    proc = run_build_py("lint", cwd=project_copy)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    for key in ("gates.commands[2].argv[0]", "gates.commands[3].argv[0]", "gates.commands[4].argv[2]"):
+        assert f"spec: images/smoke.yaml: {key}: " in proc.stdout, proc.stdout
+    assert proc.stdout.count("spec: images/smoke.yaml: ") == 3, proc.stdout

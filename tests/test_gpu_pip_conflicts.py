@@ -17,16 +17,18 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from support import sglang_wheel
 
+from toolkit.bases import load_base
 from toolkit.spec import load_catalog
 from verify.config import from_dict
 from verify.kinds.pip_check import PipLine
 
 CATALOG = load_catalog()
-# The CUDA bases' interpreter and platform, for evaluating requirement markers.
+# The CUDA bases' interpreter (their base file, images/bases/) and platform, for evaluating requirement markers.
+_PY = load_base(CATALOG.resolve("cu13-x86").base).python_version
 CUDA_ENV = dict(
     default_environment(),
-    python_version="3.12",
-    python_full_version="3.12.3",
+    python_version=_PY,
+    python_full_version=_PY + ".0",
     sys_platform="linux",
     platform_system="Linux",
     platform_machine="x86_64",
@@ -93,3 +95,28 @@ def test_excluded_requirements_are_allowed(name):
     variant = CATALOG.variants[name]
     for req in variant.components["miles"].get("exclude", []):
         assert _allowed(variant, "miles 0.1.0 requires %s, which is not installed" % req), req
+
+
+def _metadata_lines(version) -> list:
+    with zipfile.ZipFile(sglang_wheel(version)) as zf:
+        text = zf.read("sglang-%s.dist-info/METADATA" % version).decode()
+    return [line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("Requires-Dist:")]
+
+
+# The requirements that ask for CUDA 13 builds. (sglang 0.5.16 also writes humming-kernels[cu13], an extra
+# humming-kernels 0.1.10's own metadata does not declare: it brings nothing, so it needs no rewrite.)
+CUDA13_ONLY = re.compile(r"cuda-python>=13|flashinfer_python\[cu13\]|nvidia-cutlass-dsl\[cu13\]")
+
+
+def test_cuda12_installs_sglang_miles_with_cuda12_requirements():
+    """sglang's manifest is CUDA 13's; on cu12 the step's own rewrites (the same literal text in the manifest and in
+    the wheel's Requires-Dist) leave no CUDA 13 requirement for `pip check` to hold against a CUDA 12 image."""
+    variant = CATALOG.resolve("cu12-x86")
+    (step,) = [s for s in variant.steps if s.get("pyproject_replace")]
+    lines = _metadata_lines(_base_version(variant))
+    assert [line for line in lines if CUDA13_ONLY.search(line)], "the CUDA 13 manifest names CUDA 13 requirements"
+    for old, new in step["pyproject_replace"].items():
+        assert any(old in line for line in lines), old  # every rewrite still matches the manifest's text
+        lines = [line.replace(old, new) for line in lines]
+    assert [line for line in lines if CUDA13_ONLY.search(line)] == []
+    assert "cuda-python>=12,<13" in lines

@@ -171,7 +171,7 @@ def test_a_source_file_name_with_a_newline_never_reaches_the_label(tmp_path):
 
 NEVER_BUILDS = [
     ("tag with a digest", ["--tag", "harden-x:1@sha256:" + "a" * 64], "a tag cannot carry a digest"),
-    ("empty tag", ["--tag", ""], "tag of smoke: not an image reference"),
+    ("empty tag", ["--tag", ""], "--tag: an empty value"),
     ("digest base on a debootstrap family", ["--set", "base=miles-base@sha256:" + "a" * 64], "never a digest"),
     ("value over 64 KiB", ["--set", "env.BIG=" + "a" * 70_000], "longer than the 65536 a Dockerfile line holds"),
 ]

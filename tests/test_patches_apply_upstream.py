@@ -19,7 +19,7 @@ CASES = sorted(
         (p["file"], TREES[p["tree"]], v.components[TREES[p["tree"]]]["ref"], p.get("strip", 1))
         for v in CATALOG.variants.values()
         for p in v.patches
-        if p["tree"] in TREES
+        if p.get("tree") in TREES
     }
 )
 

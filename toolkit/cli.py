@@ -7,6 +7,16 @@ from __future__ import annotations
 import argparse
 
 
+def empty_option(args: argparse.Namespace, skip=("command", "paths")) -> str | None:
+    """The first option given an empty value (`--registry ""`), or None: an empty value never means "not given"
+    (`--registry "" --push` would push to Docker Hub), so it is refused like any other bad value."""
+    for dest, value in vars(args).items():
+        values = value if isinstance(value, list) else [value]
+        if dest not in skip and any(isinstance(v, str) and not v.strip() for v in values):
+            return "--" + dest.replace("_", "-")
+    return None
+
+
 def parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace | int:
     """The parsed arguments, or the exit code to return at once."""
     try:

@@ -153,6 +153,17 @@ def discard(ctx: Context) -> None:
         shutil.rmtree(ctx.sources_dir, ignore_errors=True)
 
 
+def kept(ctx: Context) -> Context:
+    """The context as `keep` will place it (its final paths), nothing moved: a bake file can name it before any
+    folder is kept, so a command that fails before its end keeps nothing."""
+    final = ctx.path.parent / ctx.short_hash
+    final_sources = ctx.path.parent / f"{ctx.short_hash}.sources" if ctx.sources_dir is not None else None
+    sources = tuple(
+        replace(s, context=str(final_sources / s.name)) if s.local and final_sources else s for s in ctx.sources
+    )
+    return replace(ctx, path=final, dockerfile=final / ctx.dockerfile.name, sources=sources, sources_dir=final_sources)
+
+
 def keep(ctx: Context) -> Context:
     """Move a staged context to build/<target>/<input-hash12>/ and its local `--source` trees to
     build/<target>/<input-hash12>.sources/ (atomic renames), for a bake file that names them later. The same hash

@@ -363,7 +363,8 @@ def image_id(client, ref: str) -> str | None:
 
 
 def push(client, ref: str, out=print) -> str:
-    """Push a tag; return the registry's manifest digest. Raises BuildFailed on any error in the stream."""
+    """Push a tag; return the registry's manifest digest. Raises BuildFailed on any error in the stream (the
+    engine retries a push's own requests; a lookup after it is retried by toolkit/registry.py)."""
     repo, _, tag_ = ref.rpartition(":")
     digest = None
     for msg in client.images.push(repo, tag=tag_, stream=True, decode=True):

@@ -18,15 +18,19 @@ from toolkit.errors import EngineUnavailable, UsageError, short
 
 DEFAULT_ENGINE_TIMEOUT = 120
 IMPORT_TIMEOUT = 1800  # seconds for `docker import` of a base image or a wheelhouse (gigabytes, on a busy disk)
+MAX_ENGINE_TIMEOUT = 86_400  # a day
 HINT = "is the engine overloaded or stuck? (MILES_ENGINE_TIMEOUT raises the bound)"
 
 
 def engine_timeout() -> int:
+    """MILES_ENGINE_TIMEOUT: 1 to MAX_ENGINE_TIMEOUT seconds (a socket timeout holds no larger number)."""
     text = os.environ.get("MILES_ENGINE_TIMEOUT", "")
     if not text:
         return DEFAULT_ENGINE_TIMEOUT
-    if not text.isdigit() or int(text) <= 0:
-        raise UsageError(f"MILES_ENGINE_TIMEOUT={short(text)}: expected a positive whole number of seconds")
+    if not (text.isascii() and text.isdigit()) or not 0 < int(text) <= MAX_ENGINE_TIMEOUT:
+        raise UsageError(
+            f"MILES_ENGINE_TIMEOUT={short(text)}: expected a whole number of seconds from 1 to {MAX_ENGINE_TIMEOUT}"
+        )
     return int(text)
 
 

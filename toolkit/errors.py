@@ -33,7 +33,7 @@ class Interrupted(ToolkitError):
         import signal
 
         self.signum, self.exit_code = signum, 128 + signum
-        super().__init__(f"interrupted by {signal.Signals(signum).name}: the build was stopped, nothing was tagged")
+        super().__init__(f"interrupted by {signal.Signals(signum).name}: stopped, nothing was tagged or written")
 
 
 class SpecError(UsageError):

@@ -14,7 +14,7 @@ from pathlib import Path
 from toolkit.errors import SpecError, UsageError
 from toolkit.plan import make_plan
 from toolkit.render import render
-from toolkit.spec import IMAGES_DIR, ROOT, load_catalog, load_family
+from toolkit.spec import IMAGES_DIR, ROOT, load_catalog, load_family, read_spec_file
 
 HADOLINT_CONFIG = ROOT / ".hadolint.yaml"
 
@@ -66,15 +66,39 @@ def hadolint_findings(catalog) -> list[str]:
     return findings
 
 
+def gate_command_findings(path: Path) -> list[str]:
+    """Every command gate of a spec file (the family's and each variant's) that the gate-command rule refuses."""
+    from verify.kinds.commands import refusals
+
+    try:
+        file, raw = read_spec_file(path)
+    except SpecError:
+        return []  # spec_findings reports why it does not read
+    places = [("gates", raw.get("gates"))]
+    variants = raw.get("variants")
+    for name, v in (variants if isinstance(variants, dict) else {}).items():
+        places.append((f"variants.{name}.gates", v.get("gates") if isinstance(v, dict) else None))
+    return [
+        f"spec: {file}: {prefix}.{key}: {problem}"
+        for prefix, gates in places
+        if isinstance(gates, dict)
+        for key, problem in refusals(gates.get("commands"))
+    ]
+
+
 def spec_findings(images_dir: Path = IMAGES_DIR) -> list[str]:
     """The first problem of each spec file (a patch or template outside the repository, weakened gates, a value
-    that is not data...), so one lint run names every broken family; `build` refuses each of them with exit 2."""
+    that is not data...) and every command gate the gate-command rule refuses, so one lint run names every broken
+    family and every refused gate; `build` refuses each of them with exit 2."""
     findings = []
     for path in sorted(images_dir.glob("*.yaml")):
+        gates = gate_command_findings(path)
+        findings += gates
         try:
             load_family(path)
         except SpecError as e:
-            findings.append(f"spec: {e}")
+            if f"spec: {e}" not in gates:
+                findings.append(f"spec: {e}")
     return findings
 
 

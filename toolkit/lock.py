@@ -15,22 +15,22 @@ failure and the lock stays byte-identical. `--check` resolves everything now, wr
 
 from __future__ import annotations
 
-import json
 import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from toolkit import lock_file, remote
+from toolkit import json_input, lock_file, pip_lock, remote
+from toolkit.artifacts import file_name_problem, url_problem
 from toolkit.errors import ToolkitError, UsageError, short
-from toolkit.lock_policy import ARTIFACT_URL_RE, GitPolicy, assets_fingerprint, policies
+from toolkit.lock_policy import GitPolicy, assets_fingerprint, check_locked_urls, policies
 from toolkit.refnames import COMMIT_RE, ref_name_problem
 from toolkit.spec import IMAGES_DIR, path_label, read_family
 from toolkit.table import table
 
 ALL = "*"
-ASSET_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 RELEASE_LOCK_SOURCES = ("sglang", "megatron")  # upstream's release-lock.json: <prefix>_repo/_branch/_commit
 WORKERS = 4
+MAX_RELEASE_LOCK_BYTES = 1 << 20  # upstream's is about 1 KB
 CHECK_HEADERS = ["source", "locked", "upstream now", "moved?"]
 LOCK_HEADERS = ["source", "locked before", "locked now", "changed?"]
 
@@ -66,6 +66,8 @@ def parse_pins(items) -> dict:
         name, eq, commit = item.partition("=")
         if not eq or not COMMIT_RE.fullmatch(commit):
             raise UsageError(f"--pin {short(item)}: expected NAME=COMMIT (a 40-hex commit)")
+        if name in out:
+            raise UsageError(f"--pin {short(name)}: given twice")
         out[name] = commit
     return out
 
@@ -80,9 +82,11 @@ def parse_release_lock(path: str) -> dict:
     """Upstream's release-lock.json -> {repo key: (commit, branch, key prefix)}. Values are checked as data."""
     label = short(path, 120, quote=False)
     try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise UsageError(f"--from-release-lock {label}: cannot read it as JSON ({type(e).__name__})") from None
+        data = json_input.load_file(path, MAX_RELEASE_LOCK_BYTES)
+    except json_input.BadJson as e:
+        raise UsageError(f"--from-release-lock {label}: {e}") from None
+    except OSError as e:
+        raise UsageError(f"--from-release-lock {label}: cannot read it ({e.strerror or type(e).__name__})") from None
     if not isinstance(data, dict):
         raise UsageError(f"--from-release-lock {label}: not a JSON object")
     out = {}
@@ -129,7 +133,7 @@ def _lock_artifact(policy) -> dict:
     rel = policy.policy["release"]
     assets = {}
     for a in remote.release_assets(rel["repo"], rel["tag"]):
-        if not ASSET_NAME_RE.fullmatch(a.name) or not ARTIFACT_URL_RE.fullmatch(a.url):
+        if file_name_problem(a.name) or url_problem(a.url):
             raise remote.RemoteUnavailable(
                 f"release {rel['repo']}@{rel['tag']}: asset {short(a.name)} has no plain URL"
             )
@@ -171,6 +175,10 @@ def lock_family(path: Path, update=(), pins=None, release=None, release_label=""
     lpath = lock_file.lock_path(path)
     label = path_label(lpath)
     old = lock_file.load(lpath, label, family) or lock_file.empty(family)
+    for name in artifacts:  # a hand-edited URL is never carried forward: the artifact is fetched afresh
+        prev = old["artifacts"].get(name)
+        if prev is not None and "url" in artifacts[name].policy and prev.get("url") != artifacts[name].policy["url"]:
+            update = (*update, name)
     pins = dict(pins or {})
     for name in [*pins, *(u for u in update if u != ALL)]:
         if name not in git and name not in artifacts:
@@ -218,7 +226,31 @@ def lock_family(path: Path, update=(), pins=None, release=None, release_label=""
             before, now = old[section].get(name), new[section].get(name)
             changed = "no" if before == now else ("dropped" if now is None else "yes")
             rows.append([f"{family}/{name}", _show(before), _show(now), changed])
+    variants = _gpu_variants(path, new)
+    if variants:
+        new["pip"], problems = pip_lock.resolve(variants, old.get("pip"), update=ALL in update)
+        if problems:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise UsageError(f"lock {family}: pip pin: {problems[0]}{more}")
+        before_pip = old.get("pip") or {}
+        for pin in sorted(set(before_pip) | set(new["pip"])):
+            b, n = before_pip.get(pin), new["pip"].get(pin)
+            changed = "no" if b == n else ("dropped" if n is None else "yes")
+            rows.append([f"{family}/pip/{pin}", pip_lock.show(b), pip_lock.show(n), changed])
     return rows, new, lpath, label
+
+
+def _gpu_variants(path: Path, lock: dict | None = None) -> list:
+    """The family's variants whose base a registry holds (the GPU images): the ones whose pip pins are locked. A
+    family that makes its base locally (or installs from a wheelhouse) has none."""
+    from toolkit.spec import load_family
+
+    raw, _ = read_spec(path)
+    if raw.get("base_build") or raw.get("wheelhouse"):
+        return []
+    from toolkit.pip_index import is_gpu
+
+    return [v for v in load_family(path, lock).values() if is_gpu(v)]
 
 
 def _check_git(policy: GitPolicy, entry) -> tuple:
@@ -263,6 +295,7 @@ def check_family(path: Path) -> tuple:
     git, artifacts, _ = policies(raw, file)
     lpath = lock_file.lock_path(path)
     lock = lock_file.load(lpath, path_label(lpath), family) or lock_file.empty(family)
+    check_locked_urls(lock, artifacts, path_label(lpath))
     tasks = {("sources", n): (lambda p=p, n=n: _check_git(p, lock["sources"].get(n))) for n, p in git.items()}
     for n, p in artifacts.items():
         tasks[("artifacts", n)] = lambda p=p, n=n: _check_artifact(p, lock["artifacts"].get(n))
@@ -276,6 +309,14 @@ def check_family(path: Path) -> tuple:
             now, flag = value
             moved = moved or flag.startswith("yes")
         rows.append([f"{family}/{name}", _show(lock[section].get(name)), now, flag])
+    variants = _gpu_variants(path)
+    if variants:
+        now_pip, problems = pip_lock.resolve(variants, None, update=True)
+        for row in pip_lock.compare(lock.get("pip") or {}, now_pip):
+            row[0] = f"{family}/{row[0]}"
+            rows.append(row)
+            moved = moved or row[3].startswith("yes")
+        errors += [(f"{family}/pip", UsageError(p)) for p in problems]
     return rows, moved, errors
 
 
@@ -305,6 +346,10 @@ def cmd_lock(args, out) -> int:
         for name in names:
             if name not in owners:
                 raise UsageError(f"{option} {short(name)}: no family here tracks a source of that name")
+    artifact_names = {n for _, artifacts, _ in declared.values() for n in artifacts}
+    for name in pins:
+        if name in artifact_names:
+            raise UsageError(f"--pin {short(name)}: an artifact is pinned by its digest, which `lock` downloads")
     resolved, rows = [], []
     for _, path in todo:  # every family resolved before any is written: one failure, no lock touched
         git, artifacts = declared[path][:2]

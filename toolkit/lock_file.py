@@ -2,7 +2,8 @@
 
 The spec says what to follow (a branch, a tag, a commit; an artifact URL or a release's assets) and why; the lock
 says what that was when someone last ran `build.py lock`: the exact commit of each git source and the size and
-sha256 of each artifact. Builds read pins only from here. The format is versioned (`schema`), written with sorted
+sha256 of each artifact, and the file each exact pip pin of a GPU variant resolved to (toolkit/pip_lock.py).
+Builds read pins only from here. The format is versioned (`schema`), written with sorted
 keys and a final newline, so the same pins are the same bytes and a change is a readable diff. A file is replaced
 only whole: written to a temporary file beside it and renamed over it, so a failed or interrupted `lock` leaves the
 old one byte-identical.
@@ -16,6 +17,8 @@ import re
 import tempfile
 from pathlib import Path
 
+from toolkit import json_input
+from toolkit.artifacts import file_name_problem, url_problem
 from toolkit.errors import SpecError, short
 from toolkit.refnames import COMMIT_RE
 
@@ -66,7 +69,8 @@ def _need(cond: bool, label: str, key: str, problem: str) -> None:
 
 def _check_record(rec, label: str, key: str) -> None:
     _need(isinstance(rec, dict), label, key, "expected a mapping")
-    _need(isinstance(rec.get("url"), str) and rec["url"].startswith(("https://", "http://")), label, key, "no url")
+    problem = url_problem(rec.get("url"))
+    _need(problem is None, label, f"{key}.url", str(problem))
     _need(SHA256_RE.fullmatch(str(rec.get("sha256", ""))) is not None, label, f"{key}.sha256", "not a sha256 hex")
     size = rec.get("size")  # null: the digest was taken from a published record, the file not yet downloaded
     ok = size is None or (isinstance(size, int) and not isinstance(size, bool) and size >= 0)
@@ -83,8 +87,10 @@ def check(lock, label: str, family: str) -> dict:
         f"schema {short(lock.get('schema'))}; this toolkit reads schema {SCHEMA}",
     )
     _need(lock.get("family") == family, label, "family", f"is {short(lock.get('family'))}, expected {family!r}")
-    extra = set(lock) - {"schema", "family", "sources", "artifacts"}
+    extra = set(lock) - {"schema", "family", "sources", "artifacts", "pip"}
     _need(not extra, label, short(sorted(extra)[0] if extra else "", quote=False), "unknown key")
+    for section in ("sources", "artifacts"):
+        _need(isinstance(lock.get(section, {}), dict), label, section, "expected a mapping of names")
     for name, entry in (lock.get("sources") or {}).items():
         key = f"sources.{name}"
         _need(isinstance(entry, dict), label, key, "expected a mapping")
@@ -101,28 +107,28 @@ def check(lock, label: str, family: str) -> dict:
         if "assets" in entry:
             _need(isinstance(entry["assets"], dict), label, f"{key}.assets", "expected a mapping")
             for asset, rec in entry["assets"].items():
+                _need(file_name_problem(asset) is None, label, f"{key}.assets", str(file_name_problem(asset)))
                 _check_record(rec, label, f"{key}.assets.{asset}")
         else:
             _check_record(entry, label, key)
+    if "pip" in lock:
+        from toolkit.pip_lock import check_section
+
+        check_section(lock["pip"], label)
     lock.setdefault("sources", {})
     lock.setdefault("artifacts", {})
     return lock
 
 
 def load(path: Path, label: str, family: str) -> dict | None:
-    """The validated lock at `path`, or None when there is none."""
+    """The validated lock at `path` (at most MAX_LOCK_BYTES, json_input's depth and number caps), or None when
+    there is none."""
     try:
-        if path.stat().st_size > MAX_LOCK_BYTES:
-            raise SpecError(label, "", f"larger than {MAX_LOCK_BYTES} bytes")
-        text = path.read_text()
+        data = json_input.load_file(path, MAX_LOCK_BYTES)
     except FileNotFoundError:
         return None
     except OSError as e:
         raise SpecError(label, "", f"cannot read: {e.strerror}") from None
-    except UnicodeDecodeError:
-        raise SpecError(label, "", "not UTF-8 text") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise SpecError(label, "", f"line {e.lineno}: not JSON: {e.msg}") from None
+    except json_input.BadJson as e:
+        raise SpecError(label, "", str(e)) from None
     return check(data, label, family)

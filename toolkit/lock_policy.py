@@ -23,12 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from toolkit import lock_file
+from toolkit.artifacts import url_problem
 from toolkit.errors import SpecError, short
 from toolkit.refnames import COMMIT_RE, ref_name_problem
 
 IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 REPO_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.-]+")
-ARTIFACT_URL_RE = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]+)?(/[A-Za-z0-9._~%+@=,-]*)+")
 # BuildKit treats an http(s) context as git only when its path ends in `.git` (otherwise it fetches it as a file).
 TRACKED_GIT_RE = re.compile(r"(https?://[A-Za-z0-9.-]+(:[0-9]+)?(/[A-Za-z0-9._~+-]+)+\.git|(ssh|git)://\S+)")
 
@@ -86,8 +86,9 @@ def check_artifact(name: str, spec, file: str) -> ArtifactPolicy:
     if not isinstance(spec, dict) or set(spec) - {"url", "release", "why"} or ("url" in spec) == ("release" in spec):
         raise SpecError(file, key, "expected `url: URL` or `release: {repo: OWNER/NAME, tag: TAG}` (plus `why`)")
     if "url" in spec:
-        if not isinstance(spec["url"], str) or not ARTIFACT_URL_RE.fullmatch(spec["url"]):
-            raise SpecError(file, f"{key}.url", f"not a plain http(s) URL: {short(spec['url'])}")
+        problem = url_problem(spec["url"])
+        if problem:
+            raise SpecError(file, f"{key}.url", problem)
         return ArtifactPolicy(name, {"url": spec["url"]})
     rel = spec["release"]
     if not isinstance(rel, dict) or set(rel) != {"repo", "tag"}:
@@ -149,7 +150,7 @@ def policies(raw: dict, file: str) -> tuple:
     return git, artifacts, where
 
 
-def fill_from_lock(raw: dict, spec_path: Path, file: str) -> None:
+def fill_from_lock(raw: dict, spec_path: Path, file: str, lock: dict | None = None) -> None:
     """The spec loader's hook: each tracked component's `ref` and each artifact's records, from the lock."""
     git, artifacts, where = policies(raw, file)
     for _, comps in _locations(raw):
@@ -161,7 +162,8 @@ def fill_from_lock(raw: dict, spec_path: Path, file: str) -> None:
     path = lock_file.lock_path(spec_path)
     label = str(Path(file).with_name(path.name))
     family = raw["family"]
-    lock = lock_file.load(path, label, family)
+    lock = lock if lock is not None else lock_file.load(path, label, family)
+    check_locked_urls(lock, artifacts, label)
     fix = f"run `python build.py lock --family {family}`"
     for name, policy in git.items():
         entry = (lock or {}).get("sources", {}).get(name)
@@ -188,6 +190,19 @@ def fill_from_lock(raw: dict, spec_path: Path, file: str) -> None:
             raise SpecError(file, f"artifacts.{name}", f"{label} pins another policy for it: {fix}")
         else:
             raw["artifacts"][name] = artifact_record(entry)
+
+
+def check_locked_urls(lock: dict | None, artifacts: dict, label: str) -> None:
+    """A lock's URL of a `url` artifact is the spec's, byte for byte: a lock change alone never fetches another file
+    (nor puts another name into a Dockerfile)."""
+    for name, policy in artifacts.items():
+        entry = (lock or {}).get("artifacts", {}).get(name)
+        if entry is not None and "url" in policy.policy and entry.get("url") != policy.policy["url"]:
+            raise SpecError(
+                label,
+                f"artifacts.{name}.url",
+                f"is not the spec's URL {short(policy.policy['url'])}: run `python build.py lock --update {name}`",
+            )
 
 
 def artifact_record(entry: dict) -> dict:

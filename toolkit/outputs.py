@@ -18,9 +18,15 @@ from toolkit.errors import BuildFailed, UsageError, short
 
 
 def check_output(option: str, path) -> None:
-    """UsageError (exit 2) unless `path` can be written as a file."""
-    p = Path(path)
+    """UsageError (exit 2) unless `path` can be written as a file (a name the file system cannot hold included)."""
     where = f"{option} {short(str(path))}"
+    try:
+        _check_output(Path(path), where)
+    except OSError as e:  # a name too long, a loop of links
+        raise UsageError(f"{where}: {e.strerror or type(e).__name__}") from None
+
+
+def _check_output(p: Path, where: str) -> None:
     if p.is_dir():
         raise UsageError(f"{where}: is a folder; name a file")
     parent = p.parent

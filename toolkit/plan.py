@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import os
 import re
 import subprocess
@@ -82,6 +83,11 @@ def apply_sets(variant: Variant, sets: list[str]) -> Variant:
         parts = key.split(".")
         if not eq or not key or parts[0] not in SETTABLE:
             raise UsageError(f"--set {short(item)}: expected KEY=VALUE with KEY one of {', '.join(SETTABLE)} (dotted)")
+        if parts[0] == "components" and len(parts) > 2 and parts[2] in ("track", "why"):
+            raise UsageError(
+                f"--set {short(key)}: a component's policy is the spec's and its lock's (edit the spec, run "
+                "`build.py lock`); for one build, give `--ref NAME=COMMIT`"
+            )
         node = data
         for p in parts[:-1]:
             node = node.setdefault(p, {})
@@ -156,20 +162,32 @@ def make_plan(
     )
 
 
+@functools.lru_cache(maxsize=1)
+def _pip_config_listing() -> str:
+    """`pip config list` of the host, asked once per process (a subprocess that takes about a second)."""
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, timeout=60
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
+def host_pip_setting(env: str, name: str) -> str | None:
+    """A setting of the host's pip: its environment variable, else the last `pip config list` entry named `name`."""
+    value = os.environ.get(env)
+    if value:
+        return value
+    for line in _pip_config_listing().splitlines():
+        key, _, found = line.partition("=")
+        if key.rsplit(".", 1)[-1] == name:
+            value = found.strip().strip("'\"")
+    return value or None
+
+
 def host_pip_ca():
     """The CA bundle the host's pip trusts (PIP_CERT or pip config), if any: builds need it behind a TLS proxy."""
-    cert = os.environ.get("PIP_CERT")
-    if not cert:
-        try:
-            listing = subprocess.run(
-                [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, timeout=60
-            ).stdout
-        except (OSError, subprocess.TimeoutExpired):
-            listing = ""
-        for line in listing.splitlines():
-            key, _, value = line.partition("=")
-            if key.endswith(".cert"):
-                cert = value.strip().strip("'\"")
+    cert = host_pip_setting("PIP_CERT", "cert")
     return cert if cert and os.path.isfile(cert) else None
 
 

@@ -11,6 +11,7 @@ import json
 import subprocess
 
 from toolkit import engine
+from toolkit.retry import retried, transient
 
 
 class LookupFailed(Exception):
@@ -53,7 +54,14 @@ def registry_host(ref: str) -> str:
 
 
 def remote_digest(ref: str, timeout: float = 120) -> str | None:
-    """The manifest digest of `ref` in its registry, None when the registry says it does not exist."""
+    """The manifest digest of `ref` in its registry, None when the registry says it does not exist; a transient
+    failure (a 5xx, a dropped connection) is asked again (toolkit/retry.py)."""
+    return retried(
+        lambda: _remote_digest(ref, timeout), lambda e: isinstance(e, LookupFailed) and transient(str(e)), what=ref
+    )
+
+
+def _remote_digest(ref: str, timeout: float) -> str | None:
     cmd = engine.buildx_cmd() + ["imagetools", "inspect", "--format", "{{json .Manifest}}", ref]
     try:
         run = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
@@ -70,28 +78,35 @@ def remote_digest(ref: str, timeout: float = 120) -> str | None:
     raise LookupFailed(f"registry lookup of {ref} failed: {err[:300] or f'exit {run.returncode}'}")
 
 
-def registry_state(ref: str, moving: str | None = None) -> tuple:
-    """(digest of `ref` in its registry or None, note). With `moving`, the digest counts only when that tag points
-    at the same image: after a revert the hash tag exists but the moving tag points at a newer image."""
+def _tags(moving) -> tuple:
+    return (moving,) if isinstance(moving, str) else tuple(moving or ())
+
+
+def registry_state(ref: str, moving=None) -> tuple:
+    """(digest of `ref` in its registry or None, note). With `moving` (a tag or several), the digest counts only
+    when each of them points at the same image: after a revert the hash tag exists but the moving tag points at a
+    newer image, and an `--image-tag` name may not exist yet."""
     digest = remote_digest(ref)
-    if digest and moving and remote_digest(moving) != digest:
-        return None, f"{ref} is in the registry but {moving} points elsewhere: building (cached) to move it"
+    for tag in _tags(moving) if digest else ():
+        if remote_digest(tag) != digest:
+            return None, f"{ref} is in the registry but {tag} does not point at it: building (cached) to move it"
     return digest, None
 
 
-def find_existing(client, ref: str, registry: str | None, pushing: bool, moving: str | None = None) -> tuple:
+def find_existing(client, ref: str, registry: str | None, pushing: bool, moving=None) -> tuple:
     """Where an image tagged `ref` (a hash tag) already is: ("locally" | "in registry R" | None, note or None).
 
-    Locally, the hash tag counts only when the moving tag (`--tag` or the default) points at the same image too:
-    a skip must leave every tag where a build would have put it.
+    Locally, the hash tag counts only when every moving tag (`--tag` or the default, and `--image-tag`'s names)
+    points at the same image too: a skip must leave every tag where a build would have put it.
     With a registry to push to, only the registry counts (a local image alone would leave the registry without it),
     and only when the moving tag (`moving`, e.g. REGISTRY/miles:smoke) points at the same image (registry_state).
     A lookup that fails is reported in the note and counts as absent: building again is always safe.
     """
     if not pushing:
         local = engine.image_id(client, ref)
-        if local and moving and engine.image_id(client, moving) != local:
-            return None, f"{ref} exists locally but {moving} does not point at it: building (cached) to move it"
+        for tag in _tags(moving) if local else ():
+            if engine.image_id(client, tag) != local:
+                return None, f"{ref} exists locally but {tag} does not point at it: building (cached) to move it"
         if local:
             return "locally", None
     if registry or pushing:

@@ -10,7 +10,6 @@ declared) is exit 3: nothing about the spec is known to be wrong.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import subprocess
 import urllib.error
@@ -18,11 +17,13 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 
+from toolkit import json_input
 from toolkit.errors import ToolkitError, UsageError, short
 
 GIT_TIMEOUT = 120
 HTTP_TIMEOUT = 60
 CHUNK = 1 << 20
+MAX_API_BYTES = 16 << 20  # one page of 100 assets is about 100 KB
 DEFAULT_API = "https://api.github.com"
 NOT_FOUND_HINTS = ("not found", "could not read username", "does not appear to be a git repository")
 
@@ -130,9 +131,11 @@ def _api_json(url: str):
         headers["Authorization"] = f"Bearer {token}"
     with _open(url, headers) as resp:
         try:
-            return json.load(resp)
-        except (ValueError, OSError):
-            raise RemoteUnavailable(f"{url}: not a JSON answer") from None
+            return json_input.parse(json_input.read_capped(resp, MAX_API_BYTES))
+        except json_input.BadJson as e:
+            raise RemoteUnavailable(f"{url}: not a usable JSON answer ({e})") from None
+        except OSError as e:
+            raise RemoteUnavailable(f"{url}: the answer broke off ({type(e).__name__})") from None
 
 
 @dataclass(frozen=True)
@@ -142,6 +145,24 @@ class Asset:
     size: int
     updated: str
     sha256: str | None  # the digest the API declares, when it declares one
+
+
+def asset_problem(a) -> str | None:
+    """Why one entry of a releases-API asset list cannot be used, or None: the schema is checked before use."""
+    if not isinstance(a, dict):
+        return f"an asset that is not an object: {short(a)}"
+    for key in ("name", "browser_download_url"):
+        if not isinstance(a.get(key), str):
+            return f"an asset whose {key} is not text: {short(a.get(key))}"
+    size = a.get("size")
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        return f"asset {short(a['name'])}: size is not a byte count: {short(size)}"
+    digest = a.get("digest")
+    if digest is not None and not isinstance(digest, str):
+        return f"asset {short(a['name'])}: digest is not text: {short(digest)}"
+    if not isinstance(a.get("updated_at", ""), (str, type(None))):
+        return f"asset {short(a['name'])}: updated_at is not text"
+    return None
 
 
 def release_assets(repo: str, tag: str) -> list:
@@ -156,21 +177,19 @@ def release_assets(repo: str, tag: str) -> list:
         if not isinstance(batch, list):
             raise RemoteUnavailable(f"{base}/releases/{release['id']}/assets: not a list")
         for a in batch:
-            try:
-                digest = a.get("digest") or ""
-                out.append(
-                    Asset(
-                        name=str(a["name"]),
-                        url=str(a["browser_download_url"]),
-                        size=int(a["size"]),
-                        updated=str(a.get("updated_at", "")),
-                        sha256=digest.removeprefix("sha256:") if digest.startswith("sha256:") else None,
-                    )
+            problem = asset_problem(a)
+            if problem:
+                raise RemoteUnavailable(f"{base}/releases/{release['id']}/assets: {problem}")
+            digest = a.get("digest") or ""
+            out.append(
+                Asset(
+                    name=a["name"],
+                    url=a["browser_download_url"],
+                    size=a["size"],
+                    updated=str(a.get("updated_at") or ""),
+                    sha256=digest.removeprefix("sha256:") if digest.startswith("sha256:") else None,
                 )
-            except (KeyError, TypeError, ValueError):
-                raise RemoteUnavailable(
-                    f"{base}/releases/{release['id']}/assets: an asset without name/url/size"
-                ) from None
+            )
         if len(batch) < 100:
             return sorted(out, key=lambda x: x.name)
         page += 1

@@ -1,14 +1,17 @@
 """Render a plan's Dockerfile from its Jinja2 template. Pure: the same plan gives byte-identical text.
 
-Values are data: templates quote them (`dq` for ENV/LABEL/ARG values, `shquote` for words of RUN lines), and a
-value no quoting can hold on one line (a control character) or a name that cannot be quoted (an ENV/ARG name)
-is refused here even if it slipped past spec validation.
+Values are data: templates quote them (`dq` for ENV/LABEL/ARG values, `shquote` for words of RUN lines, `jsonwords`
+for the exec form of ADD), and every quoting filter passes its value through `plain` first, in its final form (a
+file name decoded from a URL, a wheel's name): a value no quoting can hold on one line (a control character) is
+refused there, whatever validation it slipped past, as is a name that cannot be quoted (an ENV/ARG name).
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import posixpath
+import re
 import shlex
 
 import jinja2
@@ -25,21 +28,35 @@ from toolkit.wheelhouse import image_ref
 TEMPLATES = ROOT / "templates"
 
 
+def plain(value) -> str:
+    """`value` as text that can stand on one Dockerfile line, or UsageError: every quoting filter starts here."""
+    text = str(value)
+    problem = text_problem(text)
+    if problem:
+        raise UsageError(f"a value for the Dockerfile: {problem}; refusing to render")
+    return text
+
+
 def dockerfile_quote(value) -> str:
     """A double-quoted Dockerfile word (ENV, LABEL, ARG values): `\\`, `"` and `$` escaped, so the value is taken
     literally, with no variable expansion and no way to end the word or the instruction."""
-    text = str(value).replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$")
+    text = plain(value).replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$")
     return f'"{text}"'
 
 
 def shell_quote(value) -> str:
     """One shell word for a RUN line (bash): the value is an argument, never shell syntax."""
-    return shlex.quote(str(value))
+    return shlex.quote(plain(value))
+
+
+def json_words(values) -> str:
+    """The exec form of an instruction (`ADD ["src", "dest"]`): a JSON list of plain words."""
+    return json.dumps([plain(v) for v in values])
 
 
 def _pieces(value, args) -> list:
     """`value` split into literal text and `${NAME}` references to declared build args (str, or ("arg", NAME))."""
-    out, pos, text = [], 0, str(value)
+    out, pos, text = [], 0, plain(value)
     for m in ARG_REF_RE.finditer(text):
         if m.group(1) in args:
             out += [text[pos : m.start()], ("arg", m.group(1))]
@@ -68,7 +85,7 @@ def dockerfile_word(ctx, value) -> str:
 
 def shell_glob(value) -> str:
     """A path pattern as one shell word: `*` stays a glob, every other character is quoted."""
-    return "*".join(shlex.quote(part) if part else "" for part in str(value).split("*"))
+    return "*".join(shlex.quote(part) if part else "" for part in plain(value).split("*"))
 
 
 def guard(variant) -> None:
@@ -110,14 +127,18 @@ def guard(variant) -> None:
 
 
 class RepositoryLoader(jinja2.FileSystemLoader):
-    """Templates/ only: a template or a partial it includes that resolves (through a link) outside the folder is
-    refused before it is read, as the spec's `template` is when the spec loads."""
+    """Templates/ only: a template or a partial it includes that resolves (through a link) outside the folder, or a
+    `templates/` folder that is itself a link out of the repository, is refused before it is read, as the spec's
+    `template` is when the spec loads."""
 
     def get_source(self, environment, template):
         path = TEMPLATES.joinpath(*jinja2.loaders.split_template_path(template))
         if path.is_symlink() or path.exists():
-            resolved = path.resolve()
-            if not resolved.is_relative_to(TEMPLATES.resolve()) or not resolved.is_file():
+            resolved, root = path.resolve(), TEMPLATES.resolve()
+            if (
+                not (resolved.is_relative_to(root) and root.is_relative_to(TEMPLATES.parent.resolve()))
+                or not resolved.is_file()
+            ):
                 raise UsageError(f"templates/{short(template, quote=False)}: leaves the repository (through a link)")
         return super().get_source(environment, template)
 
@@ -137,23 +158,27 @@ def environment() -> jinja2.Environment:
     env.filters["dq"] = dockerfile_quote
     env.filters["shquote"] = shell_quote
     env.filters["shword"] = shell_word
+    env.filters["hashopt"] = lambda sha: f" --hash=sha256:{sha}" if re.fullmatch(r"[0-9a-f]{64}", sha) else _bad(sha)
     env.filters["dqword"] = dockerfile_word
     env.filters["shglob"] = shell_glob
+    env.filters["jsonwords"] = json_words
     env.filters["artifact_stage"] = artifacts.stage_name
     return env
 
 
-def render(plan: Plan) -> str:
-    """Templates see the resolved spec's fields (name, base, args, env, components, pip, patches, ...), `steps` as
-    each step kind resolves them (toolkit/steps.py), `src`, the named build context of each git component, and the
-    fetch stage of each artifact a step reads (toolkit/artifacts.py)."""
+def _bad(value):
+    raise ValueError(f"not a sha256 hex: {value!r}")
+
+
+def context(plan: Plan) -> dict:
+    """What the templates see: the resolved spec's fields (name, base, args, env, components, pip, patches, ...),
+    `steps` as each step kind resolves them (toolkit/steps.py), `src`, the named build context of each git
+    component, and the fetch stage of each artifact a step reads (toolkit/artifacts.py)."""
     v = plan.variant
-    guard(v)
     data = v.as_dict()
     data["steps"] = views(v, plan.wheels)
-    template = environment().get_template(v.template)
-    text = template.render(
-        **data,
+    return dict(
+        data,
         spec_file=v.spec_file,
         digest=v.digest,
         pip_secret=SECRET_PIP_CA,
@@ -164,6 +189,13 @@ def render(plan: Plan) -> str:
         wheels_context=context_name(artifacts.WHEELS),
         wheels_dir=artifacts.WHEELS_DIR,
     )
+
+
+def render(plan: Plan) -> str:
+    """The family template rendered with context(plan): pure, byte-deterministic."""
+    v = plan.variant
+    guard(v)
+    text = environment().get_template(v.template).render(**context(plan))
     for number, line in enumerate(text.splitlines(), 1):  # BuildKit reads no longer line; refuse it here, not there
         if len(line.encode()) > MAX_VALUE_BYTES:
             raise UsageError(

@@ -19,6 +19,7 @@ import os
 import shutil
 import subprocess
 import tarfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from toolkit.errors import UsageError, short
 from toolkit.refnames import COMMIT_RE
 from toolkit.source_archive import unpack
 from toolkit.steps import applies
+from toolkit.wheel_files import check_wheel, wheel_entries
 
 CONTEXT_PREFIX = "src-"
 LABEL_PREFIX = "io.miles.source."
@@ -86,6 +88,8 @@ def parse_overrides(items, variant) -> dict:
             usable = p.is_dir() or (p.is_file() and tarfile.is_tarfile(p))
         except OSError as e:  # a name too long, a loop of links, no permission
             raise UsageError(f"--source {short(item)}: {e.strerror or type(e).__name__}") from None
+        except (EOFError, tarfile.TarError, zlib.error) as e:  # an archive cut short before its first header
+            raise UsageError(f"--source {short(item)}: not a readable tar archive ({type(e).__name__})") from None
         if not usable:
             raise UsageError(f"--source {short(item)}: {short(path)} is neither a folder nor a tar archive")
         if name in out:
@@ -99,7 +103,7 @@ def wheels_folder(item: str, path: str) -> Path:
     p = Path(path).expanduser().resolve()
     if not p.is_dir():
         raise UsageError(f"--source {short(item)}: {short(path)} is not a folder of wheels")
-    if not any(wheel_dist(f.name) for f in p.iterdir() if f.is_file()):
+    if not any(f.name.lower().endswith(".whl") for f in p.iterdir()):
         raise UsageError(f"--source {short(item)}: {short(path)} holds no wheel (NAME-VERSION-TAGS.whl)")
     return p
 
@@ -113,16 +117,13 @@ def used_wheels(folder: Path, variant) -> tuple:
         if "prebuilt" in step and applies(step, variant.args):
             wanted[wheel_dist(file_name(variant.artifacts[step["prebuilt"]])) or ""] = step["prebuilt"]
     out: dict = {}
-    for f in sorted(folder.iterdir()):
-        dist = wheel_dist(f.name) if f.is_file() else None
-        if dist is None:
-            continue
+    for name, dist in wheel_entries(folder):
         if dist not in wanted:
             known = ", ".join(sorted(wanted)) or "none"
-            raise UsageError(f"--source wheels: {short(f.name)} replaces no prebuilt step of {variant.name} ({known})")
+            raise UsageError(f"--source wheels: {short(name)} replaces no prebuilt step of {variant.name} ({known})")
         if dist in out:
-            raise UsageError(f"--source wheels: {short(out[dist])} and {short(f.name)} are both {dist}; keep one")
-        out[dist] = f.name
+            raise UsageError(f"--source wheels: {short(out[dist])} and {short(name)} are both {dist}; keep one")
+        out[dist] = name
     return tuple(sorted(out.values()))
 
 
@@ -287,8 +288,9 @@ def resolve(plan, staging_dir: Path) -> tuple:
     if plan.wheels:  # only the wheels a step takes are staged (and hashed)
         dest = staging_dir / WHEELS
         dest.mkdir(parents=True)
-        for wheel in plan.wheels:
-            shutil.copy2(Path(plan.sources[WHEELS]) / wheel, dest / wheel)
+        for wheel in plan.wheels:  # checked again as it is copied: a wheel that became a link is refused
+            check_wheel(Path(plan.sources[WHEELS]) / wheel)
+            shutil.copy2(Path(plan.sources[WHEELS]) / wheel, dest / wheel, follow_symlinks=False)
         digest = tree_digest(dest)
         out.append(Source(name=WHEELS, context=str(dest), digest=digest, origin=f"local wheels {digest}"))
     return tuple(out)

@@ -20,6 +20,7 @@ from pathlib import Path
 import yaml
 from packaging.utils import canonicalize_name
 
+from toolkit import start_imports
 from toolkit.errors import SpecError, UsageError, short
 from toolkit.lock_policy import fill_from_lock
 from toolkit.schema import GATES, STEPS, STR_LIST, STR_MAP, check
@@ -66,7 +67,9 @@ COMPONENT = {
 # A file a build downloads by URL and checks by digest; its size and sha256 come from the lock.
 ARTIFACT = {"url": str, "release": {"repo": str, "tag": str}, "why": str}
 # `component`: the patch belongs to that git component's tree and is applied right after the tree is copied in.
-PATCH = {"file": str, "tree": str, "ref": str, "strip": int, "component": str}
+# `package` (instead of `tree`): the tree is that installed package's folder, found in the image as pip placed it
+# (importlib's find_spec, which does not import it), so no site-packages path is written in the spec.
+PATCH = {"file": str, "tree": str, "package": str, "ref": str, "strip": int, "component": str}
 VARIANT = {
     "description": str,
     "base": str,
@@ -143,6 +146,8 @@ class Variant:
     artifacts: dict = field(default_factory=dict)  # name -> its locked records (lock_policy.artifact_record)
     upstream_tags: dict = field(default_factory=dict)  # image, dev_prefix, postfix (this variant's): names only
     family_default: str = ""  # the family's default variant: its registry cache is this one's second source
+    # NAME==VERSION -> the sha256 of its locked file on each of the variant's platforms (the lock's `pip` section)
+    pip_files: dict = field(default_factory=dict)
 
     @property
     def digest(self) -> str:
@@ -198,14 +203,24 @@ def check_pins(v: dict, file: str, prefix: str) -> None:
     for i, p in enumerate(v.get("platforms") or []):
         if not PLATFORM_RE.fullmatch(p):
             raise SpecError(file, f"{prefix}platforms[{i}]", f"unknown platform {short(p)}")
+        if p in (v.get("platforms") or [])[:i]:
+            raise SpecError(file, f"{prefix}platforms[{i}]", f"{short(p)} is named twice")
     for i, p in enumerate(v.get("patches") or []):
-        for req in ("file", "tree"):
-            if req not in p:
-                raise SpecError(file, f"{prefix}patches[{i}]", f"missing required key {req!r}")
+        if "file" not in p:
+            raise SpecError(file, f"{prefix}patches[{i}]", "missing required key 'file'")
+        if ("tree" in p) == ("package" in p):
+            raise SpecError(
+                file, f"{prefix}patches[{i}]", "exactly one of `tree` (a path) or `package` (an import name)"
+            )
+        if "package" in p and not IDENT_RE.fullmatch(p["package"]):
+            raise SpecError(
+                file, f"{prefix}patches[{i}].package", f"a top-level import name, got {short(p['package'])}"
+            )
         if "ref" in p and not COMMIT_RE.fullmatch(p["ref"]):
             raise SpecError(file, f"{prefix}patches[{i}].ref", f"must be a 40-hex commit, got {short(p['ref'])}")
         check_repo_file(p["file"], file, f"{prefix}patches[{i}].file")
-        check_abs_path(p["tree"], file, f"{prefix}patches[{i}].tree")
+        if "tree" in p:
+            check_abs_path(p["tree"], file, f"{prefix}patches[{i}].tree")
         if not 0 <= p.get("strip", 1) <= 9:
             raise SpecError(file, f"{prefix}patches[{i}].strip", f"must be 0..9, got {p['strip']}")
     for kind in ("args", "env"):
@@ -228,7 +243,7 @@ def check_repo_file(path: str, file: str, key: str, under: Path = ROOT) -> None:
     """A file the build reads from the repository (a patch, a template): inside `under`, never a host file."""
     check_rel_path(path, file, key)
     resolved = (under / path).resolve()
-    if not resolved.is_relative_to(under.resolve()):
+    if not resolved.is_relative_to(under.resolve()) or not under.resolve().is_relative_to(under.parent.resolve()):
         raise SpecError(file, key, f"leaves the repository (through a link): {short(path)}")
     if not resolved.is_file():
         raise SpecError(file, key, f"no such file in the repository: {short(path)}")
@@ -317,11 +332,12 @@ def check_gates(gates: dict, pip: dict | None, components: dict | None, file: st
         raise SpecError(file, f"{key}.{e.key}" if e.key else key, e.problem or str(e)) from None
     if "sglang_attn_bridge" not in cfg["imports"]:
         raise SpecError(file, f"{key}.imports", "must import sglang_attn_bridge (every image installs the bridge)")
-    if not any(probe in c.argv for c in cfg["commands"]):
+    if not any(c.argv[:2] == ["{python}", probe] for c in cfg["commands"]):  # run as the image Python's script
         raise SpecError(
             file,
             f"{key}.commands",
-            f"must run {probe} (every image installs the bridge: its attention must run, forward and backward)",
+            f'must run {probe} as the script of the image\'s Python (["{{python}}", "{probe}", ...]: every '
+            "image installs the bridge, its attention must run, forward and backward)",
         )
     if (pip or components) and "pip_check" not in cfg:
         raise SpecError(
@@ -342,9 +358,9 @@ def merge(base: dict, over: dict) -> dict:
     return out
 
 
-def load_family(path: Path) -> dict[str, Variant]:
+def load_family(path: Path, lock: dict | None = None) -> dict[str, Variant]:
     """Parse and validate one family file; return its variants by name."""
-    return _parse_family(path)[1]
+    return _parse_family(path, lock)[1]
 
 
 def read_spec_file(path: Path) -> tuple[str, dict]:
@@ -397,7 +413,7 @@ def read_family(path: Path) -> tuple[dict, str]:
     return with_layers(raw, load_layers(raw.get("extends") or [], path.parent, file)), file
 
 
-def _parse_family(path: Path) -> tuple[dict, dict[str, Variant]]:
+def _parse_family(path: Path, lock: dict | None = None) -> tuple[dict, dict[str, Variant]]:
     """(the raw mapping, its validated variants by name)."""
     file, raw = read_spec_file(path)
     check(raw, FAMILY, file, "")
@@ -415,12 +431,14 @@ def _parse_family(path: Path) -> tuple[dict, dict[str, Variant]]:
         raise SpecError(file, "default", f"names no variant: {short(raw['default'])}")
     layers = load_layers(raw.get("extends") or [], path.parent, file)
     own, raw = raw, with_layers(raw, layers)
-    fill_from_lock(raw, path, file)
+    fill_from_lock(raw, path, file, lock)  # `lock`: one `build.py lock` has resolved but not yet written
     family_defaults = {k: v for k, v in raw.items() if k in VARIANT}
     check_pins(family_defaults, file, "")
     if "gates" in raw:
-        check_gates(raw["gates"], family_defaults.get("pip"), family_defaults.get("components"), file, "gates")
+        gates = start_imports.expand(raw["gates"], file, "gates")
+        check_gates(gates, family_defaults.get("pip"), family_defaults.get("components"), file, "gates")
     family_steps = [normalize(s, Where(file, f"steps[{i}]")) for i, s in enumerate(raw.get("steps") or [])]
+    pip_section = _lock_pip_section(path, file, raw, lock)
     variants = {}
     for name, over in raw["variants"].items():
         if not NAME_RE.fullmatch(name):
@@ -435,6 +453,8 @@ def _parse_family(path: Path) -> tuple[dict, dict[str, Variant]]:
         if "tag_suffix" not in over:
             check_tag(name, file, f"variants.{name}")
         gates_key = f"variants.{name}.gates" if "gates" in over else "gates"
+        if v.get("gates"):
+            v["gates"] = start_imports.expand(v["gates"], file, gates_key)
         check_gates(v.get("gates") or {}, v.get("pip"), v.get("components"), file, gates_key)
         git_names = {n for n, c in (v.get("components") or {}).items() if "git" in c}
         by_name: dict[str, str] = {}
@@ -457,6 +477,7 @@ def _parse_family(path: Path) -> tuple[dict, dict[str, Variant]]:
         check_pins(v, file, f"variants.{name}.")
         origin = _origin_finder(file, name, own, over, layers)
         check_steps(steps, v, Where(file, steps_key), origin)
+        pip_files = _locked_pip_files(pip_section, v)
         variants[name] = Variant(
             name=name,
             family=raw["family"],
@@ -480,8 +501,39 @@ def _parse_family(path: Path) -> tuple[dict, dict[str, Variant]]:
             artifacts=dict(raw.get("artifacts") or {}),
             upstream_tags=upstream_tags_of(raw, name),
             family_default=raw["default"],
+            pip_files=pip_files,
         )
     return raw, variants
+
+
+def _lock_pip_section(path: Path, file: str, raw: dict, lock: dict | None) -> dict:
+    """The family lock's `pip` section (the lock a `build.py lock` run holds, else the file's); a family that makes
+    its base locally or installs from a wheelhouse has none."""
+    if raw.get("base_build") or raw.get("wheelhouse"):
+        return {}
+    if lock is None:
+        from toolkit import lock_file
+
+        lpath = lock_file.lock_path(path)
+        lock = lock_file.load(lpath, str(Path(file).with_name(lpath.name)), raw["family"]) or {}
+    return lock.get("pip") or {}
+
+
+def _locked_pip_files(section: dict, v: dict) -> dict:
+    """What the lock's `pip` section holds for a GPU variant: {NAME==VERSION: {platform: sha256}}, only for pins
+    locked on every one of its platforms (a pending pin installs by name and version)."""
+    if not section:
+        return {}
+    from toolkit.bases import load_base
+
+    python = load_base(v["base"]).python_version
+    platforms = v.get("platforms") or ["linux/amd64"]
+    out = {}
+    for pin, places in section.items():
+        recs = [places.get(f"py{python} {p}") or {} for p in platforms]
+        if all("sha256" in r for r in recs):
+            out[pin] = {p: r["sha256"] for p, r in zip(platforms, recs)}
+    return out
 
 
 def upstream_tags_of(raw: dict, name: str) -> dict:

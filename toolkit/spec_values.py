@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+import unicodedata
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
@@ -25,9 +26,25 @@ PLATFORM_RE = re.compile(r"linux/(amd64|arm64)")
 # What `uname -m` says on each platform a spec may name (toolchains, wheel tags and debootstrap pick by it).
 PLATFORM_MACHINES = {"linux/amd64": "x86_64", "linux/arm64": "aarch64"}
 IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# C0 and C1 controls, DEL, Unicode line/paragraph separators, and the bidi embeddings/overrides/isolates that make
-# text display in another order than it is read (U+202A-U+202E, U+2066-U+2069).
-CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+class HiddenText:
+    """Characters a value may not hold, by Unicode category, not by a hand list: controls (Cc: C0, C1, DEL), every
+    format character (Cf: zero-width spaces and joiners, U+FEFF, and every bidi control, U+061C, U+200E/F,
+    U+202A-U+202E, U+2066-U+2069, which make text display in another order than it is read) and the line and
+    paragraph separators (Zl, Zp). `search(text)` answers like a compiled pattern's: the first such character, or
+    None."""
+
+    CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
+
+    def search(self, text: str) -> str | None:
+        for c in text:
+            if unicodedata.category(c) in self.CATEGORIES:
+                return c
+        return None
+
+
+CONTROL_RE = HiddenText()
 # BuildKit's Dockerfile parser reads lines of at most 64 KiB: a longer value can never build.
 MAX_VALUE_BYTES = 64 * 1024
 SAFE_PATH_RE = re.compile(r"[A-Za-z0-9._/+@-]+")
@@ -142,7 +159,7 @@ def text_problem(value: str) -> str | None:
     except UnicodeEncodeError:
         return f"not UTF-8 text: {short(value)}"
     if CONTROL_RE.search(value):
-        return f"control character (newline, tab, C1, bidi override, ...) in {short(value)}"
+        return f"control character or format character (newline, tab, zero-width, bidi control, ...) in {short(value)}"
     if size > MAX_VALUE_BYTES:
         return f"{size} bytes, longer than the {MAX_VALUE_BYTES} a Dockerfile line holds: {short(value)}"
     return None

@@ -35,6 +35,11 @@ from toolkit.spec_values import (
 )
 
 ARG_REF_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+# An extra package index a pip step declares (a vendor's wheel index): https, a host name, plain path segments.
+INDEX_URL_RE = re.compile(r"https://[A-Za-z0-9.-]+(/[A-Za-z0-9._~+-]+)*/?")
+# A requirement text a manifest rewrite matches or writes: PEP 508 characters, no quotes, no shell syntax.
+REQ_TEXT_RE = re.compile(r"[A-Za-z0-9._\[\]<>=!~, -]+")
+MANIFEST_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\.toml")
 GLOB_RE = re.compile(r"[A-Za-z0-9._/*+-]+")
 PIP_FLAGS = ("no-deps", "no-build-isolation", "force-reinstall")
 
@@ -174,7 +179,11 @@ class Pip(Kind):
     Reads: names in the `pip` table (the versions live there, once); options `flags` (no-deps, no-build-isolation,
     force-reinstall), `env` (variables for this pip run only; `${NAME}` references allowed) and `replaces_apt`
     (apt packages the wheels replace, purged first in the same step, so the loader never mixes the two);
-    `prebuilt` (a wheel artifact installed instead of building the one pin from source: toolkit/artifacts.py).
+    `prebuilt` (a wheel artifact installed instead of building the one pin from source: toolkit/artifacts.py);
+    `extra_index` (https URLs of vendor wheel indexes searched besides the default one, `${NAME}` references
+    allowed: flashinfer publishes its cubin and JIT-cache wheels only there; the index check and the lock read them).
+    A `no-deps` step installs exactly the files the family's lock records (`--require-hashes`), or says in a comment
+    which pin is still pending there.
     Leaves: the distributions. On a wheelhouse family pip runs offline against the wheelhouse and its constraints
     (with wheels for several platforms, the step names the packages and each platform's constraints pin them);
     elsewhere it reaches the index with the host's CA bundle mounted as a secret (never in a layer).
@@ -183,12 +192,16 @@ class Pip(Kind):
 
     key = "pip"
     main = STR_LIST
-    options = {"flags": STR_LIST, "env": STR_MAP, "replaces_apt": STR_LIST, "prebuilt": str}
+    options = {"flags": STR_LIST, "env": STR_MAP, "replaces_apt": STR_LIST, "prebuilt": str, "extra_index": STR_LIST}
 
     def check(self, step, v, where):
         args = v.get("args") or {}
         for i, name in enumerate(step["value"]):
             _pin(name, v, where, f"pip[{i}]")
+        for i, url in enumerate(step.get("extra_index", [])):
+            check_refs(url, args, where, f"extra_index[{i}]")
+            if not INDEX_URL_RE.fullmatch(expand(url, args)):
+                raise where.error(f"extra_index[{i}]", f"an https index URL is required, got {short(url)}")
         _flags_env(step, v, where)
         _prebuilt(step, v, where)
         if "prebuilt" in step:
@@ -211,7 +224,20 @@ class Pip(Kind):
         # packages and each platform's constraints file (its wheelhouse's constraints.txt) holds the exact pins.
         by_name = bool((v.get("wheelhouse") or {}).get("other_platforms"))
         pins = [(name, None if by_name else v["pip"][name]) for name in step["value"]]
-        return _with_prebuilt(dict(step, pins=pins), v, step["value"][0])
+        view = dict(step, pins=pins)
+        if "no-deps" in step.get("flags", []) and not v.get("wheelhouse"):
+            # Exactly the locked files: pip checks each against the lock's sha256s (any of the variant's platforms).
+            locked = v.get("pip_files") or {}
+            keys = [f"{expand(name, v.get('args') or {})}=={version}" for name, version in pins]
+            missing = [k for k in keys if k not in locked]
+            if missing:
+                view["unhashed"] = (
+                    f"not hash-checked: no locked file for {', '.join(missing)} (`build.py lock`; a pin whose index"
+                    " could not be reached stays pending)"
+                )
+            else:
+                view["hashes"] = [(k, sorted(set(locked[k].values()))) for k in keys]
+        return _with_prebuilt(view, v, step["value"][0])
 
 
 class PipUninstall(Kind):
@@ -263,9 +289,14 @@ class Source(Kind):
     `env` as `pip`; `extras` (the package's extras, comma-separated); `into` (a path: the tree is copied there with
     its `.git`, a checkout at the pinned commit, and stays in the image; the component's own patches are applied
     right after the copy); `replace` (remove what the base image has at `into` first); `editable` (install `into`
-    in editable mode; needs `into`); `version_of` (build with the version the named distribution has now, for a
-    tree whose version would come from tags it does not carry); `install: false` (with `into`: copy the tree in, install
-    nothing); `prebuilt` (without `into`: a wheel artifact installed instead of the build, toolkit/artifacts.py).
+    in editable mode; needs `into`); `version` (the PEP 440 version to build the tree as, for a tree whose version
+    would come from git tags it does not carry);
+    `install: false` (with `into`: copy the tree in, install nothing); `prebuilt` (without `into`: a wheel artifact
+    installed instead of the build, toolkit/artifacts.py);
+    `pyproject` (another manifest of the package's folder that becomes its `pyproject.toml` before the install, e.g.
+    sglang's `pyproject_other.toml` for ROCm) and `pyproject_replace` (`{OLD: NEW}` literal rewrites of that
+    manifest's requirement text, each of which must match: image_tools/pyproject.py), so the installed metadata is
+    the platform's own.
     Leaves: the installed package; with `into`, the tree at that path. Without `into` the tree is bind-mounted for
     this step only and nothing of it but the install remains.
     May not: fetch the source itself (BuildKit fetches the named context `src-COMPONENT`).
@@ -281,9 +312,11 @@ class Source(Kind):
         "into": str,
         "replace": bool,
         "editable": bool,
-        "version_of": str,
+        "version": str,
         "install": bool,
         "prebuilt": str,
+        "pyproject": str,
+        "pyproject_replace": STR_MAP,
     }
 
     def check(self, step, v, where):
@@ -303,8 +336,17 @@ class Source(Kind):
             check_rel_path(step["subdir"], where.file, f"{where.key}.subdir")
         if "extras" in step and not EXTRAS_RE.fullmatch(step["extras"]):
             raise where.error("extras", f"extras are comma-separated names, got {short(step['extras'])}")
-        if "version_of" in step and pip_name_problem(step["version_of"]):
-            raise where.error("version_of", pip_name_problem(step["version_of"]) or "")
+        if ("pyproject" in step or "pyproject_replace" in step) and "into" not in step:
+            raise where.error("pyproject", "a manifest is rewritten in a tree that stays in the image: needs `into`")
+        if "pyproject" in step and not MANIFEST_RE.fullmatch(step["pyproject"]):
+            raise where.error("pyproject", f"a .toml file name in the package's folder, got {short(step['pyproject'])}")
+        for old, new in step.get("pyproject_replace", {}).items():
+            for text in (old, new):
+                if not REQ_TEXT_RE.fullmatch(text):
+                    key = f"pyproject_replace.{short(old, 40, quote=False)}"
+                    raise where.error(key, f"not requirement text: {short(text)}")
+        if "version" in step and not re.fullmatch(r"[0-9]+(\.[0-9]+)*([a-z0-9.+]*)", step["version"]):
+            raise where.error("version", f"a PEP 440 version is required, got {short(step['version'])}")
 
     def uses(self, step, v):
         return {("components", step["value"])}

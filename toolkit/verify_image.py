@@ -48,13 +48,17 @@ def by_platform(client, image: str, platform: str | None = None) -> list:
     from toolkit.local_images import platforms_of
     from toolkit.registry import names_registry, repository_of
 
+    local_platform = None
     try:
         local = client.images.get(image)
-        if platform in (None, f"{local.attrs.get('Os')}/{local.attrs.get('Architecture')}"):
+        local_platform = f"{local.attrs.get('Os')}/{local.attrs.get('Architecture')}"
+        if platform in (None, local_platform):
             return [(platform, image)]
     except docker.errors.ImageNotFound:
         pass
     if not (names_registry(image) or "@" in image):  # a local name: no registry is asked (Docker Hub least)
+        if local_platform is not None:
+            raise UsageError(f"image {image} is {local_platform} on this engine, not {platform}")
         raise UsageError(f"image {image} is not present on this engine (pull or load it first)")
     repo = repository_of(image.split("@", 1)[0])
     listed = platforms_of(image)

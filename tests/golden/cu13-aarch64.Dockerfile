@@ -4,14 +4,16 @@ FROM scratch AS art-rust-aarch64
 ADD --checksum=sha256:a0dc5a65ab337421347533e5be11d3fab11f119683a0dbd257ef3fe968bd2d72 ["https://static.rust-lang.org/dist/rust-1.94.0-aarch64-unknown-linux-gnu.tar.gz", "/rust-1.94.0-aarch64-unknown-linux-gnu.tar.gz"]
 FROM lmsysorg/sglang:v0.5.16
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+ARG CUDA_ARCHS="8.0;9.0;10.0;10.3;12.0"
 ARG CUDA_MAJOR="13"
+ARG FLASHINFER_CUDA="cu130"
 ARG MAX_JOBS="64"
 
 WORKDIR /root/
 ENV MAX_JOBS="${MAX_JOBS}"
-# ---- Apt: diagnostics.
+# ---- Apt: diagnostics, and protoc, which the router's build.rs runs to compile its gRPC protocol.
 RUN apt-get update && \
-    apt-get install -y --no-install-recommends dnsutils ethtool nvtop rsync tmux && \
+    apt-get install -y --no-install-recommends dnsutils ethtool nvtop protobuf-compiler rsync tmux && \
     rm -rf /var/lib/apt/lists/*
 # ---- NCCL tests (diagnostic binaries), at a pinned commit.
 RUN --mount=type=bind,from=src-nccl_tests,target=/tmp/src/nccl_tests,rw \
@@ -23,7 +25,8 @@ RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     FLASH_ATTENTION_FORCE_BUILD=TRUE pip install --no-cache-dir --no-build-isolation flash-attn==2.8.3
 # ---- FlashAttention 3 (Hopper, sm_90a; what miles' CUDA true-on-policy path and TransformerEngine import as
-# ---- flash_attn_interface), beside FA2; OFFLINE_BUILD uses the image's nvcc instead of downloading one.
+# ---- flash_attn_interface), beside FA2. On CUDA 13 hopper/setup.py compiles with the image's nvcc, and
+# ---- OFFLINE_BUILD keeps it from downloading anything.
 RUN --mount=type=bind,from=src-flash_attention,target=/tmp/src/flash_attention,rw --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     FLASH_ATTENTION_DISABLE_SM80=TRUE FLASH_ATTENTION_FORCE_BUILD=TRUE FLASH_ATTENTION_OFFLINE_BUILD=1 pip install --no-cache-dir --no-build-isolation /tmp/src/flash_attention/hopper
@@ -38,17 +41,27 @@ RUN --mount=type=secret,id=pip-ca \
     pip install --no-cache-dir tilelang==0.1.8
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir --no-deps tile_kernels==1.0.0
+    printf '%s\n' 'tile_kernels==1.0.0 --hash=sha256:9f1e09c1bccde32f3189d1ff32ba9725f86fc04ac1d0ac93284e16fcab1a5666' >/tmp/pip-locked.txt && \
+    pip install --no-cache-dir --no-deps --require-hashes -r /tmp/pip-locked.txt && \
+    rm /tmp/pip-locked.txt
 # ---- Hadamard transform, and the Mamba kernels of nemotron_h hybrid models: source builds against the base's torch.
+# ---- FORCE_BUILD on each: without it their setup.py first downloads a prebuilt wheel from GitHub (unpinned) and,
+# ---- where GitHub cannot be reached, fails (it catches only an HTTP error) instead of compiling.
 RUN --mount=type=bind,from=src-fast_hadamard_transform,target=/tmp/src/fast_hadamard_transform,rw --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir --no-build-isolation /tmp/src/fast_hadamard_transform
+    FAST_HADAMARD_TRANSFORM_FORCE_BUILD=TRUE pip install --no-cache-dir --no-build-isolation /tmp/src/fast_hadamard_transform
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir --no-build-isolation causal-conv1d==1.6.1 mamba-ssm==2.3.1
+    CAUSAL_CONV1D_FORCE_BUILD=TRUE MAMBA_FORCE_BUILD=TRUE pip install --no-cache-dir --no-build-isolation causal-conv1d==1.6.1 mamba-ssm==2.3.1
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir 'transformer-engine[pytorch]==2.17.0' transformer-engine-cu"${CUDA_MAJOR}"==2.17.0
+    pip install --no-cache-dir wheel==0.45.1
+# ---- TransformerEngine: the core wheel of the base's CUDA major, and its torch extension (transformer_engine_torch,
+# ---- an sdist only) compiled against the base's torch without build isolation (isolated, pip would build it against
+# ---- the index's newest torch); FORCE_BUILD: never a wheel its setup.py downloads.
+RUN --mount=type=secret,id=pip-ca \
+    if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
+    NVTE_PYTORCH_FORCE_BUILD=TRUE pip install --no-cache-dir --no-build-isolation 'transformer-engine[pytorch]==2.17.1' transformer-engine-cu"${CUDA_MAJOR}"==2.17.1
 # ---- apex with its C++ and CUDA extensions: Megatron's ColumnParallelLinear needs fused_weight_gradient_mlp_cuda
 # ---- when gradient-accumulation fusion is on (its default).
 RUN --mount=type=bind,from=src-apex,target=/tmp/src/apex,rw --mount=type=secret,id=pip-ca \
@@ -59,13 +72,15 @@ RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir -e /root/Megatron-LM
 RUN --mount=type=bind,source=patches,target=/tmp/patches \
-    git -C /usr/local/lib/python3.12/dist-packages/transformer_engine apply --check -p1 /tmp/patches/cu13-te_dequantized_backward_override.patch && \
-    git -C /usr/local/lib/python3.12/dist-packages/transformer_engine apply -p1 /tmp/patches/cu13-te_dequantized_backward_override.patch && \
-    git -C /usr/local/lib/python3.12/dist-packages/transformer_engine apply --reverse --check -p1 /tmp/patches/cu13-te_dequantized_backward_override.patch
+    tree="$(python3 -c 'import importlib.util, sys; print(importlib.util.find_spec(sys.argv[1]).submodule_search_locations[0])' transformer_engine)" && \
+    GIT_DIR=/nonexistent git -C "$tree" apply --check -p1 /tmp/patches/cu13-te_dequantized_backward_override.patch && \
+    GIT_DIR=/nonexistent git -C "$tree" apply -p1 /tmp/patches/cu13-te_dequantized_backward_override.patch && \
+    GIT_DIR=/nonexistent git -C "$tree" apply --reverse --check -p1 /tmp/patches/cu13-te_dequantized_backward_override.patch
 RUN --mount=type=bind,source=patches,target=/tmp/patches \
-    git -C /usr/local/lib/python3.12/dist-packages/transformer_engine apply --check -p1 /tmp/patches/cu13-te_fa2_sm103_whitelist.patch && \
-    git -C /usr/local/lib/python3.12/dist-packages/transformer_engine apply -p1 /tmp/patches/cu13-te_fa2_sm103_whitelist.patch && \
-    git -C /usr/local/lib/python3.12/dist-packages/transformer_engine apply --reverse --check -p1 /tmp/patches/cu13-te_fa2_sm103_whitelist.patch
+    tree="$(python3 -c 'import importlib.util, sys; print(importlib.util.find_spec(sys.argv[1]).submodule_search_locations[0])' transformer_engine)" && \
+    GIT_DIR=/nonexistent git -C "$tree" apply --check -p1 /tmp/patches/cu13-te_fa2_sm103_whitelist.patch && \
+    GIT_DIR=/nonexistent git -C "$tree" apply -p1 /tmp/patches/cu13-te_fa2_sm103_whitelist.patch && \
+    GIT_DIR=/nonexistent git -C "$tree" apply --reverse --check -p1 /tmp/patches/cu13-te_fa2_sm103_whitelist.patch
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir absl-py==2.3.1
@@ -84,7 +99,9 @@ RUN --mount=type=bind,from=src-megatron_bridge,target=/tmp/src/megatron_bridge,r
     pip install --no-cache-dir --no-deps --no-build-isolation /tmp/src/megatron_bridge
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir --no-deps megatron-energon==7.2.2 multi-storage-client==0.51.0
+    printf '%s\n' 'megatron-energon==7.2.2 --hash=sha256:a26805605ade83f2472338a8be888ca5d50cdeae7594679602a61b93c2ed441e' 'multi-storage-client==0.51.0 --hash=sha256:c3d69d06f44744469e0dc0327ecf94ce01cf166c62857157ab6f9eb1738addad' >/tmp/pip-locked.txt && \
+    pip install --no-cache-dir --no-deps --require-hashes -r /tmp/pip-locked.txt && \
+    rm /tmp/pip-locked.txt
 # ---- miles' requirements.txt; the apt copy of PyJWT has no pip record, so it goes first.
 RUN --mount=type=secret,id=pip-ca \
     --mount=type=bind,from=src-miles,source=requirements.txt,target=/tmp/requirements.in --mount=type=bind,source=tools,target=/tmp/tools \
@@ -96,9 +113,9 @@ RUN --mount=type=secret,id=pip-ca \
 # ---- miles itself, editable from its own tree, wired to the bridge by its patch right after the copy.
 COPY --from=src-miles / /root/miles
 RUN --mount=type=bind,source=patches,target=/tmp/patches \
-    git -C /root/miles apply --check -p1 /tmp/patches/miles-attn-bridge.patch && \
-    git -C /root/miles apply -p1 /tmp/patches/miles-attn-bridge.patch && \
-    git -C /root/miles apply --reverse --check -p1 /tmp/patches/miles-attn-bridge.patch
+    GIT_DIR=/nonexistent git -C /root/miles apply --check -p1 /tmp/patches/miles-attn-bridge.patch && \
+    GIT_DIR=/nonexistent git -C /root/miles apply -p1 /tmp/patches/miles-attn-bridge.patch && \
+    GIT_DIR=/nonexistent git -C /root/miles apply --reverse --check -p1 /tmp/patches/miles-attn-bridge.patch
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir --no-deps -e /root/miles
@@ -109,21 +126,24 @@ RUN --mount=type=secret,id=pip-ca \
     rm -rf /var/lib/apt/lists/* && \
     pip install --no-cache-dir nvidia-cudnn-cu"${CUDA_MAJOR}"==9.22.0.52
 # ---- sglang from the sglang-miles commit of miles' release lock, over the base image's checkout (a git checkout, as
-# ---- upstream's CI moves it to other refs), editable and without deps as upstream installs it; it keeps the base's
-# ---- sglang version (the tree carries no tags).
+# ---- upstream's CI moves it to other refs), editable and without deps as upstream installs it; built as 0.5.16, the
+# ---- release this commit pairs with in miles v0.1.0 (the tree carries no tags), on every variant alike.
 RUN rm -rf /sgl-workspace/sglang
 COPY --from=src-sglang_miles / /sgl-workspace/sglang
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    SETUPTOOLS_SCM_PRETEND_VERSION="$(python3 -c 'import importlib.metadata as m; print(m.version("sglang"))')" pip install --no-cache-dir --no-deps -e '/sgl-workspace/sglang/python[all]'
+    SETUPTOOLS_SCM_PRETEND_VERSION=0.5.16 pip install --no-cache-dir --no-deps -e '/sgl-workspace/sglang/python[all]'
 # ---- mooncake's CUDA 13 build with the structured object store miles uses; CUDA 12 keeps the base's, as upstream.
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir --force-reinstall --no-deps mooncake-transfer-engine-cuda13==0.3.12.post1
-# ---- fake_int4_quant_cuda (int4 QAT export), built from its source in miles' own tree.
+    printf '%s\n' 'mooncake-transfer-engine-cuda13==0.3.12.post1 --hash=sha256:31664c1aedfcb5938c984ce132f95c42ef523709b7e104b23010c8cd2fec9cbb' >/tmp/pip-locked.txt && \
+    pip install --no-cache-dir --force-reinstall --no-deps --require-hashes -r /tmp/pip-locked.txt && \
+    rm /tmp/pip-locked.txt
+# ---- fake_int4_quant_cuda (int4 QAT export), built from its source in miles' own tree for the variant's GPUs (its
+# ---- setup.py alone targets 8.0-9.0, which leaves Blackwell without a kernel).
 RUN --mount=type=bind,from=src-miles,target=/tmp/src/miles,rw --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir --no-build-isolation /tmp/src/miles/miles/backends/megatron_utils/kernels/int4_qat
+    TORCH_CUDA_ARCH_LIST="${CUDA_ARCHS}" pip install --no-cache-dir --no-build-isolation /tmp/src/miles/miles/backends/megatron_utils/kernels/int4_qat
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir maturin==1.16.0
@@ -149,18 +169,22 @@ RUN --mount=type=secret,id=pip-ca \
 # ---- Last, over everything else and without deps, so no earlier resolve can move them: apache-tvm-ffi at sglang's
 # ---- own pin (cutlass-dsl 4.6 calls make_kwargs_wrapper(map_dataclass_to_tuple=...)); every nvidia-cutlass-dsl
 # ---- component at 4.6.2 (4.6.0/4.6.1 hang FA4's CuTe backward on sm_103; the meta-package alone does not move the
-# ---- runtime libs); flashinfer python + cubin at 0.6.15.post1 (Blackwell MoE cubin fixes).
+# ---- runtime libs).
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir --force-reinstall --no-deps \
-    apache-tvm-ffi==0.1.11 \
-    nvidia-cutlass-dsl==4.6.2 \
-    nvidia-cutlass-dsl-libs-base==4.6.2 \
-    nvidia-cutlass-dsl-libs-core==4.6.2 \
-    nvidia-cutlass-dsl-libs-cu12==4.6.2 \
-    nvidia-cutlass-dsl-libs-cu13==4.6.2 \
+    printf '%s\n' 'apache-tvm-ffi==0.1.11 --hash=sha256:a8b845c8dff498fb981c1dda36c954549204191b485a385845e604966594d0b2' 'nvidia-cutlass-dsl==4.6.2 --hash=sha256:06ac62deb182a852dfb053032cf945bf02b9aa1bf502a18b129d280d7babb26c' 'nvidia-cutlass-dsl-libs-base==4.6.2 --hash=sha256:e129db7155d56ba4478be098c0f819e37690a6ce5d43a9a9a83bf1300d32c57f' 'nvidia-cutlass-dsl-libs-core==4.6.2 --hash=sha256:571d4b46fca1bfbb123d0dc348eaa7fd80af0014ddffc07b849e8195b2364333' 'nvidia-cutlass-dsl-libs-cu12==4.6.2 --hash=sha256:ea3b96dd6b627fe20637acfa7876ea1adfa8d81a2b106ffff0bb2d042c0c2731' 'nvidia-cutlass-dsl-libs-cu13==4.6.2 --hash=sha256:b9543257622ce70d696c6a2bda7e9617ef5b1cc9f29bfe66f4b38d1d1e29a8cb' >/tmp/pip-locked.txt && \
+    pip install --no-cache-dir --force-reinstall --no-deps --require-hashes -r /tmp/pip-locked.txt && \
+    rm /tmp/pip-locked.txt
+# ---- flashinfer's python, cubin and JIT-cache wheels together at 0.6.15.post1 (Blackwell MoE cubin fixes), from
+# ---- flashinfer's own indexes as upstream installs them: the default index has no cubin past 0.6.13 and no JIT
+# ---- cache.
+# not hash-checked: no locked file for flashinfer-cubin==0.6.15.post1, flashinfer-jit-cache==0.6.15.post1 (`build.py lock`; a pin whose index could not be reached stays pending)
+RUN --mount=type=secret,id=pip-ca \
+    if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
+    pip install --no-cache-dir --force-reinstall --no-deps --extra-index-url https://flashinfer.ai/whl --extra-index-url https://flashinfer.ai/whl/"${FLASHINFER_CUDA}" \
     flashinfer-python==0.6.15.post1 \
-    flashinfer-cubin==0.6.15.post1
+    flashinfer-cubin==0.6.15.post1 \
+    flashinfer-jit-cache==0.6.15.post1
 
 # ---- The attention bridge: its own distribution, installed like any other package (no overlay into miles).
 # ---- Late and bind-mounted, so a bridge-only edit rebuilds this step and the gates, nothing before it. The host's CA
@@ -181,6 +205,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16" \
       io.miles.variant="cu13-aarch64" \
-      io.miles.spec-digest="2cc115d1ba16785aeee78d2ae14d38261258d3e1ea1797f1ae67a7b1c47b9fa3"
+      io.miles.spec-digest="004c14ce258452b12cbaa0adfb20edbdbef593a2472e61a50278b1e863346ddb"
 WORKDIR /root/
 CMD ["/bin/bash"]

@@ -42,9 +42,9 @@ RUN --mount=type=bind,from=miles-wheelhouse:miles-cpu-88c8a810858ae322,target=/t
     rm /tmp/requirements.txt
 COPY --from=src-miles / /root/miles
 RUN --mount=type=bind,source=patches,target=/tmp/patches \
-    git -C /root/miles apply --check -p1 /tmp/patches/miles-attn-bridge.patch && \
-    git -C /root/miles apply -p1 /tmp/patches/miles-attn-bridge.patch && \
-    git -C /root/miles apply --reverse --check -p1 /tmp/patches/miles-attn-bridge.patch
+    GIT_DIR=/nonexistent git -C /root/miles apply --check -p1 /tmp/patches/miles-attn-bridge.patch && \
+    GIT_DIR=/nonexistent git -C /root/miles apply -p1 /tmp/patches/miles-attn-bridge.patch && \
+    GIT_DIR=/nonexistent git -C /root/miles apply --reverse --check -p1 /tmp/patches/miles-attn-bridge.patch
 RUN --mount=type=bind,from=miles-wheelhouse:miles-cpu-88c8a810858ae322,target=/tmp/wheelhouse \
     pip install --no-cache-dir --no-index --find-links /tmp/wheelhouse --constraint /tmp/wheelhouse/constraints.txt --no-deps --no-build-isolation -e /root/miles
 WORKDIR /root/miles
@@ -66,4 +66,4 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="miles-base:bookworm-minbase-py311-git-gxx" \
       io.miles.variant="miles-cpu" \
-      io.miles.spec-digest="00f95c84cec1ab0ea8ffba62d1e2b3c54d70fc26ab584ff4f1373319f9853507"
+      io.miles.spec-digest="ead9ee930a15aa0d19eaf090c6935b2107e972f270529e01b2ee88895d619053"

@@ -19,9 +19,9 @@ ENV AMDGPU_TARGET="${GPU_ARCH}" \
     NVTE_USE_HIPBLASLT="1" \
     NVTE_USE_ROCM="1" \
     PYTORCH_ROCM_ARCH="${GPU_ARCH}"
-# ---- Apt: build tools and diagnostics.
+# ---- Apt: build tools and diagnostics, and protoc, which the router's build.rs runs to compile its gRPC protocol.
 RUN apt-get update && \
-    apt-get install -y --no-install-recommends build-essential cmake dnsutils ethtool git nvtop rsync && \
+    apt-get install -y --no-install-recommends build-essential cmake dnsutils ethtool git nvtop protobuf-compiler rsync && \
     rm -rf /var/lib/apt/lists/*
 # ---- RCCL tests (diagnostic binaries), from the rocm-systems tree at a pinned commit.
 RUN --mount=type=bind,from=src-rccl_tests,target=/tmp/src/rccl_tests,rw \
@@ -47,6 +47,7 @@ RUN --mount=type=secret,id=pip-ca \
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir flash-linear-attention==0.4.2
+# not hash-checked: no locked file for tile_kernels==1.0.0 (`build.py lock`; a pin whose index could not be reached stays pending)
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir --no-deps tile_kernels==1.0.0
@@ -55,25 +56,28 @@ RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir -e /root/Megatron-LM
 RUN --mount=type=bind,source=patches,target=/tmp/patches \
-    git -C /opt/venv/lib/python3.10/site-packages apply --check -p1 /tmp/patches/rocm-tile_kernels.patch && \
-    git -C /opt/venv/lib/python3.10/site-packages apply -p1 /tmp/patches/rocm-tile_kernels.patch && \
-    git -C /opt/venv/lib/python3.10/site-packages apply --reverse --check -p1 /tmp/patches/rocm-tile_kernels.patch
+    GIT_DIR=/nonexistent git -C /opt/venv/lib/python3.10/site-packages apply --check -p1 /tmp/patches/rocm-tile_kernels.patch && \
+    GIT_DIR=/nonexistent git -C /opt/venv/lib/python3.10/site-packages apply -p1 /tmp/patches/rocm-tile_kernels.patch && \
+    GIT_DIR=/nonexistent git -C /opt/venv/lib/python3.10/site-packages apply --reverse --check -p1 /tmp/patches/rocm-tile_kernels.patch
 RUN --mount=type=bind,source=patches,target=/tmp/patches \
-    git -C /opt/tilelang/src/tl_templates/hip apply --check -p1 /tmp/patches/rocm-tilelang_hip_fp8.patch && \
-    git -C /opt/tilelang/src/tl_templates/hip apply -p1 /tmp/patches/rocm-tilelang_hip_fp8.patch && \
-    git -C /opt/tilelang/src/tl_templates/hip apply --reverse --check -p1 /tmp/patches/rocm-tilelang_hip_fp8.patch
+    GIT_DIR=/nonexistent git -C /opt/tilelang/src/tl_templates/hip apply --check -p1 /tmp/patches/rocm-tilelang_hip_fp8.patch && \
+    GIT_DIR=/nonexistent git -C /opt/tilelang/src/tl_templates/hip apply -p1 /tmp/patches/rocm-tilelang_hip_fp8.patch && \
+    GIT_DIR=/nonexistent git -C /opt/tilelang/src/tl_templates/hip apply --reverse --check -p1 /tmp/patches/rocm-tilelang_hip_fp8.patch
 RUN --mount=type=bind,source=patches,target=/tmp/patches \
-    git -C /root/Megatron-LM apply --check -p1 /tmp/patches/rocm-megatron.patch && \
-    git -C /root/Megatron-LM apply -p1 /tmp/patches/rocm-megatron.patch && \
-    git -C /root/Megatron-LM apply --reverse --check -p1 /tmp/patches/rocm-megatron.patch
+    GIT_DIR=/nonexistent git -C /root/Megatron-LM apply --check -p1 /tmp/patches/rocm-megatron.patch && \
+    GIT_DIR=/nonexistent git -C /root/Megatron-LM apply -p1 /tmp/patches/rocm-megatron.patch && \
+    GIT_DIR=/nonexistent git -C /root/Megatron-LM apply --reverse --check -p1 /tmp/patches/rocm-megatron.patch
 # ---- sglang from the sglang-miles commit of miles' release lock, over the base image's checkout (a git checkout, as
-# ---- upstream's CI moves it to other refs), editable and without deps as upstream installs it; it keeps the base's
-# ---- sglang version (the tree carries no tags).
+# ---- upstream's CI moves it to other refs), editable and without deps as upstream installs it, from the tree's non-
+# ---- CUDA manifest (pyproject_other.toml, as sglang's ROCm images install it; the default one is CUDA 13's); built
+# ---- as 0.5.16, the release this commit pairs with in miles v0.1.0 (the tree carries no tags), on every variant
+# ---- alike.
 RUN rm -rf /sgl-workspace/sglang
 COPY --from=src-sglang_miles / /sgl-workspace/sglang
-RUN --mount=type=secret,id=pip-ca \
+RUN --mount=type=bind,source=tools,target=/tmp/tools --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    SETUPTOOLS_SCM_PRETEND_VERSION="$(python3 -c 'import importlib.metadata as m; print(m.version("sglang"))')" pip install --no-cache-dir --no-deps -e '/sgl-workspace/sglang/python[all_hip]'
+    python3 /tmp/tools/pyproject.py /sgl-workspace/sglang/python --use pyproject_other.toml && \
+    SETUPTOOLS_SCM_PRETEND_VERSION=0.5.16 pip install --no-cache-dir --no-deps -e '/sgl-workspace/sglang/python[all_hip]'
 # ---- sglang's Inkling multimodal processor imports numba, which the base's no-deps sglang install does not bring.
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
@@ -84,6 +88,7 @@ RUN --mount=type=bind,from=src-torch_memory_saver,target=/tmp/src/torch_memory_s
 RUN --mount=type=bind,from=src-megatron_bridge,target=/tmp/src/megatron_bridge,rw --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir --no-deps --no-build-isolation /tmp/src/megatron_bridge
+# not hash-checked: no locked file for megatron-energon==7.2.2, multi-storage-client==0.51.0 (`build.py lock`; a pin whose index could not be reached stays pending)
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir --no-deps megatron-energon==7.2.2 multi-storage-client==0.51.0
@@ -105,9 +110,9 @@ RUN --mount=type=secret,id=pip-ca \
 # ---- miles itself, editable from its own tree, wired to the bridge by its patch right after the copy.
 COPY --from=src-miles / /root/miles
 RUN --mount=type=bind,source=patches,target=/tmp/patches \
-    git -C /root/miles apply --check -p1 /tmp/patches/miles-attn-bridge.patch && \
-    git -C /root/miles apply -p1 /tmp/patches/miles-attn-bridge.patch && \
-    git -C /root/miles apply --reverse --check -p1 /tmp/patches/miles-attn-bridge.patch
+    GIT_DIR=/nonexistent git -C /root/miles apply --check -p1 /tmp/patches/miles-attn-bridge.patch && \
+    GIT_DIR=/nonexistent git -C /root/miles apply -p1 /tmp/patches/miles-attn-bridge.patch && \
+    GIT_DIR=/nonexistent git -C /root/miles apply --reverse --check -p1 /tmp/patches/miles-attn-bridge.patch
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir --no-deps -e /root/miles
@@ -170,6 +175,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="rocm/sgl-dev:v0.5.14-rocm700-mi35x-20260627" \
       io.miles.variant="rocm700-mi35x" \
-      io.miles.spec-digest="4f6816404d27194a41cdfcd5331476c91bc7a5e41b18436e740edcb2d6757b7c"
+      io.miles.spec-digest="c9188039f80dbd9b350109cd261cde6ebe9ab933e9a93d59b9bb99103fcf0755"
 WORKDIR /root/
 CMD ["/bin/bash"]

@@ -29,4 +29,4 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="miles-base:bookworm-minbase-py311-git" \
       io.miles.variant="smoke" \
-      io.miles.spec-digest="49e4b8abe90ad5c98ed013a22be21b6c99a56e957142364cc0ab27fd7533630e"
+      io.miles.spec-digest="2217e0a8b5dd0d7328388b97c31ee2d4324ea4fad3d07a79340e9e46b7e13873"

@@ -6,6 +6,7 @@ build) is tests/test_artifact_build.py."""
 from __future__ import annotations
 
 import pytest
+from support import wheel_bytes
 
 from toolkit import lock_file
 from toolkit.context import build_labels, plan_hash
@@ -79,7 +80,7 @@ def test_a_wheels_folder_beats_the_artifact_and_is_hashed_by_content(write_spec,
     variant = load_family(write_spec(family(demo_text, PREBUILT, {"torch_wheel": URL})))["a"]
     wheels = tmp_path / "wheels"
     wheels.mkdir()
-    (wheels / "torch-2.13.0-cp311-cp311-linux_x86_64.whl").write_bytes(b"one")
+    (wheels / "torch-2.13.0-cp311-cp311-linux_x86_64.whl").write_bytes(wheel_bytes("torch", "2.13.0", "one"))
     (wheels / "README").write_text("not a wheel")
     plan = make_plan(variant, revision="r", sources=[f"wheels={wheels}"])
     assert plan.wheels == ("torch-2.13.0-cp311-cp311-linux_x86_64.whl",)
@@ -89,11 +90,11 @@ def test_a_wheels_folder_beats_the_artifact_and_is_hashed_by_content(write_spec,
     assert "/tmp/prebuilt-wheels/torch-2.13.0-cp311-cp311-linux_x86_64.whl" in text
     assert labels(plan)["io.miles.build.torch"].endswith("from --source wheels")
 
-    (wheels / "numpy-2.0.0-cp311-cp311-linux_x86_64.whl").write_bytes(b"x")
+    (wheels / "numpy-2.0.0-cp311-cp311-linux_x86_64.whl").write_bytes(wheel_bytes("numpy", "2.0.0"))
     with pytest.raises(UsageError, match="numpy-2.0.0.* replaces no prebuilt step of a \\(torch\\)"):
         make_plan(variant, revision="r", sources=[f"wheels={wheels}"])
     (wheels / "numpy-2.0.0-cp311-cp311-linux_x86_64.whl").unlink()
-    (wheels / "torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"two")
+    (wheels / "torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(wheel_bytes("torch", "2.13.0", "two"))
     with pytest.raises(UsageError, match="are both torch; keep one"):
         make_plan(variant, revision="r", sources=[f"wheels={wheels}"])
     empty = tmp_path / "empty"

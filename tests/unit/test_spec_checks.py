@@ -130,7 +130,21 @@ PIN_CASES = [
         "pip.torch>=2: not a PEP 508 package name (with optional [extras]): 'torch>=2'",
     ),
     ("platform", {"platforms": ["linux/amd64", "linux/s390x"]}, "platforms[1]: unknown platform 'linux/s390x'"),
-    ("patch without tree", {"patches": [{"file": PATCH}]}, "patches[0]: missing required key 'tree'"),
+    (
+        "patch without tree",
+        {"patches": [{"file": PATCH}]},
+        "patches[0]: exactly one of `tree` (a path) or `package` (an import name)",
+    ),
+    (
+        "patch with tree and package",
+        {"patches": [{"file": PATCH, "tree": "/x", "package": "x"}]},
+        "patches[0]: exactly one of `tree` (a path) or `package` (an import name)",
+    ),
+    (
+        "patch package",
+        {"patches": [{"file": PATCH, "package": "a.b"}]},
+        "patches[0].package: a top-level import name, got 'a.b'",
+    ),
     (
         "patch ref",
         {"patches": [{"file": PATCH, "tree": "/x", "ref": "main"}]},

@@ -13,7 +13,7 @@ from toolkit.steps import KINDS, reference
 def test_every_kind_has_exactly_one_macro_and_every_macro_a_kind():
     text = (TEMPLATES / "partials" / "steps.j2").read_text()
     macros = set(re.findall(r"\{% macro (\w+)\(", text))
-    helpers = {"flags", "env_words", "apply_patch", "prebuilt"}  # shared pieces, not kinds
+    helpers = {"flags", "env_words", "extra_index", "apply_patch", "prebuilt"}  # shared pieces, not kinds
     assert macros - helpers == set(KINDS)
 
 

@@ -64,7 +64,7 @@ GOOD_GATES = {
     "platform": "cpu",
     "pip_check": {"allow": []},
     "provenance": {"sglang_attn_bridge": "site-packages", "transformers": "site-packages", "torch": "site-packages"},
-    "commands": [{"name": "torch-cpu", "argv": ["{python}", "-c", "import torch; print(torch.ones(2).sum().item())"]}],
+    "commands": [{"name": "bridge-doctor", "argv": ["{python}", "-m", "sglang_attn_bridge.doctor"]}],
 }
 
 

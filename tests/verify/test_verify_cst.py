@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -16,7 +17,9 @@ GATES = {
     "platform": "cpu",
     "pip_check": {"allow": [{"distribution": "no-such-dist", "requirement": "other", "reason": "shape only"}]},
     "provenance": {"json": "/"},
-    "commands": [{"name": "hello", "argv": ["{python}", "-c", "print('hi')"]}],
+    "commands": [
+        {"name": "hello", "argv": ["{python}", str(Path(__file__).resolve().parent / "scripts" / "say.py"), "hi"]}
+    ],
 }
 
 

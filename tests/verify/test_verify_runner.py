@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -285,17 +286,16 @@ def test_commands_and_check_order(tmp_path, run_verify, write_tree, lines, pip_v
     cfg = tmp_path / "gates.json"
     cfg.write_text(
         """{
-      "commands": [{"name": "doctor-ok", "argv": ["{python}", "-c", "print('resolved triton kernels')"]},
-                   {"name": "doctor-bad",
-                    "argv": ["{python}", "-c", "import sys; print('one'); print('no kernel'); sys.exit(3)"]}],
+      "commands": [{"name": "doctor-ok", "argv": ["{python}", "%(say)s", "resolved triton kernels"]},
+                   {"name": "doctor-bad", "argv": ["{python}", "%(say)s", "--exit", "3", "one", "no kernel"]}],
       "pip_check": {},
       "platform": "cpu",
       "signatures": [{"target": "orderpkg:f", "keywords": ["a"], "import": false}],
       "imports": ["orderpkg"],
       "compile": ["orderpkg"],
-      "provenance": {"orderpkg": "%s"}
+      "provenance": {"orderpkg": "%(tmp)s"}
     }"""
-        % tmp_path
+        % {"tmp": tmp_path, "say": Path(__file__).resolve().parent / "scripts" / "say.py"}
     )
     proc = run_verify("--config", cfg, pythonpath=[tmp_path], python=pip_venv)
     assert proc.returncode == 1

@@ -8,6 +8,7 @@ the row the README's gate table shows. Subclassing ``Gate`` with a ``key`` regis
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import traceback
 import types
@@ -135,12 +136,29 @@ def describe_exception(exc: BaseException) -> str:
     return text
 
 
+def torch_first(module: str) -> bool:
+    """Whether ``module`` is imported after torch: always where torch is installed (and the module is not torch's
+    own). A compiled torch extension (apex's ``amp_C``, ``fake_int4_quant_cuda``) finds ``libc10.so`` only through
+    the torch already loaded, so a fresh process that imports it first fails although the image is right; miles
+    imports torch before any of them, and every runner (this one, the stub-import child, the CST export) does too."""
+    return module.split(".")[0] != "torch" and importlib.util.find_spec("torch") is not None
+
+
 def import_module(module: str) -> Tuple[Optional[types.ModuleType], Optional[CheckResult]]:
-    """The module, or a failed import result saying why (class, message, innermost file:line)."""
+    """The module (imported after torch where ``torch_first``), or a failed import result saying why (class,
+    message, innermost file:line); a failure of torch itself is named as torch's."""
+    step = module
     try:
+        if torch_first(module):
+            step = "torch"
+            importlib.import_module("torch")
+            step = module
         return importlib.import_module(module), None
     except (Exception, SystemExit) as exc:  # an import may call sys.exit(); that is a failed import, not ours
-        return None, CheckResult("import", module, False, describe_exception(exc), log=traceback.format_exc())
+        why = describe_exception(exc)
+        if step != module:
+            why = "torch (imported first, as a torch extension needs it): " + why
+        return None, CheckResult("import", module, False, why, log=traceback.format_exc())
 
 
 def str_list(value: Any, where: str, key: str, pattern: Any = None, what: str = "a module name") -> List[str]:

@@ -17,11 +17,22 @@ def go_escape(text: str) -> str:
     return "".join("\\" + c if c in _GO_SPECIAL else c for c in text)
 
 
+def cst_import_script(module: str) -> str:
+    """The script of a CST import test: the runner's rule (torch first where installed) in a few readable lines."""
+    lines = ["import importlib, importlib.util"]
+    if module.split(".")[0] != "torch":
+        lines += ["if importlib.util.find_spec('torch') is not None:", "    import torch  # before a torch extension"]
+    return "\n".join(lines + ["importlib.import_module(%r)" % module, "print('imported %s')" % module]) + "\n"
+
+
 class Import(Gate):
     key = "imports"
     kind = "import"
     order = 30
-    passes_when = "`importlib.import_module` succeeds; failure = class, message, innermost file:line"
+    passes_when = (
+        "`importlib.import_module` succeeds, after `import torch` where torch is installed (a torch extension "
+        "loads only after it); failure = class, message, innermost file:line"
+    )
 
     def parse(self, value: Any, where: str) -> List[str]:
         return str_list(value, where, self.key, MODULE_RE)
@@ -47,15 +58,13 @@ class Import(Gate):
         return CheckResult("import", module, True, short(detail))
 
     def cst_tests(self, items: List[str], python: str, runner_test: RunnerTest) -> List[Dict[str, Any]]:
-        """A readable ``python -c "import X"`` per module: it needs nothing of ours in the image."""
+        """A readable ``python -c "import X"`` per module, after torch as the runner imports it (``torch_first``):
+        it needs nothing of ours in the image."""
         return [
             {
                 "name": "import %s" % module,
                 "command": python,
-                "args": [
-                    "-c",
-                    "import importlib; importlib.import_module(%r); print('imported %s')" % (module, module),
-                ],
+                "args": ["-c", cst_import_script(module)],
                 "exitCode": 0,
                 "expectedOutput": ["(?m)^imported %s$" % go_escape(module)],
             }
