@@ -57,6 +57,16 @@ PROBES = {
     "apex": ["kernel_apex.py"],
     "miles/int4_qat": ["kernel_int4_quant.py"],
 }
+# The bridge step's proof is its own GPU suite (the bits tests among it), run against the copy the step installed.
+BRIDGE = "bridge"
+SUITES = {
+    BRIDGE: {
+        "argv": ["-m", "pytest", "bridge/tests/gpu", "-m", "gpu", "-o", "pythonpath=tests", "-p", "no:cacheprovider"],
+        "env": {"SGLANG_ATTN_BRIDGE_UNDER_TEST": "installed", "TRITON_INTERPRET": "0"},
+        "timeout": 300,
+    }
+}
+CONTEXT_SKIP = ("__pycache__", ".pytest_cache", "build")  # what a build context of the tree never needs
 
 
 def names_of(view: dict) -> list[str]:
@@ -114,13 +124,24 @@ def build_env_before(full: str, text: str) -> dict:
     return env
 
 
-def select(plan, selectors: list[str]) -> list[tuple[str, dict, str]]:
+def bridge_text(full: str) -> str:
+    """The bridge step as the family template writes it: the RUN that bind-mounts the context's bridge/ folder."""
+    found = re.findall(r"^RUN --mount=type=bind,source=bridge,(?:[^\n]*\\\n)*[^\n]*", full, re.M)
+    if len(found) != 1:
+        raise UsageError(f"--step {BRIDGE}: the render has {len(found)} RUN instructions mounting bridge/, not 1")
+    return found[0]
+
+
+def select(plan, selectors: list[str], full: str = "") -> list[tuple[str, dict, str]]:
     found = []
     texts = step_texts(plan)
     for sel in selectors:
+        if sel == BRIDGE:
+            found.append((sel, {"kind": BRIDGE}, bridge_text(full)))
+            continue
         hits = [(view, text) for view, text in texts if sel in names_of(view)]
         if not hits:
-            known = sorted({n for view, _ in texts for n in names_of(view)})
+            known = sorted({n for view, _ in texts for n in names_of(view)} | {BRIDGE})
             raise UsageError(f"--step {short(sel)}: no step of {plan.name} has that name; known: {', '.join(known)}")
         if len(hits) > 1:
             raise UsageError(f"--step {short(sel)}: names {len(hits)} steps of {plan.name}; use COMPONENT/SUBDIR")
@@ -168,7 +189,7 @@ def build_plan(target: str, selectors: list[str], env=(), step_env=(), arch_list
             raise UsageError(f"--arch-list {short(arch_list)}: expected e.g. 9.0 or '8.0;9.0a'")
         knobs["env"]["TORCH_CUDA_ARCH_LIST"] = arch_list
     steps = []
-    for sel, view, text in select(plan, selectors):
+    for sel, view, text in select(plan, selectors, full):
         if text not in full:
             raise UsageError(f"--step {short(sel)}: its text is not in the render of {plan.name}")
         flags, command = split_run(text)
@@ -179,6 +200,8 @@ def build_plan(target: str, selectors: list[str], env=(), step_env=(), arch_list
                 dropped.append(flag)
             elif m.get("type") == "bind" and m.get("from", "").startswith(SRC_PREFIX):
                 mounts.append({"source": m["from"][len(SRC_PREFIX) :], "target": m["target"]})
+            elif m.get("type") == "bind" and "from" not in m and m.get("source"):
+                mounts.append({"context": m["source"], "target": m["target"]})  # a folder of the build context
             else:
                 raise UsageError(f"--step {short(sel)}: mount {short(flag)} has no local stand-in")
         steps.append(
@@ -193,6 +216,7 @@ def build_plan(target: str, selectors: list[str], env=(), step_env=(), arch_list
                 "dockerfile_env": build_env_before(full, text),
                 "env": parse_pairs(per_step.get(sel, []), "--step-env"),
                 "probes": PROBES.get(sel, []),
+                "suites": [SUITES[sel]] if sel in SUITES else [],
                 "timeout": timeout,
             }
         )
@@ -221,6 +245,11 @@ def normalized_tar(path: Path, dest: Path) -> None:
                     continue
                 m.name = name
                 out.addfile(m, src.extractfile(m) if m.isfile() else None)
+
+
+def context_member(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+    name = Path(info.name).name
+    return None if name in CONTEXT_SKIP or name.endswith(".egg-info") else info
 
 
 def archive_commit(path: Path) -> str | None:
@@ -285,6 +314,16 @@ def prepare(args) -> int:
     (out / "sdists").mkdir(exist_ok=True)
     for step in plan["steps"]:
         for mount in step["mounts"]:
+            if "context" in mount:  # the build context is this checkout: its folder, as BuildKit would send it
+                file = f"src/context--{mount['context'].replace('/', '--')}.tar.gz"
+                with tarfile.open(out / file, "w:gz") as tar:
+                    tar.add(
+                        ROOT / mount["context"],
+                        arcname=".",
+                        filter=context_member,
+                    )
+                mount["archives"] = [["", file]]
+                continue
             name = mount["source"]
             if name not in sources:
                 raise UsageError(f"--step {short(step['selector'])} mounts src-{name}: give --source {name}=PATH")
@@ -416,6 +455,12 @@ def run_step(step: dict, plan: dict, home: Path, scratch: Path, logs: Path, dead
         plog.write_text("")
         prc, psec = run_proc([sys.executable, str(ROOT / "verify" / "probes" / probe)], run_env, plog, 100)
         result["probes"][probe] = {"rc": prc, "seconds": psec, "last": last_line(plog)}
+    for suite in step.get("suites", []) if rc == 0 else []:
+        slog = logs / f"{tag}.suite.log"
+        slog.write_text(f"$ python3 {shlex.join(suite['argv'])}  # {json.dumps(suite['env'])}\n")
+        argv, suite_env = [sys.executable, *suite["argv"]], dict(run_env, **suite["env"])
+        src, ssec = run_proc(argv, suite_env, slog, suite["timeout"], ROOT)
+        result["probes"][shlex.join(suite["argv"][:3])] = {"rc": src, "seconds": ssec, "last": last_line(slog)}
     return result
 
 

@@ -15,7 +15,28 @@ import sglang_attn_bridge  # noqa: E402
 import torch  # noqa: E402
 
 TREE = Path(__file__).resolve().parents[1] / "src" / "sglang_attn_bridge"
-if Path(sglang_attn_bridge.__file__).resolve().parent != TREE:
+IMPORTED = Path(sglang_attn_bridge.__file__).resolve().parent
+
+
+def _installed_copy_problem(installed: Path) -> str:
+    """'' when `installed` holds exactly this tree's modules, byte for byte, else the first difference."""
+    if installed == TREE:
+        return f"it is this tree's {TREE}, not an installed copy"
+    mine = {p.relative_to(TREE) for p in TREE.rglob("*.py")}
+    theirs = {p.relative_to(installed) for p in installed.rglob("*.py")}
+    if mine != theirs:
+        return f"its modules differ from the tree's: {sorted(map(str, mine ^ theirs))[:3]}"
+    changed = [str(p) for p in sorted(mine) if (TREE / p).read_bytes() != (installed / p).read_bytes()]
+    return f"{changed[0]} differs from the tree's" if changed else ""
+
+
+# SGLANG_ATTN_BRIDGE_UNDER_TEST=installed: the suite judges the bridge as an image installs it (a wheel built from
+# this tree, on the path instead of bridge/src: `-o pythonpath=tests`), and refuses anything but a faithful copy.
+if os.environ.get("SGLANG_ATTN_BRIDGE_UNDER_TEST") == "installed":
+    _problem = _installed_copy_problem(IMPORTED)
+    if _problem:
+        raise pytest.UsageError(f"SGLANG_ATTN_BRIDGE_UNDER_TEST=installed: the imported bridge {IMPORTED}: {_problem}")
+elif IMPORTED != TREE:
     raise pytest.UsageError(
         f"the imported sglang_attn_bridge is {sglang_attn_bridge.__file__}, not this tree's {TREE}: put bridge/src "
         "first on the path (pytest.ini does, from the repository root)"
