@@ -1,11 +1,11 @@
 """Load sglang's Triton extend-attention module from its wheel, with only what it needs.
 
 Importing sglang's extend-attention module normally pulls sglang's package __init__s and `sglang.srt.utils` (heavy,
-GPU-stack dependencies we cannot install offline). Here the real kernel files (0.5.23+: extend_attention,
-decode_attention, score_mod under sglang.kernels; earlier: extend_attention, prefill_attention under sglang.srt) are
-extracted from the wheel unchanged and imported under their real module names; only the package __init__s and the
-helper modules they import (`sglang.srt.environ`, `sglang.srt.utils`) are stubbed. So sglang's own kernel code is
-what runs, and the bridge's normal resolution finds it.
+GPU-stack dependencies we cannot install offline). Here the real kernel files (0.5.16+: extend_attention,
+decode_attention, score_mod and, where present, prefill_attention under sglang.kernels; earlier: extend_attention,
+prefill_attention under sglang.srt) are extracted from the wheel unchanged and imported under their real module
+names; only the package __init__s and the helper modules they import (`sglang.srt.environ`, `sglang.srt.utils`) are
+stubbed. So sglang's own kernel code is what runs, and the bridge's normal resolution finds it.
 """
 
 from __future__ import annotations
@@ -18,10 +18,14 @@ import types
 import zipfile
 from pathlib import Path
 
-# (package inside the wheel, its kernel files): sglang 0.5.23+ keeps the kernel under sglang.kernels, earlier
-# releases under sglang.srt (extend_attention imports prefill_attention there)
+# (package inside the wheel, its kernel files): sglang 0.5.16+ keeps the kernel under sglang.kernels, earlier
+# releases under sglang.srt. The first file must be there; the others are extracted where the wheel has them
+# (0.5.16's extend_attention imports prefill_attention too).
 LAYOUTS = (
-    ("sglang/kernels/ops/attention", ("extend_attention.py", "decode_attention.py", "score_mod.py")),
+    (
+        "sglang/kernels/ops/attention",
+        ("extend_attention.py", "decode_attention.py", "score_mod.py", "prefill_attention.py"),
+    ),
     ("sglang/srt/layers/attention/triton_ops", ("extend_attention.py", "prefill_attention.py")),
 )
 
@@ -56,7 +60,8 @@ def load(wheel: str) -> types.ModuleType:
         )
         pkg, files = next((p, f) for p, f in LAYOUTS if f"{p}/{f[0]}" in names)
         for f in files:
-            (root / f).write_bytes(zf.read(f"{pkg}/{f}"))
+            if f"{pkg}/{f}" in names:
+                (root / f).write_bytes(zf.read(f"{pkg}/{f}"))
     parts = pkg.split("/")
     for i in range(1, len(parts)):
         _package(".".join(parts[:i]), None)
