@@ -430,6 +430,10 @@ def run_step(step: dict, plan: dict, home: Path, scratch: Path, logs: Path, dead
         PIP_DISABLE_PIP_VERSION_CHECK="1",
         PYTHONUNBUFFERED="1",
     )
+    if re.search(r"(^|\s)--no-deps(\s|$)", step["command"]):
+        # Into the prefix without uninstalling the host's copy of the same distribution (pip does, even with a
+        # prefix): with no dependencies to resolve, ignoring what is installed changes nothing else.
+        env["PIP_IGNORE_INSTALLED"] = "1"
     env.update(step["dockerfile_env"])
     env.update(plan["knobs"]["env"])
     env.update(step["env"])

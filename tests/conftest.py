@@ -25,7 +25,13 @@ def _engine_answers() -> bool:
         return False
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
+    # The engine's state (tags, builders, the smoke image) is shared: its tests run one at a time, on one worker
+    # (`--dist loadgroup`, pytest.ini); the rest spread over the others.
+    for item in items:
+        if "docker" in item.keywords:
+            item.add_marker(pytest.mark.xdist_group("engine"))
     if _engine_answers():
         return
     if os.environ.get("MILES_REQUIRE_ENGINE") == "1":

@@ -197,3 +197,34 @@ def test_a_source_archive_of_another_commit_is_refused(tmp_path, capsys):
     )
     assert rc == 2
     assert "the pin is " + reh.load_variant(TARGET).components["apex"]["ref"] in capsys.readouterr().err
+
+
+def _bridge_location() -> str:
+    run = subprocess.run([sys.executable, "-m", "pip", "show", "sglang-attn-bridge"], capture_output=True, text=True)
+    return run.stdout
+
+
+def test_the_bridge_step_is_rehearsed_as_the_image_installs_it(tmp_path):
+    """The bridge step's RUN, verbatim, over the checkout's bridge/ staged at its bind mount's target; its suite runs
+    against the copy in the prefix (the conftest refuses anything else), and the host's own install stays."""
+    before = _bridge_location()
+    home = tmp_path / "carry"
+    assert reh.main(["prepare", "--target", TARGET, "--step", "bridge", "-o", str(home)]) == 0
+    (step,) = json.loads((home / reh.PLAN).read_text())["steps"]
+    assert step["command"].endswith("pip install --no-cache-dir --no-deps --no-build-isolation /tmp/sglang-attn-bridge")
+    out = tmp_path / "out"
+    rc = reh.main(["run", str(home), "--out", str(out), "--scratch", str(tmp_path / "scratch")])
+    (result,) = json.loads((out / "results.json").read_text())["results"]
+    assert rc == 0, (out / "logs" / "bridge.suite.log").read_text()[-2000:]
+    assert result["modules"] == ["sglang_attn_bridge"] and result["imports"]["sglang_attn_bridge"]["bare"] == "ok"
+    (suite,) = result["probes"].values()
+    assert suite["rc"] == 0
+    assert _bridge_location() == before  # pip did not uninstall the host's copy to fill the prefix
+
+
+def test_the_installed_mode_refuses_the_tree():
+    env = dict(os.environ, SGLANG_ATTN_BRIDGE_UNDER_TEST="installed")
+    suite = "bridge/tests/test_settings_and_api.py"
+    argv = [sys.executable, "-m", "pytest", suite, "-p", "no:cacheprovider", "-n", "0"]
+    run = subprocess.run(argv, capture_output=True, text=True, cwd=reh.ROOT, env=env, timeout=600)
+    assert run.returncode == 4 and "not an installed copy" in run.stdout + run.stderr, run.stdout[-2000:]

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from toolkit.errors import UsageError
+from toolkit.errors import UsageError, short
 from toolkit.plan import SECRET_PIP_CA, make_plan, parse_secret
 from toolkit.registry import hash_tag
 
@@ -57,5 +59,5 @@ def test_parse_secret(tmp_path):
         (f"id=a b,src={src}", "the id is letters"),
         ("id=tok,src=/no/such", "no such file"),
     ]:
-        with pytest.raises(UsageError, match=f"^--secret '{text}': {problem}"):
+        with pytest.raises(UsageError, match=f"^--secret {re.escape(short(text))}: {problem}"):
             parse_secret(text)
