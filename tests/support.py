@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -150,3 +151,29 @@ def wheel_bytes(name: str, version: str, where: str = "") -> bytes:
         for member, body in files.items():
             z.writestr(member, body)
     return out.getvalue()
+
+
+def no_engine(tmp_path, **extra) -> dict:
+    """The environment with DOCKER_HOST at a socket nobody serves: a command that asks for an engine gets none."""
+    return dict(os.environ, DOCKER_HOST=f"unix://{tmp_path}/no-engine.sock", **extra)
+
+
+def one_line(proc, code: int, *needles: str) -> str:
+    """Exit `code` and exactly one line on stderr (no traceback) holding every needle; returns that line."""
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == code, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, lines
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+def result_lines(output: str, status=None, kind=None) -> list:
+    """The runner's PASS/FAIL result lines in `output`, filtered by status and gate kind."""
+    out = []
+    for line in output.splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[0] in ("PASS", "FAIL"):
+            if (status is None or parts[0] == status) and (kind is None or parts[1] == kind):
+                out.append(line)
+    return out

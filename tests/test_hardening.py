@@ -17,13 +17,9 @@ import time
 import pytest
 import yaml
 from dockerfile_parse import DockerfileParser
-from support import ROOT, run_build_py
+from support import ROOT, no_engine, one_line, run_build_py
 
 from toolkit.spec import load_catalog
-
-
-def no_engine(tmp_path):
-    return dict(os.environ, DOCKER_HOST=f"unix://{tmp_path}/no-engine.sock")
 
 
 def edit(project, family, fn):
@@ -33,20 +29,10 @@ def edit(project, family, fn):
     path.write_text(yaml.safe_dump(data, sort_keys=False))
 
 
-def refused(proc, *needles):
-    """Exit 2, one line on stderr holding every needle."""
-    lines = proc.stderr.strip().splitlines()
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert len(lines) == 1, lines
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    return lines[0]
-
-
 def build_refused(project, tmp_path, args, *needles, family_file="images/smoke.yaml"):
     """`build` in the project copy is refused before the engine and before anything is written."""
     proc = run_build_py("build", *args, cwd=project, env=no_engine(tmp_path))
-    line = refused(proc, *needles)
+    line = one_line(proc, 2, *needles)
     assert not (project / "build").exists()
     return line
 
@@ -74,7 +60,7 @@ def test_set_values_that_would_inject_are_refused(project_copy, tmp_path, item, 
     line = build_refused(project_copy, tmp_path, ["--target", "smoke", "--set", item], key, problem)
     assert line.startswith("build.py: --set (images/smoke.yaml variants.smoke): ")
     out = tmp_path / "Dockerfile"
-    refused(run_build_py("render", "--target", "smoke", "--set", item, "-o", str(out), cwd=project_copy), key)
+    one_line(run_build_py("render", "--target", "smoke", "--set", item, "-o", str(out), cwd=project_copy), 2, key)
     assert not out.exists()
 
 
@@ -242,8 +228,9 @@ def test_gate_schema_is_the_runners_own(project_copy, tmp_path):
     proc = run_build_py("render", "--target", "smoke", "-o", str(out), cwd=project_copy)
     assert proc.returncode == 0, proc.stderr
     edit(project_copy, "smoke", lambda d: d["gates"]["commands"][0].update(timeout=-1))
-    refused(
+    one_line(
         run_build_py("render", "--target", "smoke", cwd=project_copy),
+        2,
         "images/smoke.yaml: gates.commands[0].timeout: must be a positive number of seconds",
     )
 
@@ -257,7 +244,7 @@ def test_duplicate_keys_are_refused(project_copy, tmp_path):
     spec.write_text(original + "  smoke:\n    tag_suffix: other\n")  # the variant, a second time
     build_refused(project_copy, tmp_path, ["--target", "smoke"], "images/smoke.yaml: line ", "duplicate key 'smoke'")
     spec.write_text(original.replace("repository: miles\n", "repository: miles\nrepository: evil\n"))
-    refused(run_build_py("list", cwd=project_copy), "duplicate key 'repository'")
+    one_line(run_build_py("list", cwd=project_copy), 2, "duplicate key 'repository'")
 
 
 def test_alias_bomb_is_refused_quickly_with_a_short_line(project_copy, tmp_path):
@@ -304,7 +291,7 @@ def test_invalid_tags_are_refused_before_anything_runs(project_copy, tmp_path, a
 )
 def test_bake_refuses_values_that_would_become_bake_attributes(tmp_path, args, needle):
     out = tmp_path / "bake.json"
-    refused(run_build_py("bake", "--target", "rocm", *args, "-o", str(out)), needle)
+    one_line(run_build_py("bake", "--target", "rocm", *args, "-o", str(out)), 2, needle)
     assert not out.exists()
 
 

@@ -13,18 +13,7 @@ import tarfile
 import pytest
 import yaml
 from local_servers import ArtifactServer, env_for
-from support import run_build_py
-
-
-def no_engine(tmp_path, **extra):
-    return dict(os.environ, DOCKER_HOST=f"unix://{tmp_path}/no-engine.sock", **extra)
-
-
-def one_line(proc, code, *needles):
-    lines = proc.stderr.strip().splitlines()
-    assert proc.returncode == code and len(lines) == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
-    for needle in needles:
-        assert needle in lines[0], lines[0]
+from support import no_engine, one_line, run_build_py
 
 
 def left_under(project) -> list:

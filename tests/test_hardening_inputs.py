@@ -16,24 +16,10 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from support import run_build_py
+from support import no_engine, one_line, run_build_py
 
 from toolkit.errors import UsageError
 from toolkit.sources import stage_local, tree_digest
-
-
-def no_engine(tmp_path):
-    return dict(os.environ, DOCKER_HOST=f"unix://{tmp_path}/no-engine.sock")
-
-
-def one_line(proc, code, *needles):
-    """Exit `code`, exactly one line on stderr holding every needle, no traceback."""
-    lines = proc.stderr.strip().splitlines()
-    assert proc.returncode == code, proc.stdout + proc.stderr
-    assert len(lines) == 1, lines
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    return lines[0]
 
 
 def left_under(project: Path) -> list:

@@ -5,24 +5,11 @@ is exit 2 and one line naming the option or key, before anything runs."""
 
 from __future__ import annotations
 
-import os
 import shutil
 
 import pytest
 import yaml
-from support import run_build_py
-
-
-def no_engine(tmp_path):
-    return dict(os.environ, DOCKER_HOST=f"unix://{tmp_path}/no-engine.sock")
-
-
-def one_line_2(proc, *needles):
-    lines = proc.stderr.strip().splitlines()
-    assert proc.returncode == 2 and len(lines) == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-
+from support import no_engine, one_line, run_build_py
 
 EMPTY = [
     ("build", "--target", "smoke", "--registry", "", "--push"),
@@ -49,7 +36,7 @@ EMPTY = [
 def test_an_empty_value_is_refused_for_every_option(project_copy, tmp_path, args):
     option = next(a for a, b in zip(args, args[1:]) if b.strip() == "")
     proc = run_build_py(*args, cwd=project_copy, env=no_engine(tmp_path))
-    one_line_2(proc, "an empty value")
+    one_line(proc, 2, "an empty value")
     assert proc.stderr.startswith(f"build.py: {'--output' if option == '-o' else option}: "), proc.stderr
     assert not (project_copy / "build").exists()
 
@@ -66,20 +53,20 @@ def test_an_empty_value_is_refused_for_every_option(project_copy, tmp_path, args
 )
 def test_a_custom_tag_is_one_tag_component_of_a_custom_image_tag(project_copy, tmp_path, args, needle):
     proc = run_build_py("build", "--target", "smoke", *args, cwd=project_copy, env=no_engine(tmp_path))
-    one_line_2(proc, needle)
+    one_line(proc, 2, needle)
 
 
 def test_pins_that_would_be_ignored_are_refused(project_copy, tmp_path):
     env = no_engine(tmp_path)
     proc = run_build_py("lock", "--pin", f"megatron_lm={'a' * 40}", "--pin", f"megatron_lm={'b' * 40}", env=env)
-    one_line_2(proc, "--pin 'megatron_lm': given twice")
+    one_line(proc, 2, "--pin 'megatron_lm': given twice")
     spec = project_copy / "images" / "smoke.yaml"
     data = yaml.safe_load(spec.read_text())
     data["artifacts"] = {"notes": {"url": "https://example.com/notes.bin", "why": "a test"}}
     data["steps"].append({"artifact": "notes", "to": "/opt/notes.bin"})
     spec.write_text(yaml.safe_dump(data, sort_keys=False))
     proc = run_build_py("lock", "--family", "smoke", "--pin", f"notes={'c' * 40}", cwd=project_copy, env=env)
-    one_line_2(proc, "--pin 'notes': an artifact is pinned by its digest")
+    one_line(proc, 2, "--pin 'notes': an artifact is pinned by its digest")
 
 
 @pytest.mark.parametrize(
@@ -88,7 +75,7 @@ def test_pins_that_would_be_ignored_are_refused(project_copy, tmp_path):
 )
 def test_a_set_of_a_component_policy_is_refused(project_copy, tmp_path, item):
     proc = run_build_py("build", "--target", "miles-cpu", "--set", item, cwd=project_copy, env=no_engine(tmp_path))
-    one_line_2(proc, "a component's policy is the spec's and its lock's")
+    one_line(proc, 2, "a component's policy is the spec's and its lock's")
 
 
 def test_a_platform_named_twice_is_refused_at_load(project_copy, tmp_path):
@@ -96,7 +83,7 @@ def test_a_platform_named_twice_is_refused_at_load(project_copy, tmp_path):
     proc = run_build_py(
         "build", "--target", "smoke", "--set", "platforms=linux/amd64,linux/amd64", cwd=project_copy, env=env
     )
-    one_line_2(proc, "platforms[1]", "named twice")
+    one_line(proc, 2, "platforms[1]", "named twice")
     assert not (project_copy / "build").exists()
 
 
@@ -104,13 +91,13 @@ def test_a_platform_named_twice_is_refused_at_load(project_copy, tmp_path):
 def test_every_format_character_is_hidden_text(project_copy, tmp_path, char):
     env = no_engine(tmp_path)
     proc = run_build_py("build", "--target", "smoke", "--set", f"env.X=a{char}b", cwd=project_copy, env=env)
-    one_line_2(proc, "env.X", "control character")
+    one_line(proc, 2, "env.X", "control character")
     spec = project_copy / "images" / "smoke.yaml"
     data = yaml.safe_load(spec.read_text())
     data["description"] = f"smoke{char}"
     spec.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
     proc = run_build_py("render", "--target", "smoke", cwd=project_copy)
-    one_line_2(proc, "images/smoke.yaml", "description")
+    one_line(proc, 2, "images/smoke.yaml", "description")
 
 
 def test_a_templates_folder_linked_out_of_the_repository_is_refused(project_copy, tmp_path):
@@ -118,7 +105,7 @@ def test_a_templates_folder_linked_out_of_the_repository_is_refused(project_copy
     shutil.move(project_copy / "templates", outside)
     (project_copy / "templates").symlink_to(outside)
     proc = run_build_py("render", "--target", "smoke", cwd=project_copy)
-    one_line_2(proc, "template", "leaves the repository")
+    one_line(proc, 2, "template", "leaves the repository")
 
 
 @pytest.mark.docker
@@ -163,7 +150,7 @@ def test_a_bake_that_fails_keeps_no_context(project_copy, tmp_path):
     archive = _traversal_archive(tmp_path / "apex.tgz")
     args = ("bake", "--target", "rocm", "--target", "cuda", "--source", f"apex={archive}", "-o", "b.json")
     proc = run_build_py(*args, cwd=project_copy, env=env)
-    one_line_2(proc, "--source apex=")
+    one_line(proc, 2, "--source apex=")
     assert left_under(project_copy) == [] and not (project_copy / "b.json").exists()
     proc = run_build_py("bake", "--target", "rocm", "-o", "/dev/full", cwd=project_copy, env=env)
     assert proc.returncode == 1 and "no space left" in proc.stderr, proc.stderr
@@ -173,9 +160,9 @@ def test_a_bake_that_fails_keeps_no_context(project_copy, tmp_path):
 def test_an_output_name_too_long_and_a_bad_image_are_bad_usage(project_copy, tmp_path):
     env = no_engine(tmp_path)
     proc = run_build_py("render", "--target", "smoke", "-o", "x" * 300 + ".Dockerfile", cwd=project_copy, env=env)
-    one_line_2(proc, "-o", "File name too long")
+    one_line(proc, 2, "-o", "File name too long")
     proc = run_build_py("verify", "--target", "smoke", "--image", "BAD IMAGE!!", cwd=project_copy, env=env)
-    one_line_2(proc, "--image", "not an image reference")
+    one_line(proc, 2, "--image", "not an image reference")
 
 
 @pytest.mark.docker
@@ -184,4 +171,4 @@ def test_a_platform_mismatch_is_named_as_one(smoke_image, docker_client):
     here = f"{image.attrs['Os']}/{image.attrs['Architecture']}"
     other = "linux/arm64" if here != "linux/arm64" else "linux/amd64"
     proc = run_build_py("verify", "--target", "smoke", "--image", smoke_image, "--platform", other)
-    one_line_2(proc, f"image {smoke_image} is {here} on this engine, not {other}")
+    one_line(proc, 2, f"image {smoke_image} is {here} on this engine, not {other}")

@@ -7,6 +7,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from support import result_lines
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -49,17 +50,6 @@ def write_tree():
         return root
 
     return write
-
-
-def result_lines(output, status=None, kind=None):
-    """Result lines of the runner's output, filtered by status and kind."""
-    out = []
-    for line in output.splitlines():
-        parts = line.split()
-        if len(parts) >= 2 and parts[0] in ("PASS", "FAIL"):
-            if (status is None or parts[0] == status) and (kind is None or parts[1] == kind):
-                out.append(line)
-    return out
 
 
 @pytest.fixture

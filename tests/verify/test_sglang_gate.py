@@ -15,7 +15,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from support import sglang_wheel
+from support import result_lines, sglang_wheel
 
 from toolkit.spec import ROOT as REPO
 from toolkit.spec import load_catalog
@@ -57,10 +57,6 @@ def unpacked(tmp_path_factory):
         return done[version]
 
     return get
-
-
-def result_lines(output, status, kind):
-    return [ln for ln in output.splitlines() if ln.split()[:2] == [status, kind]]
 
 
 def _gate(run_verify, tmp_path, variant_name, site):
