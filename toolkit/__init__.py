@@ -1,1 +1,1 @@
-"""The image toolkit: spec -> plan -> render -> engine -> gates -> report, one module per stage."""
+"""The image toolkit: spec -> plan -> render -> engine -> gates -> report (docs/architecture.md maps its modules)."""
