@@ -16,6 +16,7 @@ from toolkit.context import Context
 from toolkit.errors import UsageError
 from toolkit.invocation import Invocation
 from toolkit.plan import make_plan
+from toolkit.registry import with_registry
 from toolkit.spec import load_catalog
 
 HASH = "0123456789ab" + "c" * 52
@@ -36,7 +37,10 @@ def staged_for(tmp_path, names, secrets=(), hashes=None):
 def invocations(staged, registry=None, cache=None, cache_from=None):
     """(name, Invocation) per staged target, as `build.py bake` makes them (no builder: the bake file's own)."""
     return [
-        (plan.name, Invocation.of(plan, ctx, where(None, plan, (), cache, cache_from), registry))
+        (
+            plan.name,
+            Invocation.of(with_registry(plan, registry), ctx, where(None, plan, (), cache, cache_from), registry),
+        )
         for plan, ctx in staged
     ]
 

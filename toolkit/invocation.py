@@ -12,7 +12,7 @@ from pathlib import Path
 
 from toolkit.context import build_labels
 from toolkit.engine import Where
-from toolkit.registry import hash_tag, with_registry
+from toolkit.registry import hash_tag
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,8 @@ class Invocation:
 
     @classmethod
     def of(cls, plan, ctx, where: Where | None = None, registry=None, extra_tags=()) -> Invocation:
-        """The build of `plan` on the staged context `ctx`, its tags in `registry` when one is given."""
+        """The build of `plan` on the staged context `ctx`; `plan`'s tag is already in `registry` when one is given
+        (registry.with_registry), and the input-hash tag joins it there."""
         return cls(
             context=ctx.path,
             dockerfile=ctx.dockerfile,
@@ -39,7 +40,7 @@ class Invocation:
             labels=tuple(build_labels(plan, ctx).items()),
             contexts=tuple(ctx.build_contexts.items()),
             secrets=tuple(plan.secrets),
-            tags=(with_registry(plan, registry).image, hash_tag(plan, ctx.short_hash, registry), *extra_tags),
+            tags=(plan.image, hash_tag(plan, ctx.short_hash, registry), *extra_tags),
             where=where or Where(),
             no_cache=plan.no_cache,
         )

@@ -18,6 +18,7 @@ from toolkit.engine import Where
 from toolkit.errors import UsageError
 from toolkit.invocation import Invocation
 from toolkit.plan import make_plan
+from toolkit.registry import with_registry
 from toolkit.request import BuildRequest, prepare
 from toolkit.spec import load_catalog
 
@@ -30,7 +31,9 @@ def invocation(tmp_path) -> Invocation:
     plan = make_plan(load_catalog().resolve("rocm"), secrets=[("pip-ca", "/ca.pem")], revision="r" * 40)
     ctx = Context(path=tmp_path / "ctx", dockerfile=tmp_path / "ctx" / "Dockerfile", input_hash=HASH)
     where = builders.where(None, plan, (IMAGE,), "r.example/cache", None)
-    built = Invocation.of(plan, ctx, where, "r.example/ns", extra_tags=("r.example/ns/miles:dev",))
+    built = Invocation.of(
+        with_registry(plan, "r.example/ns"), ctx, where, "r.example/ns", extra_tags=("r.example/ns/miles:dev",)
+    )
     return replace(built, platforms=("linux/amd64", "linux/arm64"), contexts=(("src-x", "y"),))
 
 
@@ -106,11 +109,11 @@ def test_a_source_that_cannot_be_staged_is_exit_2_before_any_engine(command, tmp
 
 def test_a_bake_of_targets_made_elsewhere_asks_no_engine(engine_refused):
     with Scope() as scope:
-        prepared = prepare(BuildRequest("bake", ("cu13", "rocm")), scope, log=lambda line: None)
+        prepared = prepare(BuildRequest("bake", ("cu13", "rocm"), registry="org"), scope, log=lambda line: None)
         (cu13, rocm) = prepared.targets
         assert prepared.builder is None and prepared.client is None
         assert cu13.invocation.context == cu13.ctx.path.parent / cu13.ctx.short_hash  # where it will be kept
-        assert rocm.invocation.tags[0] == "miles:rocm720-mi35x"
+        assert rocm.invocation.tags[:2] == ("org/miles:rocm720-mi35x", f"org/miles:rocm720-mi35x-{rocm.ctx.short_hash}")
 
 
 def test_a_source_and_a_set_reach_the_dockerfile_and_the_invocation(tmp_path, monkeypatch):
