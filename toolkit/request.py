@@ -4,8 +4,8 @@
 `--source`, plan (`--set`, `--tag`, `--secret`), the refusals that need no engine (zero-context hunks, platforms
 without wheels, bad tags and cache references), render, stage; only then the engine (its ping, buildx, the
 builder and what it can do, this machine's images). So a `--source` that cannot be staged is exit 2 on any
-machine, and nothing is asked of an engine for a request that is refused anyway. What comes back is what the engine
-needs: one `Invocation` per target (toolkit/invocation.py), the builder and the engine's client.
+machine, whatever the command. What comes back is what the engine needs: one `Invocation` per target
+(toolkit/invocation.py), the builder and the engine's client.
 """
 
 from __future__ import annotations
