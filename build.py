@@ -19,10 +19,10 @@ from toolkit.cli import empty_option, parse
 from toolkit.engine_calls import as_engine_error, engine_timeout
 from toolkit.errors import Interrupted, ToolkitError, UsageError, short
 from toolkit.outputs import check_output, write_output
-from toolkit.plan import host_pip_ca, make_plan, parse_secret
+from toolkit.plan import make_plan
 from toolkit.render import render
 from toolkit.spec import load_catalog
-from toolkit.spec_values import TAG_RE, moving_tag_problem, reference_problem, target_problem
+from toolkit.spec_values import reference_problem, target_problem
 
 
 def out(line: str) -> None:
@@ -52,138 +52,54 @@ def cmd_render(args) -> int:
     return 0
 
 
-def refuse_zero_context(plan) -> None:
-    """A patch with a zero-context hunk can land anywhere (docs/architecture.md): no build starts with one."""
-    from toolkit.lint import zero_context_findings
-
-    refused = zero_context_findings(plan.variant)
-    if refused:
-        raise UsageError(f"refusing to build {plan.name}: zero-context hunk(s) in its patches: " + "; ".join(refused))
-
-
-def check_tags(plan, reg) -> None:
-    """Both tags a build moves must be valid references before anything runs (the hash is not known yet: the
-    longest hash tag has the same shape, so a stand-in of the same length decides)."""
-    if reg and reference_problem(registry.qualify("x:1", reg)):
-        raise UsageError(f"--registry {short(reg)}: not a registry (host[:port][/namespace]), e.g. ghcr.io/org")
-    for what, ref in (("tag", plan.image), ("input-hash tag", registry.hash_tag(plan, "0" * 12, reg))):
-        problem = moving_tag_problem(ref)
-        if problem:
-            raise UsageError(f"{what} of {plan.name}: {problem}")
-
-
 def cmd_build(args) -> int:
-    from toolkit import builders, local_images
-    from toolkit.context import stage
-    from toolkit.sources import apply_refs
+    from toolkit.request import BuildRequest, prepare
 
-    variant = apply_refs(load_catalog().resolve(args.target), args.ref, args.source)
-    secrets = [parse_secret(s) for s in args.secret]
-    plan = make_plan(
-        variant,
-        tag=args.tag,
-        sets=args.set,
-        secrets=secrets,
-        pip_ca=host_pip_ca(),
-        no_cache=args.no_cache,
-        progress=args.progress,
-        sources=args.source,
-    )
-    refuse_zero_context(plan)
-    local_images.check_platforms(plan.variant)
-    text = render(plan)
-    plan = registry.with_registry(plan, args.registry)
-    check_tags(plan, args.registry)
-    check_cache(args)
-    extra_tags = tags_asked(args, plan)
-    # One clean-up scope around everything this build creates on the host (toolkit/cleanup.py). Staging needs no
-    # engine, so a `--source` that cannot be staged is refused before one is asked.
+    request = BuildRequest.from_args(args)
+    # One clean-up scope around everything this build creates on the host (toolkit/cleanup.py).
     with Scope() as scope:
-        ctx = stage(plan, text, scope=scope)
-        client = engine.connect()  # this machine's engine: where the images only this machine can make are made
-        engine.buildx_cmd()
-        builder = builders.resolve(args.builder, client)
-        platforms = plan.variant.platforms
-        builders.check(builder, platforms, push=args.push, cache_export=bool(args.cache))
-        contexts: tuple = ()
-        if local_images.needs_registry(builder, plan.variant, bool(args.cache or args.cache_from)):
-            if local_images.names(plan.variant):
-                contexts = local_images.publish(client, plan.variant, platforms, args.registry, log=out, scope=scope)
-        else:
-            local_images.ensure(client, plan.variant, platforms, log=out, scope=scope)
-        where = builders.where(builder, plan, contexts, args.cache, args.cache_from)
-        return build_staged(args, builder, client, plan, ctx, where, extra_tags)
+        prepared = prepare(request, scope, log=out)
+        (target,) = prepared.targets
+        return build_prepared(request, prepared.builder, prepared.client, target)
 
 
-def check_cache(args) -> None:
-    for option in ("cache", "cache_from"):
-        ref = getattr(args, option, None)
-        if ref and reference_problem(f"{ref}:x"):
-            flag = "--" + option.replace("_", "-")
-            raise UsageError(f"{flag} {short(ref)}: not a registry repository, e.g. ghcr.io/org/miles-cache")
-
-
-def tags_asked(args, plan) -> list:
-    """Upstream's tag names (`--image-tag`), in the registry when one is given; checked like every tag. A
-    `--custom-tag` is one tag component (no `/` or `:`: it can never name a registry host)."""
-    if args.custom_tag is not None:
-        if args.image_tag != "custom":
-            raise UsageError("--custom-tag needs --image-tag custom")
-        if not TAG_RE.fullmatch(args.custom_tag):
-            raise UsageError(
-                f"--custom-tag {short(args.custom_tag)}: not a tag component ([A-Za-z0-9_][A-Za-z0-9_.-]*)"
-            )
-    if not args.image_tag:
-        return []
-    from toolkit.upstream_tags import upstream_tags
-
-    refs = [registry.qualify(t, args.registry) for t in upstream_tags(plan.variant, args.image_tag, args.custom_tag)]
-    for ref in refs:
-        problem = moving_tag_problem(ref)
-        if problem:
-            raise UsageError(f"--image-tag {args.image_tag}: {problem}")
-    return refs
-
-
-def build_staged(args, builder, client, plan, ctx, where, extra_tags=()) -> int:
-    """Skip, build, tag, push: everything that runs on a staged context (cmd_build's scope removes it afterwards)."""
-    import dataclasses
-
+def build_prepared(request, builder, client, target) -> int:
+    """Skip, build, tag, push: everything that runs on a prepared target (cmd_build's scope removes it afterwards)."""
     from toolkit import builders
 
-    hash_tag = registry.hash_tag(plan, ctx.short_hash, args.registry)
-    refs = (plan.image, hash_tag, *extra_tags)
+    plan, ctx, invocation = target.plan, target.ctx, target.invocation
+    hash_tag, refs = invocation.hash_tag, invocation.tags
     out(f"target {plan.name}: base {plan.variant.base}, input hash {ctx.short_hash}, tag {plan.image}")
     if builder.name:
         out(f"builder {builder.label}: {builder.driver} driver, platforms {','.join(plan.variant.platforms)}")
-    if args.skip_existing:
+    if request.skip_existing:
         found, note = registry.find_existing(
             builder.client() if builder.engine_local else client,
             hash_tag,
-            args.registry,
-            pushing=args.push,
-            moving=(plan.image, *extra_tags),  # every tag this build would move
+            request.registry,
+            pushing=request.push,
+            moving=invocation.moving,  # every tag this build would move
         )
         if note:
             out(f"note: {note}")
         if found:
             out(f"skip: {hash_tag} exists {found} (same input hash); nothing to build")
             return 0
-    if args.push and builders.pushes_itself(builder, plan.variant.platforms):
+    if request.push and builders.pushes_itself(builder, plan.variant.platforms):
         # The builder pushes the image itself, and only when every step, gates included, passed.
-        digest = engine.build(plan, ctx, out=out, where=dataclasses.replace(where, push=refs))
+        digest = engine.build(plan, invocation.pushed(), out=out)
         for ref in refs:
             out(f"pushed {ref}@{digest}")
         out(f"digest: {registry.repository_of(hash_tag)}@{digest}")
         return 0
-    image_id = engine.build(plan, ctx, out=out, where=where)
+    image_id = engine.build(plan, invocation, out=out)
     # Only now, with every gate passed inside the build, do tags move: all, or none.
-    target = builder.client() if builder.name else client
-    engine.tag_all(target, image_id, refs)
+    engine_of = builder.client() if builder.name else client
+    engine.tag_all(engine_of, image_id, refs)
     for ref in refs:
         out(f"tagged {ref}")
-    if args.push:
-        digests = {engine.push(target, ref, out=out) for ref in refs}
+    if request.push:
+        digests = {engine.push(engine_of, ref, out=out) for ref in refs}
         for digest in sorted(digests):
             out(f"digest: {registry.repository_of(hash_tag)}@{digest}")
     return 0
@@ -236,50 +152,28 @@ def _verify_base(variant, args) -> int:
 
 
 def cmd_bake(args) -> int:
-    from toolkit import builders, local_images
     from toolkit.bake import bake_file
-    from toolkit.context import keep, kept, stage
-    from toolkit.sources import apply_refs, overrides_for, refs_for
+    from toolkit.context import keep, kept
+    from toolkit.request import BuildRequest, prepare
 
     log = out if args.output else (lambda line: print(line, file=sys.stderr, flush=True))
     if args.output:
         check_output("-o", args.output)
-    check_cache(args)
-    catalog, pip_ca, staged = load_catalog(), host_pip_ca(), []
-    variants = [catalog.variants[n] for n in dict.fromkeys(catalog.resolve(t).name for t in args.target)]
-    sources, refs = overrides_for(variants, args.source), refs_for(variants, args.ref)
-    builder = builders.resolve(args.builder) if args.builder else None
     with Scope() as scope:  # what is not kept (renamed into place) is removed, however the command ends
-        for variant in variants:
-            variant = apply_refs(variant, refs[variant.name], sources[variant.name])
-            plan = make_plan(variant, pip_ca=pip_ca, sources=sources[variant.name])
-            refuse_zero_context(plan)
-            local_images.check_platforms(plan.variant)
-            check_tags(registry.with_registry(plan, args.registry), args.registry)
-            platforms, images = plan.variant.platforms, ()
-            if builder is not None:  # bake pushes (`--push`): what the builder cannot do is refused now
-                builders.check(builder, platforms, push=True, cache_export=bool(args.cache))
-            if local_images.names(plan.variant):  # images made on this machine: only its engine sees them
-                client = engine.connect()
-                if builder is not None and local_images.needs_registry(builder, plan.variant, bool(args.cache)):
-                    images = local_images.publish(client, plan.variant, platforms, args.registry, log=log, scope=scope)
-                else:
-                    local_images.ensure(client, plan.variant, platforms, log=log, scope=scope)
-            ctx = stage(plan, render(plan), scope=scope)
-            log(f"target {plan.name}: input hash {ctx.short_hash}, context {kept(ctx).path}")
-            staged.append((plan, ctx, images))
+        prepared = prepare(BuildRequest.from_args(args), scope, log=log)
+        for target in prepared.targets:
+            log(f"target {target.plan.name}: input hash {target.ctx.short_hash}, context {kept(target.ctx).path}")
         # Contexts are kept only once the bake file that names them is written: a failure before leaves nothing.
-        named = [(plan, kept(ctx), images) for plan, ctx, images in staged]
-        text = json.dumps(bake_file(named, args.registry, args.cache, args.cache_from), indent=2) + "\n"
+        text = json.dumps(bake_file((t.plan.name, t.invocation) for t in prepared.targets), indent=2) + "\n"
         if args.output:
             write_output(args.output, text)
         else:
             sys.stdout.write(text)
-        for _, ctx, _ in staged:
-            keep(ctx)
+        for target in prepared.targets:
+            keep(target.ctx)
     if args.output:
         on = f" --builder {args.builder}" if args.builder else ""
-        log(f"wrote {args.output}: {len(staged)} target(s); run `docker buildx bake{on} -f {args.output}`")
+        log(f"wrote {args.output}: {len(prepared.targets)} target(s); run `docker buildx bake{on} -f {args.output}`")
     return 0
 
 

@@ -11,9 +11,12 @@ import pytest
 from support import MILES_COMMIT, SNAPSHOT, run_build_py
 
 from toolkit.bake import bake_file, target_name
+from toolkit.builders import where
 from toolkit.context import Context
 from toolkit.errors import UsageError
+from toolkit.invocation import Invocation
 from toolkit.plan import make_plan
+from toolkit.registry import with_registry
 from toolkit.spec import load_catalog
 
 HASH = "0123456789ab" + "c" * 52
@@ -31,9 +34,20 @@ def staged_for(tmp_path, names, secrets=(), hashes=None):
     return staged
 
 
+def invocations(staged, registry=None, cache=None, cache_from=None):
+    """(name, Invocation) per staged target, as `build.py bake` makes them (no builder: the bake file's own)."""
+    return [
+        (
+            plan.name,
+            Invocation.of(with_registry(plan, registry), ctx, where(None, plan, (), cache, cache_from), registry),
+        )
+        for plan, ctx in staged
+    ]
+
+
 def test_every_target_becomes_a_bake_target_with_tags_labels_platforms(tmp_path):
     names = sorted(load_catalog().variants)
-    doc = bake_file(staged_for(tmp_path, names, secrets=[("pip-ca", "/ca.pem")]))
+    doc = bake_file(invocations(staged_for(tmp_path, names, secrets=[("pip-ca", "/ca.pem")])))
     assert doc["group"] == {"default": {"targets": [target_name(n) for n in names]}}
     assert set(doc["target"]) == {target_name(n) for n in names}
     catalog = load_catalog()
@@ -52,7 +66,8 @@ def test_every_target_becomes_a_bake_target_with_tags_labels_platforms(tmp_path)
 
 
 def test_registry_and_cache_refs(tmp_path):
-    doc = bake_file(staged_for(tmp_path, ["rocm", "smoke"]), registry="ghcr.io/org/", cache="ghcr.io/org/miles-cache")
+    staged = staged_for(tmp_path, ["rocm", "smoke"])
+    doc = bake_file(invocations(staged, registry="ghcr.io/org/", cache="ghcr.io/org/miles-cache"))
     rocm = doc["target"]["rocm720-mi35x"]
     assert rocm["tags"] == ["ghcr.io/org/miles:rocm720-mi35x", f"ghcr.io/org/miles:rocm720-mi35x-{HASH[:12]}"]
     assert rocm["cache-from"] == ["type=registry,ref=ghcr.io/org/miles-cache:rocm720-mi35x"]
@@ -61,12 +76,11 @@ def test_registry_and_cache_refs(tmp_path):
 
 
 def test_bake_file_is_pure_and_names_are_sanitised(tmp_path):
-    staged = staged_for(tmp_path, ["smoke", "rocm"])
+    staged = invocations(staged_for(tmp_path, ["smoke", "rocm"]))
     assert json.dumps(bake_file(staged)) == json.dumps(bake_file(staged))
     assert target_name("rocm7.2-mi35x") == "rocm7_2-mi35x"
-    plan, ctx = staged[0]
     with pytest.raises(UsageError, match="two targets"):
-        bake_file([(plan, ctx), (plan, ctx)])
+        bake_file([staged[0], staged[0]])
 
 
 def bake_print(path: Path, *targets) -> dict:

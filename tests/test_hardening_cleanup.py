@@ -253,6 +253,7 @@ def test_a_build_whose_engine_hangs_is_stopped_within_the_bound(hanging_engine, 
     from toolkit import engine
     from toolkit.context import stage
     from toolkit.errors import EngineUnavailable
+    from toolkit.invocation import Invocation
     from toolkit.plan import make_plan
     from toolkit.render import render
     from toolkit.spec import load_catalog
@@ -263,7 +264,7 @@ def test_a_build_whose_engine_hangs_is_stopped_within_the_bound(hanging_engine, 
     monkeypatch.setenv("MILES_ENGINE_TIMEOUT", "3")
     started = time.monotonic()
     with pytest.raises(EngineUnavailable, match=r"`docker buildx build` of smoke \(BuildKit started no step\)"):
-        engine.build(plan, ctx, out=lambda line: None)
+        engine.build(plan, Invocation.of(plan, ctx), out=lambda line: None)
     assert time.monotonic() - started < 30
     assert not [p for p, argv in _descendants(os.getpid()) if "buildx" in argv]  # the client did not outlive it
 

@@ -12,6 +12,7 @@ from support import MEGATRON_COMMIT, MILES_COMMIT, ROOT, SNAPSHOT, git, run_buil
 from toolkit.bake import bake_file
 from toolkit.context import build_labels, keep, plan_hash, stage
 from toolkit.errors import UsageError
+from toolkit.invocation import Invocation
 from toolkit.plan import make_plan
 from toolkit.render import render
 from toolkit.sources import overrides_for, parse_overrides, stage_local, tree_digest
@@ -163,7 +164,7 @@ def test_rendered_dockerfiles_read_git_sources_only_through_named_contexts():
 def test_bake_targets_carry_their_named_contexts(tmp_path):
     plan = make_plan(miles_cpu(), revision="r")
     ctx = stage(plan, render(plan), build_dir=tmp_path)
-    target = bake_file([(plan, ctx)])["target"]["miles-cpu"]
+    target = bake_file([(plan.name, Invocation.of(plan, ctx))])["target"]["miles-cpu"]
     assert target["contexts"] == {
         "src-miles": f"https://github.com/radixark/miles.git#{COMMIT}",
         "src-megatron_lm": MEGATRON,
@@ -179,7 +180,7 @@ def test_a_kept_context_keeps_its_local_sources_beside_it(tmp_path):
     kept = keep(staged)
     assert not staged.path.exists() and not staged.sources_dir.exists()
     assert kept.sources_dir == kept.path.parent / f"{kept.short_hash}.sources"
-    context = bake_file([(plan, kept)])["target"]["miles-cpu"]["contexts"]["src-miles"]
+    context = bake_file([(plan.name, Invocation.of(plan, kept))])["target"]["miles-cpu"]["contexts"]["src-miles"]
     assert Path(context) == kept.sources_dir / "miles" and (Path(context) / "pkg" / "__init__.py").is_file()
     again = keep(stage(plan, render(plan), build_dir=tmp_path / "build"))  # same content: the folders are reused
     assert again == kept and sorted(p.name for p in (tmp_path / "build" / "miles-cpu").iterdir()) == [

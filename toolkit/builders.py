@@ -122,15 +122,16 @@ def pushes_itself(builder: Builder, platforms) -> bool:
     return len(platforms) > 1 or not builder.engine_local
 
 
-def where(builder: Builder, plan, contexts: tuple, cache: str | None, cache_from: str | None):
-    """The buildx arguments for this builder: `--builder`, named contexts, registry cache (one ref per target)."""
+def where(builder: Builder | None, plan, contexts: tuple, cache: str | None, cache_from: str | None):
+    """The buildx arguments for this builder (None: a bake file's, chosen when it runs): `--builder`, named
+    contexts, registry cache (one ref per target)."""
     from toolkit.bake import cache_refs
 
     ref = cache or cache_from
     pulls, pushes = cache_refs(ref, plan.variant) if ref else ([], [])
     return engine.Where(
-        docker=tuple(builder.docker_args()),
-        builder=tuple(builder.args()),
+        docker=tuple(builder.docker_args()) if builder else (),
+        builder=tuple(builder.args()) if builder else (),
         contexts=contexts,
         cache_from=tuple(pulls),
         cache_to=tuple(pushes) if cache else (),

@@ -19,7 +19,6 @@ import time
 from dataclasses import dataclass, field
 
 from toolkit import artifacts
-from toolkit.context import build_labels
 from toolkit.engine_calls import IMPORT_TIMEOUT, FirstStep, engine_timeout, unanswered
 from toolkit.errors import BuildFailed, EngineUnavailable, Interrupted, short
 from verify.report import failures, find_report
@@ -193,28 +192,17 @@ class Where:
         return cmd
 
 
-def build(plan, ctx, out=print, where: Where = Where()) -> str:
-    """Run BuildKit on the staged context; return the image ID (or, when pushed from the builder, the registry's
-    digest). Tags nothing in any engine (the caller tags after success); a pushed image is pushed only when every
-    step, gates included, passed."""
-    docker_bin, buildx = buildx_cmd()
-    cmd = [docker_bin, *where.docker, buildx, "build", "--progress=plain", "-f", str(ctx.dockerfile)]
-    cmd += ["--platform", ",".join(plan.variant.platforms)] + where.args()
-    for sid, src in plan.secrets:
+def build(plan, invocation, out=print) -> str:
+    """Run BuildKit as `invocation` (toolkit/invocation.py) says; return the image ID (or, when pushed from the
+    builder, the registry's digest). Tags nothing in any engine (the caller tags after success); a pushed image is
+    pushed only when every step, gates included, passed."""
+    buildx = buildx_cmd()
+    for sid, src in invocation.secrets:
         if not os.path.isfile(src):
             raise BuildFailed(f"secret {sid}: no such file {src}")
-        cmd += ["--secret", f"id={sid},src={src}"]
-    for k, v in build_labels(plan, ctx).items():
-        cmd += ["--label", f"{k}={v}"]
-    for name, value in ctx.build_contexts.items():
-        cmd += ["--build-context", f"{name}={value}"]
-    for name, value in ctx.build_args.items():
-        cmd += ["--build-arg", f"{name}={value}"]
-    if plan.no_cache:
-        cmd.append("--no-cache")
     with tempfile.TemporaryDirectory() as tmp:
         iidfile, metadata = os.path.join(tmp, "iid"), os.path.join(tmp, "metadata.json")
-        cmd += ["--iidfile", iidfile, "--metadata-file", metadata, str(ctx.path)]
+        cmd = invocation.argv(buildx, files=("--iidfile", iidfile, "--metadata-file", metadata))
         parser = ProgressParser(out, raw=plan.progress == "plain")
         env = dict(os.environ, BUILDKIT_PROGRESS="plain", DOCKER_BUILDKIT="1")
         started = time.monotonic()
@@ -264,7 +252,7 @@ def build(plan, ctx, out=print, where: Where = Where()) -> str:
                 reason = " ".join(step.name.split())
             raise BuildFailed(f"build of {plan.name} failed: {reason}")
         image_id = open(iidfile).read().strip()
-        if where.push:
+        if invocation.where.push:
             with open(metadata) as f:
                 image_id = json.load(f).get("containerimage.digest") or image_id
     out(f"built {plan.name} in {time.monotonic() - started:.1f}s: {image_id[:19]}")

@@ -57,7 +57,7 @@ def ensure(client, variant, platforms, log=print, scope=None) -> dict:
     return made
 
 
-def publish(client, variant, platforms, reg: str, log=print, scope=None) -> tuple:
+def publish(client, variant, platforms, reg: str | None, log=print, scope=None) -> tuple:
     """Push this machine's images for `platforms` to `reg` (one manifest list per name, made only when missing);
     return the named contexts ((name, docker-image://REPO@DIGEST), ...) that point a build at them."""
     if not reg:

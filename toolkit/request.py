@@ -1,0 +1,197 @@
+"""One build request: the command line's choices as a frozen value, and the one preparation every build command runs.
+
+`prepare` takes a request through the flow once, in one order, for `build` and `bake` alike: spec, `--ref` and
+`--source`, plan (`--set`, `--tag`, `--secret`), the refusals that need no engine (zero-context hunks, platforms
+without wheels, bad tags and cache references), render, stage; only then the engine (its ping, buildx, the
+builder and what it can do, this machine's images). So a `--source` that cannot be staged is exit 2 on any
+machine, whatever the command. What comes back is what the engine needs: one `Invocation` per target
+(toolkit/invocation.py), the builder and the engine's client.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from toolkit import builders, engine, local_images, registry
+from toolkit.context import Context, kept, stage
+from toolkit.errors import UsageError, short
+from toolkit.invocation import Invocation
+from toolkit.plan import Plan, host_pip_ca, make_plan, parse_secret
+from toolkit.render import render
+from toolkit.sources import apply_refs, overrides_for, refs_for
+from toolkit.spec import load_catalog
+from toolkit.spec_values import TAG_RE, moving_tag_problem, reference_problem
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    """What `build` or `bake` was asked, made once from argparse's namespace; every later step reads only this."""
+
+    command: str  # "build" (runs the build here) or "bake" (writes the bake file that names it)
+    targets: tuple
+    sources: tuple = ()  # `--source NAME=PATH`
+    refs: tuple = ()  # `--ref NAME=COMMIT`
+    sets: tuple = ()  # `--set KEY=VALUE`
+    secrets: tuple = ()  # `--secret id=NAME,src=FILE`, as given
+    tag: str | None = None
+    registry: str | None = None
+    builder: str | None = None
+    cache: str | None = None
+    cache_from: str | None = None
+    push: bool = False
+    no_cache: bool = False
+    progress: str = "auto"
+    skip_existing: bool = False
+    image_tag: str | None = None
+    custom_tag: str | None = None
+
+    @classmethod
+    def from_args(cls, args) -> BuildRequest:
+        targets = args.target if isinstance(args.target, list) else [args.target]
+        return cls(
+            command=args.command,
+            targets=tuple(targets),
+            sources=tuple(args.source),
+            refs=tuple(args.ref),
+            sets=tuple(getattr(args, "set", ())),
+            secrets=tuple(getattr(args, "secret", ())),
+            tag=getattr(args, "tag", None),
+            registry=args.registry,
+            builder=args.builder,
+            cache=args.cache,
+            cache_from=args.cache_from,
+            # A bake file's builder pushes (`docker buildx bake --push`): what it cannot do is refused now.
+            push=getattr(args, "push", True),
+            no_cache=getattr(args, "no_cache", False),
+            progress=getattr(args, "progress", "auto"),
+            skip_existing=getattr(args, "skip_existing", False),
+            image_tag=getattr(args, "image_tag", None),
+            custom_tag=getattr(args, "custom_tag", None),
+        )
+
+    @property
+    def runs(self) -> bool:
+        """The build runs here: the engine is always asked, and the default engine is the builder."""
+        return self.command == "build"
+
+
+@dataclass(frozen=True)
+class Target:
+    """One prepared target: its plan, its staged context and the build the engine runs (or the bake file names)."""
+
+    plan: Plan
+    ctx: Context
+    invocation: Invocation
+
+
+@dataclass(frozen=True)
+class Prepared:
+    targets: tuple  # Target, in the order asked for
+    builder: builders.Builder | None  # None: a bake file for whichever builder runs it
+    client: object | None  # this machine's engine (None: nothing needed one)
+
+
+def prepare(request: BuildRequest, scope, log=print) -> Prepared:
+    """Everything before the build itself, in the module docstring's order; staging joins `scope`."""
+    check_cache(request)
+    catalog = load_catalog()
+    variants = list({v.name: v for v in map(catalog.resolve, request.targets)}.values())
+    if request.runs:  # one target takes every item: naming what it lacks is an error about it
+        sources = {v.name: list(request.sources) for v in variants}
+        refs = {v.name: list(request.refs) for v in variants}
+    else:  # each target takes the items naming its components
+        sources, refs = overrides_for(variants, request.sources), refs_for(variants, request.refs)
+    secrets, pip_ca = [parse_secret(s) for s in request.secrets], host_pip_ca()
+    planned = []
+    for variant in variants:
+        variant = apply_refs(variant, refs[variant.name], sources[variant.name])
+        plan = make_plan(
+            variant,
+            tag=request.tag,
+            sets=request.sets,
+            secrets=secrets,
+            pip_ca=pip_ca,
+            no_cache=request.no_cache,
+            progress=request.progress,
+            sources=sources[variant.name],
+        )
+        refuse_zero_context(plan)
+        local_images.check_platforms(plan.variant)
+        text = render(plan)
+        plan = registry.with_registry(plan, request.registry)
+        check_tags(plan, request.registry)
+        planned.append((plan, text, tags_asked(request, plan)))
+    staged = [(plan, stage(plan, text, scope=scope), extra) for plan, text, extra in planned]
+
+    made_here = any(local_images.names(plan.variant) for plan, _, _ in staged)
+    client = engine.connect() if request.runs or made_here else None  # the engine that makes this machine's images
+    if request.runs:
+        engine.buildx_cmd()
+    builder = builders.resolve(request.builder, client) if request.runs or request.builder else None
+    shared_cache = bool(request.cache or request.cache_from)
+    targets = []
+    for plan, ctx, extra in staged:
+        platforms, images = plan.variant.platforms, ()
+        if builder is not None:
+            builders.check(builder, platforms, push=request.push, cache_export=bool(request.cache))
+        if builder is not None and local_images.needs_registry(builder, plan.variant, shared_cache):
+            if local_images.names(plan.variant):
+                images = local_images.publish(client, plan.variant, platforms, request.registry, log=log, scope=scope)
+        elif local_images.names(plan.variant):
+            local_images.ensure(client, plan.variant, platforms, log=log, scope=scope)
+        where = builders.where(builder, plan, images, request.cache, request.cache_from)
+        named = ctx if request.runs else kept(ctx)  # a bake file names each context where it will be kept
+        invocation = Invocation.of(plan, named, where, request.registry, extra)
+        targets.append(Target(plan, ctx, invocation))
+    return Prepared(tuple(targets), builder, client)
+
+
+def refuse_zero_context(plan) -> None:
+    """A patch with a zero-context hunk can land anywhere (docs/architecture.md): no build starts with one."""
+    from toolkit.lint import zero_context_findings
+
+    refused = zero_context_findings(plan.variant)
+    if refused:
+        raise UsageError(f"refusing to build {plan.name}: zero-context hunk(s) in its patches: " + "; ".join(refused))
+
+
+def check_tags(plan, reg) -> None:
+    """Both tags a build moves must be valid references before anything runs (the hash is not known yet: the
+    longest hash tag has the same shape, so a stand-in of the same length decides)."""
+    if reg and reference_problem(registry.qualify("x:1", reg)):
+        raise UsageError(f"--registry {short(reg)}: not a registry (host[:port][/namespace]), e.g. ghcr.io/org")
+    for what, ref in (("tag", plan.image), ("input-hash tag", registry.hash_tag(plan, "0" * 12, reg))):
+        problem = moving_tag_problem(ref)
+        if problem:
+            raise UsageError(f"{what} of {plan.name}: {problem}")
+
+
+def check_cache(request: BuildRequest) -> None:
+    for flag, ref in (("--cache", request.cache), ("--cache-from", request.cache_from)):
+        if ref and reference_problem(f"{ref}:x"):
+            raise UsageError(f"{flag} {short(ref)}: not a registry repository, e.g. ghcr.io/org/miles-cache")
+
+
+def tags_asked(request: BuildRequest, plan) -> tuple:
+    """Upstream's tag names (`--image-tag`), in the registry when one is given; checked like every tag. A
+    `--custom-tag` is one tag component (no `/` or `:`: it can never name a registry host)."""
+    if request.custom_tag is not None:
+        if request.image_tag != "custom":
+            raise UsageError("--custom-tag needs --image-tag custom")
+        if not TAG_RE.fullmatch(request.custom_tag):
+            raise UsageError(
+                f"--custom-tag {short(request.custom_tag)}: not a tag component ([A-Za-z0-9_][A-Za-z0-9_.-]*)"
+            )
+    if not request.image_tag:
+        return ()
+    from toolkit.upstream_tags import upstream_tags
+
+    refs = [
+        registry.qualify(t, request.registry)
+        for t in upstream_tags(plan.variant, request.image_tag, request.custom_tag)
+    ]
+    for ref in refs:
+        problem = moving_tag_problem(ref)
+        if problem:
+            raise UsageError(f"--image-tag {request.image_tag}: {problem}")
+    return tuple(refs)
