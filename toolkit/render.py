@@ -172,7 +172,7 @@ def _bad(value):
 
 def context(plan: Plan) -> dict:
     """What the templates see: the resolved spec's fields (name, base, args, env, components, pip, patches, ...),
-    `steps` as each step kind resolves them (toolkit/steps.py), `src`, the named build context of each git
+    `steps` as each step kind resolves them (toolkit/steps/), `src`, the named build context of each git
     component, and the fetch stage of each artifact a step reads (toolkit/artifacts.py)."""
     v = plan.variant
     data = v.as_dict()

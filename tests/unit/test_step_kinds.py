@@ -1,4 +1,4 @@
-"""Each step kind has one home: its class in toolkit/steps.py (the contract, in its docstring) and the macro of the
+"""Each step kind has one home: its module in toolkit/steps/ (the contract, in its docstring) and the macro of the
 same name in templates/partials/steps.j2 (its Dockerfile text). The docs' reference is generated from the classes."""
 
 from __future__ import annotations
