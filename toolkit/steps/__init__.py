@@ -6,9 +6,9 @@ the kind's main argument) plus that kind's options, or a bare kind name for a ki
 carry `why:` (rendered as a comment above it) and `when: {ARG: VALUE}` (rendered only for the variants whose build
 args have those values; what it names still counts as used, since the spec says when). Each kind is one module of this
 package, found here: its class's docstring is the kind's contract (what it reads from the spec, what it leaves in
-the image, what it may not do). Its Dockerfile text is the macro of the same name in templates/partials/steps.j2,
-and nothing else writes that text. docs/step-kinds.md is generated from these docstrings (`python3 -m
-toolkit.steps`; a test keeps it current).
+the image, what it may not do). Its Dockerfile text is what its `lines` return, built in Python with the quoting
+of toolkit/quoting.py; templates/partials/steps_list.j2 only places it, and nothing else writes that text.
+docs/step-kinds.md is generated from these docstrings (`python3 -m toolkit.steps`; a test keeps it current).
 
 Values may name a build arg of the variant as `${NAME}` (a compiler's target list, a CUDA major in a package name):
 the reference reaches the Dockerfile as a quoted `"${NAME}"` expansion and every other character as literal data. A
@@ -22,7 +22,7 @@ import pkgutil
 from toolkit.errors import SpecError, short
 from toolkit.schema import STR_MAP, check
 from toolkit.spec_values import CONTROL_RE
-from toolkit.steps.base import ARG_REF_RE, Kind, Where, expand
+from toolkit.steps.base import ARG_REF_RE, Kind, Out, Where, expand
 
 
 def _discover() -> dict[str, Kind]:
@@ -138,6 +138,7 @@ __all__ = [
     "ARG_REF_RE",
     "KINDS",
     "Kind",
+    "Out",
     "Where",
     "applies",
     "check_steps",

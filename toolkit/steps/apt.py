@@ -5,7 +5,7 @@ from __future__ import annotations
 from toolkit.errors import short
 from toolkit.schema import STR_LIST
 from toolkit.spec_values import DEBIAN_NAME_RE
-from toolkit.steps.base import Kind, check_refs, expand
+from toolkit.steps.base import Kind, check_refs, expand, run
 
 
 class Apt(Kind):
@@ -25,3 +25,12 @@ class Apt(Kind):
             check_refs(name, v.get("args") or {}, where, f"apt[{i}]")
             if not DEBIAN_NAME_RE.fullmatch(expand(name, v.get("args") or {})):
                 raise where.error(f"apt[{i}]", f"not a Debian package name: {short(name)}")
+
+    def lines(self, step, out):
+        names = " ".join(out.word(n) for n in step["value"])
+        return [
+            run(
+                "apt-get update &&",
+                [f"apt-get install -y --no-install-recommends {names} &&", "rm -rf /var/lib/apt/lists/*"],
+            )
+        ]

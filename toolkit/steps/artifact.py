@@ -7,7 +7,7 @@ import re
 from toolkit import artifacts as art
 from toolkit.errors import short
 from toolkit.spec_values import check_abs_path
-from toolkit.steps.base import Kind, need_artifact
+from toolkit.steps.base import Kind, need_artifact, run
 
 
 class Artifact(Kind):
@@ -46,3 +46,28 @@ class Artifact(Kind):
         if art.is_pending(record):
             return dict(step, pending=True)
         return dict(step, file=art.file_name(record), reads_artifacts=[step["value"]])
+
+    def lines(self, step, out):
+        if step.get("pending"):
+            name = step["value"]
+            return [
+                f"# artifact {name} is pending in the lock (`build.py lock --update {name}`): this step is left out"
+            ]
+        file = out.word(f"{out.artifact_dir}/{step['value']}/{step['file']}")
+        mount = out.artifact_mount(step["value"])
+        if "to" in step:
+            mode = "0755" if step.get("executable") else "0644"
+            return [run(mount, [f"install -D -m {mode} {file} {out.word(step['to'])}"])]
+        over, expect = step["over"], step["expect"]
+        return [
+            run(
+                mount,
+                [
+                    f'target="$(readlink -f {out.word(over)})" &&',
+                    f'if [ "$(basename "$target")" != {out.word(expect)} ]; then echo'
+                    f' {out.word(over + " resolves to a file other than " + expect)} "($target)" >&2; exit 1; fi &&',
+                    'cp -a "$target" "$target.orig" &&',
+                    f'install -m 0644 {file} "$target"',
+                ],
+            )
+        ]

@@ -3,6 +3,7 @@ the variant's tables that several kinds make."""
 
 from __future__ import annotations
 
+import posixpath
 import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -63,8 +64,116 @@ class Kind:
         return set()
 
     def view(self, step: dict, v: dict) -> dict:
-        """What the macro receives: the step's own values plus what it resolves from the variant's tables."""
+        """What `lines` receives: the step's own values plus what it resolves from the variant's tables."""
         return dict(step)
+
+    def lines(self, step: dict, out: Out) -> list[str]:
+        """The Dockerfile instructions this step emits (a RUN with its continuation lines is one), every spec value
+        quoted by `out`; templates/partials/steps_list.j2 only places them."""
+        raise NotImplementedError(self.key)
+
+
+@dataclass(frozen=True)
+class Out:
+    """What a step's Dockerfile text depends on beyond the step: the variant's build args (a `${NAME}` word), its
+    python, and the build's mounts. A step that reaches a package index mounts the host's CA bundle as a BuildKit
+    secret (absent secret = empty mount), so the bundle is used by the step and never lands in a layer; on a
+    wheelhouse family it mounts the wheelhouse instead and pip runs offline."""
+
+    args: dict
+    python: str
+    pip_secret: str
+    wheelhouse_image: str | None
+    src: dict
+    artifact_dir: str
+    wheels_context: str
+    wheels_dir: str
+
+    def word(self, value) -> str:
+        from toolkit.quoting import shell_word
+
+        return shell_word(value, self.args)
+
+    def dfword(self, value) -> str:
+        from toolkit.quoting import dockerfile_word
+
+        return dockerfile_word(value, self.args)
+
+    def index_mount(self) -> str:
+        if self.wheelhouse_image:
+            return f"--mount=type=bind,from={self.wheelhouse_image},target=/tmp/wheelhouse"
+        return f"--mount=type=secret,id={self.pip_secret}"
+
+    def index_env(self) -> str:
+        if self.wheelhouse_image:
+            return ""
+        s = f"/run/secrets/{self.pip_secret}"
+        return f"if [ -s {s} ]; then export PIP_CERT={s} GIT_SSL_CAINFO={s}; fi;"
+
+    def pip_opts(self) -> str:
+        if self.wheelhouse_image:
+            return "--no-cache-dir --no-index --find-links /tmp/wheelhouse --constraint /tmp/wheelhouse/constraints.txt"
+        return "--no-cache-dir"
+
+    def source_mount(self, name: str, target: str) -> str:
+        """A git component is the named build context src[name], mounted for one step (writes discarded)."""
+        return f"--mount=type=bind,from={self.src[name]},target={target},rw"
+
+    def artifact_mount(self, name: str) -> str:
+        """A checksum-pinned artifact's fetch stage (partials/header.j2), mounted read-only for one step."""
+        return f"--mount=type=bind,from={art.stage_name(name)},target={self.artifact_dir}/{name}"
+
+
+def run(first: str, lines) -> str:
+    """One RUN instruction: `first` on the RUN line (mounts), then each non-empty line as a continuation."""
+    return "RUN " + first + "".join(f" \\\n    {line}" for line in lines if line)
+
+
+def flag_words(step: dict) -> str:
+    return "".join(f" --{flag}" for flag in step.get("flags", []))
+
+
+def env_words(step: dict, out: Out) -> str:
+    return "".join(f"{k}={out.word(val)} " for k, val in sorted(step.get("env", {}).items()))
+
+
+def prebuilt_lines(step: dict, out: Out) -> list[str]:
+    """A wheel that replaces a build (`prebuilt`): from `--source wheels=DIR` or the locked artifact's stage."""
+    choice = step["choice"]
+    if choice["how"] == "wheels":
+        mount = f"--mount=type=bind,from={out.wheels_context},target={out.wheels_dir}"
+        path = f"{out.wheels_dir}/{choice['file']}"
+    else:
+        mount = out.artifact_mount(choice["name"])
+        path = f"{out.artifact_dir}/{choice['name']}/{choice['file']}"
+    install = f"pip install {out.pip_opts()} --no-deps {out.word(path)}"
+    return [run(f"{mount} {out.index_mount()}", [out.index_env(), install])]
+
+
+def patch_line(p: dict, out: Out) -> str:
+    """A patch to a third-party tree: check first, apply with full context, then prove the result by a reverse check.
+    Never --unidiff-zero, never `|| true`: any mismatch fails the build. git applies it as to plain files
+    (GIT_DIR names no repository): inside a repository, in a folder below its top, `git apply` would skip every
+    path outside that folder and still exit 0."""
+    tree = '"$tree"' if "package" in p else out.word(p["tree"])
+    find = ""
+    if "package" in p:
+        code = "import importlib.util, sys; print(importlib.util.find_spec(sys.argv[1]).submodule_search_locations[0])"
+        find = f'tree="$({out.word(out.python)} -c {out.word(code)} {out.word(p["package"])})" &&'
+    file = out.word("/tmp/patches/" + posixpath.basename(p["file"]))
+    strip = int(p.get("strip", 1))
+    apply = f"GIT_DIR=/nonexistent git -C {tree} apply"
+    ref = f'test "$(git -C {tree} rev-parse HEAD)" = {out.word(p["ref"])} &&' if "ref" in p else ""
+    return run(
+        "--mount=type=bind,source=patches,target=/tmp/patches",
+        [
+            find,
+            ref,
+            f"{apply} --check -p{strip} {file} &&",
+            f"{apply} -p{strip} {file} &&",
+            f"{apply} --reverse --check -p{strip} {file}",
+        ],
+    )
 
 
 def need_pin(name: str, v: dict, where: Where, sub: str) -> None:

@@ -25,3 +25,7 @@ class BuildEnv(Kind):
             if not IDENT_RE.fullmatch(name):
                 raise where.error(short(name, 40, quote=False), "names are identifiers")
             check_refs(value, v.get("args") or {}, where, name)
+
+    def lines(self, step, out):
+        pairs = [f"{k}={out.dfword(val)}" for k, val in sorted(step["value"].items())]
+        return ["ENV " + " \\\n    ".join(pairs)]

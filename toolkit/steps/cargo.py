@@ -8,7 +8,7 @@ from toolkit import artifacts as art
 from toolkit.errors import short
 from toolkit.schema import STR_LIST, STR_MAP
 from toolkit.spec_values import PLATFORM_MACHINES, check_abs_path, check_rel_path
-from toolkit.steps.base import Kind, need_artifact, need_component
+from toolkit.steps.base import Kind, need_artifact, need_component, run
 
 
 class Cargo(Kind):
@@ -73,3 +73,38 @@ class Cargo(Kind):
             if arch in machines
         ]
         return dict(step, name=step["value"], tools=tools, reads_artifacts=[n for _, n, _ in tools])
+
+    def lines(self, step, out):
+        """Rust's standalone release, picked by the machine (`uname -m`), unpacked and installed under /tmp for this
+        step only; the crates come from their registry (the host's CA bundle as for pip), the build tree is a mount."""
+        tree = "/tmp/src/" + step["name"]
+        mounts = [out.source_mount(step["name"], tree)] + [out.artifact_mount(name) for _, name, _ in step["tools"]]
+        feature_list = ",".join(step.get("features", []))
+        features = f"--features {out.word(feature_list)}" if feature_list else ""
+        body = [out.index_env(), 'case "$(uname -m)" in']
+        for arch, name, file in step["tools"]:
+            body.append(f"  {arch}) toolchain={out.word(f'{out.artifact_dir}/{name}/{file}')} ;;")
+        body += [
+            '  *) echo "no Rust toolchain artifact for $(uname -m)" >&2; exit 1 ;;',
+            "esac &&",
+            'mkdir /tmp/rust-dist && tar -xzf "$toolchain" -C /tmp/rust-dist --strip-components=1 &&',
+            "/tmp/rust-dist/install.sh --prefix=/tmp/rust --disable-ldconfig >/dev/null &&",
+            'export PATH="/tmp/rust/bin:$PATH" CARGO_HOME=/tmp/cargo-home CARGO_TARGET_DIR=/tmp/cargo-target &&',
+            'if [ -n "${PIP_CERT:-}" ]; then export CARGO_HTTP_CAINFO="$PIP_CERT"; fi &&',
+        ]
+        if step.get("bins"):
+            bins = " ".join(f"--bin {out.word(b)}" for b in step["bins"])
+            manifest = out.word(tree + "/Cargo.toml")
+            body.append(f"cargo build --release --manifest-path {manifest} {bins} {features} &&")
+            for b in step["bins"]:
+                body.append(
+                    f"install -m 0755 {out.word('/tmp/cargo-target/release/' + b)} {out.word(step['to'] + '/' + b)} &&"
+                )
+        if "python" in step:
+            maturin = f"MATURIN_PEP517_ARGS={out.word('--features ' + feature_list)} " if feature_list else ""
+            body.append(
+                f"{maturin}pip install {out.pip_opts()} --force-reinstall --no-deps --no-build-isolation"
+                f" {out.word(tree + '/' + step['python'])} &&"
+            )
+        body.append("rm -rf /tmp/rust-dist /tmp/rust /tmp/cargo-home /tmp/cargo-target")
+        return [run(" ".join(mounts) + " " + out.index_mount(), body)]

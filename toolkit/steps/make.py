@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from toolkit.errors import short
+from toolkit.quoting import shell_glob
 from toolkit.schema import STR_MAP
 from toolkit.spec_values import IDENT_RE, check_abs_path
-from toolkit.steps.base import GLOB_RE, Kind, check_refs, need_component
+from toolkit.steps.base import GLOB_RE, Kind, check_refs, need_component, run
 
 
 class Make(Kind):
@@ -39,3 +40,17 @@ class Make(Kind):
     def view(self, step, v):
         comp = v["components"][step["value"]]
         return dict(step, name=step["value"], subdir=comp.get("subdir", ""))
+
+    def lines(self, step, out):
+        top = "/tmp/src/" + step["name"]
+        tree = top + ("/" + step["subdir"] if step["subdir"] else "")
+        make_vars = " ".join(f"{k}={out.word(val)}" for k, val in sorted(step.get("vars", {}).items()))
+        return [
+            run(
+                out.source_mount(step["name"], top),
+                [
+                    f'make -C {out.word(tree)} -j"$(nproc)" {make_vars} &&',
+                    f"cp {shell_glob(tree + '/' + step['binaries'])} {out.word(step['to'])}/",
+                ],
+            )
+        ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from toolkit.steps.base import Kind
+from toolkit.steps.base import Kind, patch_line
 
 
 class Patches(Kind):
@@ -19,3 +19,6 @@ class Patches(Kind):
 
     def view(self, step, v):
         return dict(step, patches=[p for p in v.get("patches") or () if "component" not in p])
+
+    def lines(self, step, out):
+        return ["\n".join(patch_line(p, out) for p in step["patches"])]

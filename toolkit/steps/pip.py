@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from toolkit import artifacts as art
 from toolkit.errors import short
+from toolkit.quoting import hash_option
 from toolkit.schema import STR_LIST, STR_MAP
 from toolkit.spec_values import DEBIAN_NAME_RE
 from toolkit.steps.base import (
@@ -12,8 +13,12 @@ from toolkit.steps.base import (
     check_flags_env,
     check_prebuilt,
     check_refs,
+    env_words,
     expand,
+    flag_words,
     need_pin,
+    prebuilt_lines,
+    run,
     with_prebuilt,
 )
 
@@ -84,3 +89,31 @@ class Pip(Kind):
             else:
                 view["hashes"] = [(k, sorted(set(locked[k].values()))) for k in keys]
         return with_prebuilt(view, v, step["value"][0])
+
+    def lines(self, step, out):
+        if step.get("choice", {}).get("how", "source") != "source":
+            return prebuilt_lines(step, out)
+        purge = []
+        if "replaces_apt" in step:
+            names = " ".join(out.word(n) for n in step["replaces_apt"])
+            purge = [
+                f"apt-get remove -y --purge --allow-change-held-packages {names} &&",
+                "rm -rf /var/lib/apt/lists/* &&",
+            ]
+        pins = [out.word(name + (f"=={version}" if version else "")) for name, version in step["pins"]]
+        extra = "".join(f" --extra-index-url {out.word(u)}" for u in step.get("extra_index", []))
+        install = f"{env_words(step, out)}pip install {out.pip_opts()}{flag_words(step)}{extra}"
+        out_lines = [f"# {step['unhashed']}"] if "unhashed" in step else []
+        head = [out.index_env(), *purge]
+        if "hashes" in step:
+            locked = " ".join(out.word(pin + "".join(hash_option(s) for s in shas)) for pin, shas in step["hashes"])
+            body = [
+                f"printf '%s\\n' {locked} >/tmp/pip-locked.txt &&",
+                f"{install} --require-hashes -r /tmp/pip-locked.txt &&",
+                "rm /tmp/pip-locked.txt",
+            ]
+        elif len(pins) > 2:
+            body = [install, *pins]
+        else:
+            body = [f"{install} {' '.join(pins)}"]
+        return [*out_lines, run(out.index_mount(), head + body)]

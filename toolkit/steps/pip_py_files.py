@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from toolkit.errors import short
 from toolkit.spec_values import IDENT_RE
-from toolkit.steps.base import Kind, need_pin
+from toolkit.steps.base import Kind, need_pin, run
 
 
 class PipPyFiles(Kind):
@@ -32,3 +32,20 @@ class PipPyFiles(Kind):
 
     def view(self, step, v):
         return dict(step, pin=(step["value"], v["pip"][step["value"]]))
+
+    def lines(self, step, out):
+        name, version = step["pin"]
+        package = step["package"]
+        code = f"import {package}, os; print(os.path.dirname({package}.__file__))"
+        return [
+            run(
+                out.index_mount(),
+                [
+                    out.index_env(),
+                    f"pip install {out.pip_opts()} --no-deps --target=/tmp/py-files"
+                    f" {out.word(f'{name}=={version}')} &&",
+                    f'cp -n /tmp/py-files/{out.word(package)}/*.py "$({out.word(out.python)} -c {out.word(code)})" &&',
+                    "rm -rf /tmp/py-files",
+                ],
+            )
+        ]

@@ -22,3 +22,6 @@ class PipUninstall(Kind):
             problem = pip_name_problem(name)
             if problem:
                 raise where.error(f"pip_uninstall[{i}]", problem)
+
+    def lines(self, step, out):
+        return ["RUN pip uninstall -y " + " ".join(out.word(n) for n in step["value"])]

@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 
 from toolkit.errors import short
+from toolkit.quoting import shell_glob
 from toolkit.schema import STR_LIST
-from toolkit.steps.base import Kind, check_flags_env, need_component
+from toolkit.steps.base import Kind, check_flags_env, flag_words, need_component, run
 
 
 class Requirements(Kind):
@@ -42,3 +43,25 @@ class Requirements(Kind):
     def view(self, step, v):
         comp = v["components"][step["value"]]
         return dict(step, name=step["value"], file=comp["requirements"], exclude=comp.get("exclude") or [])
+
+    def lines(self, step, out):
+        drop = " ".join(shell_glob("/usr/lib/python3/dist-packages/" + n) for n in step.get("drop_system", []))
+        excludes = "".join(f" --exclude {out.word(n)}" for n in step["exclude"])
+        mounts = (
+            f"--mount=type=bind,from={out.src[step['name']]},source={out.word(step['file'])},target=/tmp/requirements.in"
+            " --mount=type=bind,source=tools,target=/tmp/tools"
+        )
+        return [
+            run(
+                out.index_mount(),
+                [
+                    mounts,
+                    out.index_env(),
+                    f"rm -rf {drop} &&" if drop else "",
+                    f"{out.word(out.python)} /tmp/tools/requirements.py /tmp/requirements.in{excludes}"
+                    " >/tmp/requirements.txt &&",
+                    f"pip install {out.pip_opts()}{flag_words(step)} -r /tmp/requirements.txt &&",
+                    "rm /tmp/requirements.txt",
+                ],
+            )
+        ]

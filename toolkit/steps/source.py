@@ -13,7 +13,12 @@ from toolkit.steps.base import (
     Kind,
     check_flags_env,
     check_prebuilt,
+    env_words,
+    flag_words,
     need_component,
+    patch_line,
+    prebuilt_lines,
+    run,
     with_prebuilt,
 )
 
@@ -94,3 +99,34 @@ class Source(Kind):
         patches = [p for p in v.get("patches") or () if p.get("component") == name]
         view = dict(step, name=name, subdir=step.get("subdir", comp.get("subdir", "")), patches=patches)
         return with_prebuilt(view, v, name)
+
+    def lines(self, step, out):
+        if step.get("choice", {}).get("how", "source") != "source":
+            return prebuilt_lines(step, out)
+        sub = "/" + step["subdir"] if step["subdir"] else ""
+        tree = step.get("into", "/tmp/src/" + step["name"])
+        package = tree + sub + (f"[{step['extras']}]" if "extras" in step else "")
+        version = f"SETUPTOOLS_SCM_PRETEND_VERSION={out.word(step['version'])} " if "version" in step else ""
+        mode = " -e " if step.get("editable") else " "
+        install = (
+            f"{version}{env_words(step, out)}pip install {out.pip_opts()}{flag_words(step)}{mode}{out.word(package)}"
+        )
+        if "into" not in step:
+            mounts = f"{out.source_mount(step['name'], tree)} {out.index_mount()}"
+            return [run(mounts, [out.index_env(), install])]
+        into = out.word(step["into"])
+        result = [f"RUN rm -rf {into}"] if step.get("replace") else []
+        result.append(f"COPY --from={out.src[step['name']]} / {into}")
+        result += [patch_line(p, out) for p in step["patches"]]
+        if step.get("install", True) is False:
+            return [*result, ""]  # the copy alone ends with a blank line, as it always rendered
+        if "pyproject" in step or "pyproject_replace" in step:
+            rewrite = f" --use {out.word(step['pyproject'])}" if "pyproject" in step else ""
+            for old, new in sorted(step.get("pyproject_replace", {}).items()):
+                rewrite += f" --replace {out.word(old)} {out.word(new)}"
+            tool = f"{out.word(out.python)} /tmp/tools/pyproject.py {out.word(step['into'] + sub)}{rewrite} &&"
+            mounts = f"--mount=type=bind,source=tools,target=/tmp/tools {out.index_mount()}"
+            result.append(run(mounts, [out.index_env(), tool, install]))
+        else:
+            result.append(run(out.index_mount(), [out.index_env(), install]))
+        return result

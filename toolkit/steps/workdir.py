@@ -18,3 +18,6 @@ class Workdir(Kind):
 
     def check(self, step, v, where):
         check_abs_path(step["value"], where.file, f"{where.key}.workdir")
+
+    def lines(self, step, out):
+        return ["WORKDIR " + out.word(step["value"])]
