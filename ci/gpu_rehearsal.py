@@ -80,12 +80,10 @@ def names_of(view: dict) -> list[str]:
 
 
 def step_texts(plan) -> list[tuple[dict, str]]:
-    """Each step's text as the family template writes it: its macro, rendered with render()'s own context."""
-    from toolkit.render import context, environment
+    """Each step's text as the family template writes it: the lines its kind emits with render()'s own context."""
+    from toolkit.render import context
 
-    ctx = context(plan)
-    one = environment().from_string('{% import "partials/steps.j2" as kinds with context %}{{ kinds[s.kind](s) }}')
-    return [(view, one.render(ctx, s=view).strip("\n")) for view in ctx["steps"]]
+    return [(view, "\n".join(view["lines"]).strip("\n")) for view in context(plan)["steps"]]
 
 
 def split_run(text: str) -> tuple[list[str], str]:

@@ -49,7 +49,7 @@ class Plan:
 
 
 def check_constraint_pins(variant: Variant) -> None:
-    """A wheelhouse with wheels for several platforms renders package names only (toolkit/steps.py: Pip): the home
+    """A wheelhouse with wheels for several platforms renders package names only (toolkit/steps/pip.py): the home
     platform's constraints must then pin exactly the `pip` table's versions, or a pin (a `--set pip.X=V`
     included) would never reach the image. Refused, exit 2, naming the pin."""
     from packaging.utils import canonicalize_name

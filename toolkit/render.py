@@ -1,91 +1,28 @@
 """Render a plan's Dockerfile from its Jinja2 template. Pure: the same plan gives byte-identical text.
 
-Values are data: templates quote them (`dq` for ENV/LABEL/ARG values, `shquote` for words of RUN lines, `jsonwords`
-for the exec form of ADD), and every quoting filter passes its value through `plain` first, in its final form (a
-file name decoded from a URL, a wheel's name): a value no quoting can hold on one line (a control character) is
-refused there, whatever validation it slipped past, as is a name that cannot be quoted (an ENV/ARG name).
+Values are data: templates quote them with the filters of toolkit/quoting.py (`dq`, `shquote`, `shword`, `dqword`,
+`shglob`, `jsonwords`); each step's lines come quoted from its kind (toolkit/steps/). A name that cannot be quoted
+(an ENV/ARG name) is refused by `guard`.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import posixpath
-import re
-import shlex
 
 import jinja2
 
 from toolkit import artifacts
 from toolkit.errors import SpecError, UsageError, short
 from toolkit.plan import SECRET_PIP_CA, Plan
+from toolkit.quoting import dockerfile_quote, dockerfile_word, json_words, shell_glob, shell_quote, shell_word
 from toolkit.sources import context_name, git_components
 from toolkit.spec import ROOT
 from toolkit.spec_values import IDENT_RE, MAX_VALUE_BYTES, check_abs_path, reference_problem, text_problem
-from toolkit.steps import ARG_REF_RE, views
+from toolkit.steps import KINDS, Out, views
 from toolkit.wheelhouse import image_ref
 
 TEMPLATES = ROOT / "templates"
-
-
-def plain(value) -> str:
-    """`value` as text that can stand on one Dockerfile line, or UsageError: every quoting filter starts here."""
-    text = str(value)
-    problem = text_problem(text)
-    if problem:
-        raise UsageError(f"a value for the Dockerfile: {problem}; refusing to render")
-    return text
-
-
-def dockerfile_quote(value) -> str:
-    """A double-quoted Dockerfile word (ENV, LABEL, ARG values): `\\`, `"` and `$` escaped, so the value is taken
-    literally, with no variable expansion and no way to end the word or the instruction."""
-    text = plain(value).replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$")
-    return f'"{text}"'
-
-
-def shell_quote(value) -> str:
-    """One shell word for a RUN line (bash): the value is an argument, never shell syntax."""
-    return shlex.quote(plain(value))
-
-
-def json_words(values) -> str:
-    """The exec form of an instruction (`ADD ["src", "dest"]`): a JSON list of plain words."""
-    return json.dumps([plain(v) for v in values])
-
-
-def _pieces(value, args) -> list:
-    """`value` split into literal text and `${NAME}` references to declared build args (str, or ("arg", NAME))."""
-    out, pos, text = [], 0, plain(value)
-    for m in ARG_REF_RE.finditer(text):
-        if m.group(1) in args:
-            out += [text[pos : m.start()], ("arg", m.group(1))]
-            pos = m.end()
-    return [*out, text[pos:]]
-
-
-@jinja2.pass_context
-def shell_word(ctx, value) -> str:
-    """One shell word in which each `${NAME}` of a declared build arg is expanded by the shell (as `"${NAME}"`)
-    and every other character is literal."""
-    parts = [
-        f'"${{{p[1]}}}"' if isinstance(p, tuple) else (shlex.quote(p) if p else "") for p in _pieces(value, ctx["args"])
-    ]
-    word = "".join(parts)
-    return word or "''"
-
-
-@jinja2.pass_context
-def dockerfile_word(ctx, value) -> str:
-    """A double-quoted Dockerfile word (ENV values) in which each `${NAME}` of a declared build arg is expanded by
-    the Dockerfile and every other character is literal (`dq`'s escaping)."""
-    parts = [f"${{{p[1]}}}" if isinstance(p, tuple) else dockerfile_quote(p)[1:-1] for p in _pieces(value, ctx["args"])]
-    return '"' + "".join(parts) + '"'
-
-
-def shell_glob(value) -> str:
-    """A path pattern as one shell word: `*` stays a glob, every other character is quoted."""
-    return "*".join(shlex.quote(part) if part else "" for part in plain(value).split("*"))
 
 
 def guard(variant) -> None:
@@ -157,26 +94,32 @@ def environment() -> jinja2.Environment:
     env.filters["basename"] = posixpath.basename
     env.filters["dq"] = dockerfile_quote
     env.filters["shquote"] = shell_quote
-    env.filters["shword"] = shell_word
-    env.filters["hashopt"] = lambda sha: f" --hash=sha256:{sha}" if re.fullmatch(r"[0-9a-f]{64}", sha) else _bad(sha)
-    env.filters["dqword"] = dockerfile_word
+    env.filters["shword"] = jinja2.pass_context(lambda ctx, value: shell_word(value, ctx["args"]))
+    env.filters["dqword"] = jinja2.pass_context(lambda ctx, value: dockerfile_word(value, ctx["args"]))
     env.filters["shglob"] = shell_glob
     env.filters["jsonwords"] = json_words
     env.filters["artifact_stage"] = artifacts.stage_name
     return env
 
 
-def _bad(value):
-    raise ValueError(f"not a sha256 hex: {value!r}")
-
-
 def context(plan: Plan) -> dict:
     """What the templates see: the resolved spec's fields (name, base, args, env, components, pip, patches, ...),
-    `steps` as each step kind resolves them (toolkit/steps.py), `src`, the named build context of each git
+    `steps` as each step kind resolves them (toolkit/steps/), `src`, the named build context of each git
     component, and the fetch stage of each artifact a step reads (toolkit/artifacts.py)."""
     v = plan.variant
     data = v.as_dict()
     data["steps"] = views(v, plan.wheels)
+    out = Out(
+        args=v.args,
+        python=v.python,
+        pip_secret=SECRET_PIP_CA,
+        wheelhouse_image=image_ref(v),
+        src={name: context_name(name) for name in git_components(v)},
+        artifact_dir=artifacts.MOUNT_DIR,
+        wheels_context=context_name(artifacts.WHEELS),
+        wheels_dir=artifacts.WHEELS_DIR,
+    )
+    data["steps"] = [dict(step, lines=KINDS[step["kind"]].lines(step, out)) for step in data["steps"]]
     return dict(
         data,
         spec_file=v.spec_file,

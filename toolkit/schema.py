@@ -9,7 +9,7 @@ from toolkit.errors import SpecError, short
 STR_MAP = ("map", str)
 STR_LIST = ("list", str)
 GATES = "gates"  # a mapping whose schema verify/config.py owns (toolkit.spec.check_gates applies it)
-STEPS = "steps"  # a list whose items toolkit/steps.py checks (each step kind owns its options)
+STEPS = "steps"  # a list whose items toolkit/steps/ checks (each step kind owns its options)
 
 
 def type_name(t) -> str:

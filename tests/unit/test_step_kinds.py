@@ -1,20 +1,19 @@
-"""Each step kind has one home: its class in toolkit/steps.py (the contract, in its docstring) and the macro of the
-same name in templates/partials/steps.j2 (its Dockerfile text). The docs' reference is generated from the classes."""
+"""Each step kind has one home: its module in toolkit/steps/ (the contract, in its docstring, and its Dockerfile
+lines). The docs' reference is generated from the classes."""
 
 from __future__ import annotations
 
-import re
-
 from toolkit.render import TEMPLATES
 from toolkit.spec import ROOT
-from toolkit.steps import KINDS, reference
+from toolkit.steps import KINDS, Kind, reference
 
 
-def test_every_kind_has_exactly_one_macro_and_every_macro_a_kind():
-    text = (TEMPLATES / "partials" / "steps.j2").read_text()
-    macros = set(re.findall(r"\{% macro (\w+)\(", text))
-    helpers = {"flags", "env_words", "extra_index", "apply_patch", "prebuilt"}  # shared pieces, not kinds
-    assert macros - helpers == set(KINDS)
+def test_every_kind_is_one_module_that_emits_its_own_lines():
+    for kind in KINDS.values():
+        assert type(kind).__module__ == f"toolkit.steps.{kind.key}", kind.key
+        assert type(kind).lines is not Kind.lines, kind.key
+    text = (TEMPLATES / "partials" / "steps_list.j2").read_text()
+    assert "macro" not in text and "import" not in text  # the template only places the lines
 
 
 def test_every_kind_states_its_contract():

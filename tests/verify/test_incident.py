@@ -132,7 +132,7 @@ def test_incident_reproduced_and_caught(upstream, tmp_path, run_verify):
     assert "%s:%d: IndentationError" % (clone / "mod.py", error.lineno) in proc.stdout
 
 
-# The template's patch step (templates/partials/steps.j2, apply_patch): check, apply with full context, reverse-check.
+# The template's patch step (toolkit/steps/base.py, patch_line): check, apply with full context, reverse-check.
 STEP = "git apply --check {p} && git apply {p} && git apply --reverse --check {p}"
 
 

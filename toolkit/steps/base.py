@@ -1,0 +1,224 @@
+"""What every step kind shares: the base class, where a step sits, `${ARG}` references and the lookups of
+the variant's tables that several kinds make."""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from toolkit import artifacts as art
+from toolkit.errors import SpecError, short
+from toolkit.spec_values import CONTROL_RE, IDENT_RE
+
+ARG_REF_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+# An extra package index a pip step declares (a vendor's wheel index): https, a host name, plain path segments.
+INDEX_URL_RE = re.compile(r"https://[A-Za-z0-9.-]+(/[A-Za-z0-9._~+-]+)*/?")
+# A requirement text a manifest rewrite matches or writes: PEP 508 characters, no quotes, no shell syntax.
+REQ_TEXT_RE = re.compile(r"[A-Za-z0-9._\[\]<>=!~, -]+")
+MANIFEST_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\.toml")
+GLOB_RE = re.compile(r"[A-Za-z0-9._/*+-]+")
+PIP_FLAGS = ("no-deps", "no-build-isolation", "force-reinstall")
+
+
+def expand(text: str, args: dict) -> str:
+    """`text` with each `${NAME}` replaced by the arg's value: what a validator checks (the image sees the same)."""
+    return ARG_REF_RE.sub(lambda m: str(args.get(m.group(1), "")), text)
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where a step sits, for error lines: the file and the dotted key of the step."""
+
+    file: str
+    key: str
+
+    def error(self, sub: str, problem: str) -> SpecError:
+        return SpecError(self.file, f"{self.key}.{sub}" if sub else self.key, problem)
+
+
+def check_refs(value: str, args: dict, where: Where, sub: str) -> None:
+    for name in ARG_REF_RE.findall(value):
+        if name not in args:
+            raise where.error(sub, f"${{{name}}} names no build arg of the variant (args: {', '.join(sorted(args))})")
+    rest = ARG_REF_RE.sub("", value)
+    if "${" in rest or CONTROL_RE.search(value):
+        raise where.error(sub, f"not a plain value or `${{ARG}}` reference: {short(value)}")
+
+
+class Kind:
+    """One step kind. `key` is its YAML key, `main` the schema of that key's value (None: the kind takes no value and
+    is written as a bare name), `options` the schema of its other keys."""
+
+    key: ClassVar[str]
+    order: ClassVar[int]  # its place in KINDS and in docs/step-kinds.md
+    main: ClassVar[Any] = None
+    options: ClassVar[dict] = {}
+
+    def check(self, step: dict, v: dict, where: Where) -> None:
+        """Refuse what this kind cannot render safely or what names nothing in the variant."""
+
+    def uses(self, step: dict, v: dict) -> set[tuple[str, str]]:
+        """The table entries (`pip`, `components`) this step consumes: an entry no step consumes is refused."""
+        return set()
+
+    def view(self, step: dict, v: dict) -> dict:
+        """What `lines` receives: the step's own values plus what it resolves from the variant's tables."""
+        return dict(step)
+
+    def lines(self, step: dict, out: Out) -> list[str]:
+        """The Dockerfile instructions this step emits (a RUN with its continuation lines is one), every spec value
+        quoted by `out`; templates/partials/steps_list.j2 only places them."""
+        raise NotImplementedError(self.key)
+
+
+@dataclass(frozen=True)
+class Out:
+    """What a step's Dockerfile text depends on beyond the step: the variant's build args (a `${NAME}` word), its
+    python, and the build's mounts. A step that reaches a package index mounts the host's CA bundle as a BuildKit
+    secret (absent secret = empty mount), so the bundle is used by the step and never lands in a layer; on a
+    wheelhouse family it mounts the wheelhouse instead and pip runs offline."""
+
+    args: dict
+    python: str
+    pip_secret: str
+    wheelhouse_image: str | None
+    src: dict
+    artifact_dir: str
+    wheels_context: str
+    wheels_dir: str
+
+    def word(self, value) -> str:
+        from toolkit.quoting import shell_word
+
+        return shell_word(value, self.args)
+
+    def dfword(self, value) -> str:
+        from toolkit.quoting import dockerfile_word
+
+        return dockerfile_word(value, self.args)
+
+    def index_mount(self) -> str:
+        if self.wheelhouse_image:
+            return f"--mount=type=bind,from={self.wheelhouse_image},target=/tmp/wheelhouse"
+        return f"--mount=type=secret,id={self.pip_secret}"
+
+    def index_env(self) -> str:
+        if self.wheelhouse_image:
+            return ""
+        s = f"/run/secrets/{self.pip_secret}"
+        return f"if [ -s {s} ]; then export PIP_CERT={s} GIT_SSL_CAINFO={s}; fi;"
+
+    def pip_opts(self) -> str:
+        if self.wheelhouse_image:
+            return "--no-cache-dir --no-index --find-links /tmp/wheelhouse --constraint /tmp/wheelhouse/constraints.txt"
+        return "--no-cache-dir"
+
+    def source_mount(self, name: str, target: str) -> str:
+        """A git component is the named build context src[name], mounted for one step (writes discarded)."""
+        return f"--mount=type=bind,from={self.src[name]},target={target},rw"
+
+    def artifact_mount(self, name: str) -> str:
+        """A checksum-pinned artifact's fetch stage (partials/header.j2), mounted read-only for one step."""
+        return f"--mount=type=bind,from={art.stage_name(name)},target={self.artifact_dir}/{name}"
+
+
+def run(first: str, lines) -> str:
+    """One RUN instruction: `first` on the RUN line (mounts), then each non-empty line as a continuation."""
+    return "RUN " + first + "".join(f" \\\n    {line}" for line in lines if line)
+
+
+def flag_words(step: dict) -> str:
+    return "".join(f" --{flag}" for flag in step.get("flags", []))
+
+
+def env_words(step: dict, out: Out) -> str:
+    return "".join(f"{k}={out.word(val)} " for k, val in sorted(step.get("env", {}).items()))
+
+
+def prebuilt_lines(step: dict, out: Out) -> list[str]:
+    """A wheel that replaces a build (`prebuilt`): from `--source wheels=DIR` or the locked artifact's stage."""
+    choice = step["choice"]
+    if choice["how"] == "wheels":
+        mount = f"--mount=type=bind,from={out.wheels_context},target={out.wheels_dir}"
+        path = f"{out.wheels_dir}/{choice['file']}"
+    else:
+        mount = out.artifact_mount(choice["name"])
+        path = f"{out.artifact_dir}/{choice['name']}/{choice['file']}"
+    install = f"pip install {out.pip_opts()} --no-deps {out.word(path)}"
+    return [run(f"{mount} {out.index_mount()}", [out.index_env(), install])]
+
+
+def patch_line(p: dict, out: Out) -> str:
+    """A patch to a third-party tree: check first, apply with full context, then prove the result by a reverse check.
+    Never --unidiff-zero, never `|| true`: any mismatch fails the build. git applies it as to plain files
+    (GIT_DIR names no repository): inside a repository, in a folder below its top, `git apply` would skip every
+    path outside that folder and still exit 0."""
+    tree = '"$tree"' if "package" in p else out.word(p["tree"])
+    find = ""
+    if "package" in p:
+        code = "import importlib.util, sys; print(importlib.util.find_spec(sys.argv[1]).submodule_search_locations[0])"
+        find = f'tree="$({out.word(out.python)} -c {out.word(code)} {out.word(p["package"])})" &&'
+    file = out.word("/tmp/patches/" + posixpath.basename(p["file"]))
+    strip = int(p.get("strip", 1))
+    apply = f"GIT_DIR=/nonexistent git -C {tree} apply"
+    ref = f'test "$(git -C {tree} rev-parse HEAD)" = {out.word(p["ref"])} &&' if "ref" in p else ""
+    return run(
+        "--mount=type=bind,source=patches,target=/tmp/patches",
+        [
+            find,
+            ref,
+            f"{apply} --check -p{strip} {file} &&",
+            f"{apply} -p{strip} {file} &&",
+            f"{apply} --reverse --check -p{strip} {file}",
+        ],
+    )
+
+
+def need_pin(name: str, v: dict, where: Where, sub: str) -> None:
+    if name not in (v.get("pip") or {}):
+        raise where.error(sub, f"{short(name)} is not in the variant's `pip` table (pins live there, steps name them)")
+
+
+def need_component(name: str, v: dict, where: Where, sub: str) -> dict:
+    comp = (v.get("components") or {}).get(name)
+    if comp is None:
+        raise where.error(sub, f"{short(name)} is not a component of the variant")
+    return comp
+
+
+def need_artifact(name, v: dict, where: Where, sub: str, wheel: bool = False) -> dict:
+    """The record of a family artifact that names one file (locked or pending); a wheel when `wheel`."""
+    record = (v.get("artifacts") or {}).get(name) if isinstance(name, str) else None
+    if record is None:
+        raise where.error(sub, f"{short(name)} is not an artifact of the family (declare it under `artifacts`)")
+    if "url" not in record:
+        raise where.error(sub, f"artifact {short(name)} is a whole release; a step reads one file (declare it by url)")
+    if wheel and art.wheel_dist(art.file_name(record)) is None:
+        raise where.error(sub, f"artifact {short(name)} is not a wheel: {short(art.file_name(record))}")
+    return record
+
+
+def check_prebuilt(step: dict, v: dict, where: Where) -> None:
+    if "prebuilt" in step:
+        need_artifact(step["prebuilt"], v, where, "prebuilt", wheel=True)
+
+
+def with_prebuilt(step: dict, v: dict, target: str) -> dict:
+    """A step's view with its prebuilt choice (toolkit/artifacts.py) and the artifact it then reads."""
+    choice = art.prebuilt_choice(step, v.get("artifacts") or {}, v.get("wheels") or ())
+    if choice is None:
+        return step
+    reads = [choice["name"]] if choice["how"] == "artifact" else []
+    return dict(step, choice=choice, target=target, reads_artifacts=reads)
+
+
+def check_flags_env(step: dict, v: dict, where: Where) -> None:
+    for i, flag in enumerate(step.get("flags", [])):
+        if flag not in PIP_FLAGS:
+            raise where.error(f"flags[{i}]", f"unknown pip flag {short(flag)}; known: {', '.join(PIP_FLAGS)}")
+    for name, value in step.get("env", {}).items():
+        if not IDENT_RE.fullmatch(name):
+            raise where.error(f"env.{short(name, 40, quote=False)}", "names are identifiers")
+        check_refs(value, v.get("args") or {}, where, f"env.{name}")
