@@ -63,9 +63,8 @@ def host_us(fn, n=20):
 def ftz_part():
     from dataclasses import replace
 
-    from sglang_attn_bridge import config, layout, ops
-    from sglang_attn_bridge.sglang_forward import sglang_forward
-    from sglang_attn_bridge.sglang_kernel import resolve
+    from sglang_attn_bridge import config, kernel_launches, layout
+    from sglang_attn_bridge.sglang_resolution import resolve, sglang_forward
 
     kern = resolve(refresh=True).kernel
     rows = []
@@ -94,9 +93,9 @@ def ftz_part():
         for vname, cfg in variants.items():
             config.set_config(d, fwd=cfg)
             try:
-                row[vname] = bench(lambda: ops.forward(q, k, v, lay, d**-0.5, True))
+                row[vname] = bench(lambda: kernel_launches.forward(q, k, v, lay, d**-0.5, True))
                 if ref is not None:
-                    mine = ops.forward(big[0], big[1], vz, lay, d**-0.5, True)[0]
+                    mine = kernel_launches.forward(big[0], big[1], vz, lay, d**-0.5, True)[0]
                     row[vname + " differs"] = int((mine != ref).sum())
             finally:
                 config.set_config(d, fwd=base)
@@ -107,7 +106,7 @@ def ftz_part():
 
 def calls_part():
     from sglang_attn_bridge import settings
-    from sglang_attn_bridge.attention import triton_attention_forward
+    from sglang_attn_bridge.hf_attention import triton_attention_forward
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     rows = []
@@ -160,8 +159,7 @@ def probe_part():
 def fp32_part():
     from sglang_attn_bridge import attention_varlen, layout
     from sglang_attn_bridge.reference import reference_varlen
-    from sglang_attn_bridge.sglang_forward import sglang_forward
-    from sglang_attn_bridge.sglang_kernel import resolve
+    from sglang_attn_bridge.sglang_resolution import resolve, sglang_forward
 
     kern = resolve(refresh=True).kernel
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -200,7 +198,7 @@ def fp32_part():
 
 
 def profile_part():
-    from sglang_attn_bridge.attention import triton_attention_forward
+    from sglang_attn_bridge.hf_attention import triton_attention_forward
 
     q = torch.randn(2, 32, 2048, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     k = torch.randn(2, 8, 2048, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True)

@@ -46,9 +46,8 @@ def variants(d):
 
 def main() -> int:
     from sglang_attn_bridge import config
-    from sglang_attn_bridge.attention import triton_attention_forward
-    from sglang_attn_bridge.sglang_forward import sglang_forward
-    from sglang_attn_bridge.sglang_kernel import resolve
+    from sglang_attn_bridge.hf_attention import triton_attention_forward
+    from sglang_attn_bridge.sglang_resolution import resolve, sglang_forward
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     mod_ = load_sglang()

@@ -108,7 +108,7 @@ def with_forward(mode, fn):
 
 
 def attn_rows(results):
-    from sglang_attn_bridge.attention import triton_attention_forward
+    from sglang_attn_bridge.hf_attention import triton_attention_forward
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     varlen = register_varlen()
@@ -293,7 +293,7 @@ def exact(results):
     torch.equal on o, dq, dk, dv, over layouts and classes (dense, padded, packed, D64, window, softcap, and q/k/v
     views that start off 16-byte alignment, which Triton specializes on)."""
     from sglang_attn_bridge import launch
-    from sglang_attn_bridge.attention import triton_attention_forward
+    from sglang_attn_bridge.hf_attention import triton_attention_forward
 
     mod = Module()
     cases = []
@@ -345,7 +345,7 @@ def profile(results):
     import io
     import pstats
 
-    from sglang_attn_bridge.attention import triton_attention_forward
+    from sglang_attn_bridge.hf_attention import triton_attention_forward
 
     mod = Module()
     q = torch.randn(2, 32, 2048, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True)

@@ -119,9 +119,8 @@ def _variants(d):
 
 def calls_part():
     from sglang_attn_bridge import settings
-    from sglang_attn_bridge.attention import triton_attention_forward
-    from sglang_attn_bridge.sglang_forward import sglang_forward
-    from sglang_attn_bridge.sglang_kernel import resolve
+    from sglang_attn_bridge.hf_attention import triton_attention_forward
+    from sglang_attn_bridge.sglang_resolution import resolve, sglang_forward
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     kern = resolve(refresh=True).kernel
@@ -202,7 +201,7 @@ def calls_part():
 
 
 def profile_part():
-    from sglang_attn_bridge.attention import triton_attention_forward
+    from sglang_attn_bridge.hf_attention import triton_attention_forward
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     q = torch.randn(2, 32, 2048, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True)

@@ -15,8 +15,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from . import graphs, layout, ops
-from .function import forward_impl, separate_backward_output
+from . import graphs, kernel_launches, layout
+from .forward_selection import forward_impl, separate_backward_output
 
 
 def _layout(q, k, attention_mask, position_ids, cu_seq_lens_q, cu_seq_lens_k, max_length_q, max_length_k, seq=1):
@@ -56,8 +56,9 @@ def attention_op(
     softcap: float,
     need_lse: bool,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """q [B, Sq, Hq, D], k/v [B, Sk, Hkv, D] -> (o [B, Sq, Hq, D], lse [Hq, B*Sq] in ops.lse_dtype(q) or empty if
-    not need_lse, the output the backward uses where it is not o (fp32 with sglang's forward), else empty)."""
+    """q [B, Sq, Hq, D], k/v [B, Sk, Hkv, D] -> (o [B, Sq, Hq, D], lse [Hq, B*Sq] in kernel_launches.lse_dtype(q)
+    or empty if not need_lse, the output the backward uses where it is not o (fp32 with sglang's forward), else
+    empty)."""
     return _forward(
         q,
         k,
@@ -117,7 +118,11 @@ def _(
     need_lse,
 ):
     b, sq, hq, d = q.shape
-    lse = q.new_empty((hq, b * sq), dtype=ops.lse_dtype(q)) if need_lse else q.new_empty((0,), dtype=torch.float32)
+    lse = (
+        q.new_empty((hq, b * sq), dtype=kernel_launches.lse_dtype(q))
+        if need_lse
+        else q.new_empty((0,), dtype=torch.float32)
+    )
     o_bwd = q.new_empty((b, sq, hq, d) if separate_backward_output(q.dtype, need_lse) else (0,))
     return q.new_empty((b, sq, hq, d)), lse, o_bwd
 
@@ -180,7 +185,7 @@ def _backward_impl(
     softcap,
 ):
     lay = _layout(q, k, attention_mask, position_ids, cu_seq_lens_q, cu_seq_lens_k, max_length_q, max_length_k)
-    return ops.backward(do, q, k, v, o, lse, lay, scale, causal, _window(window), softcap)
+    return kernel_launches.backward(do, q, k, v, o, lse, lay, scale, causal, _window(window), softcap)
 
 
 @attention_backward_op.register_fake
@@ -230,7 +235,9 @@ def _graphed_forward(q, k, v, lay, scale, causal, window, softcap):
 
 def _graphed_backward(do, q, k, v, o, lse, lay, scale, causal, window, softcap):
     key = graphs.key("backward", (do, q, k, v, o, lse), lay, (scale, causal, window, softcap))
-    return graphs.run(key, lambda: ops.backward(do, q, k, v, o, lse, lay, scale, causal, window, softcap), (lay,))
+    return graphs.run(
+        key, lambda: kernel_launches.backward(do, q, k, v, o, lse, lay, scale, causal, window, softcap), (lay,)
+    )
 
 
 def _bshd(t: Tensor, heads_first: bool) -> Tensor:
@@ -258,7 +265,7 @@ class _Eager(torch.autograd.Function):
     @staticmethod
     def backward(ctx, do):
         q, k, v, o, lse = ctx.saved_tensors
-        impl = _graphed_backward if graphs.enabled(q) else ops.backward
+        impl = _graphed_backward if graphs.enabled(q) else kernel_launches.backward
         dq, dk, dv = impl(do.contiguous(), q, k, v, o, lse, ctx.lay, *ctx.args)
         hf = ctx.heads_first
         return _bshd(dq, hf), _bshd(dk, hf), _bshd(dv, hf), None
