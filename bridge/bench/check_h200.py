@@ -21,7 +21,7 @@ from dataclasses import replace
 
 import torch
 from common import load_sglang, make_qkv, packed_lengths
-from sglang_attn_bridge import config, custom_op, kernel_launches, layout
+from sglang_attn_bridge import config, custom_op, kernel_launches, kernel_plan, layout
 from sglang_attn_bridge.reference import reference_attention
 from sglang_attn_bridge.sglang_resolution import resolve, sglang_forward
 
@@ -133,6 +133,19 @@ def determinism():
     record("determinism", "32/8 D128 packed 4096, 10 bwd", same and torch.equal(o, o2), "bitwise dq/dk/dv and o")
 
 
+# The cases' labels: what the kernel plan (the launchers' one source) picks for these inputs.
+def _tma_used(*tensors: torch.Tensor) -> bool:
+    return kernel_plan.Target.of(tensors[0].device).tma and all(map(kernel_plan.tma_aligned, tensors))
+
+
+def _gluon_fwd_used(q, k, v) -> bool:
+    return kernel_plan.plan(q, k, v, None, 0.0, True).forward.kernel == "gluon"
+
+
+def _gluon_dkdv_used(q, k, v, do) -> bool:
+    return kernel_plan.plan(q, k, v, None, 0.0, do=do).dkdv.kernel == "gluon"
+
+
 def tma_paths():
     """Forward and backward through TMA descriptors vs masked loads: bitwise equal (packed, padded, odd D)."""
     for label, lens, hq, hkv, d in (
@@ -144,7 +157,7 @@ def tma_paths():
         t = sum(lens)
         lay = layout.from_cu_seqlens(cu, cu, t, t)
         saved = config.fwd_config(d), config.bwd_config(d)
-        used = kernel_launches._use_tma(True, q, k, v)
+        used = _tma_used(q, k, v)
         outs = []
         do = torch.randn_like(q)
         for tma in (True, False):  # the Triton forward (the Gluon one always loads by TMA: gluon-fwd below)
@@ -177,7 +190,7 @@ def gluon_fwd():
         cq, ck = (torch.tensor([0] + x, device="cuda").cumsum(0).to(torch.int32) for x in (lq, lk))
         lay = layout.from_cu_seqlens(cq, ck, sum(lq), sum(lk))
         saved = config.fwd_config(d)
-        used = kernel_launches._use_gluon_fwd(saved, q, k, v, None, 0.0, True)
+        used = _gluon_fwd_used(q, k, v)
         outs = {}
         for name, cfg in (
             ("gluon", saved),
@@ -220,7 +233,7 @@ def gluon_dkdv():
         o, lse = kernel_launches.forward(q, k, v, lay, d**-0.5, causal)
         do = torch.randn_like(o)
         saved = config.bwd_config(d)
-        used = kernel_launches._use_gluon_dkdv(saved, q, k, v, do, None, 0.0)
+        used = _gluon_dkdv_used(q, k, v, do)
 
         def run():
             return kernel_launches.backward(do, q, k, v, o, lse, lay, d**-0.5, causal, parts=("dkdv",))[1:]
