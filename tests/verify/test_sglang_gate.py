@@ -138,7 +138,7 @@ def test_bridge_resolves_from_the_same_table():
     # A child without site-packages (-S): an editable install of some other checkout cannot answer for this one.
     code = (
         "import json; from verify.source_signature import literal_from_source; "
-        "t, p, _ = literal_from_source('sglang_attn_bridge.sglang_table', 'EXTEND_ATTENTION'); "
+        "t, p, _ = literal_from_source('sglang_attn_bridge.sglang_api', 'EXTEND_ATTENTION'); "
         "print(json.dumps([t, p]))"
     )
     run = subprocess.run(
@@ -151,7 +151,7 @@ def test_bridge_resolves_from_the_same_table():
     )
     assert run.returncode == 0, run.stderr
     table, path = json.loads(run.stdout)
-    assert Path(path).resolve() == (BRIDGE_SRC / "sglang_attn_bridge" / "sglang_table.py").resolve()
+    assert Path(path).resolve() == (BRIDGE_SRC / "sglang_attn_bridge" / "sglang_api.py").resolve()
     source = (BRIDGE_SRC / "sglang_attn_bridge" / "sglang_resolution.py").read_text()
     assert NEW_MODULE not in source and OLD_MODULE not in source
     assert table["modules"] == [NEW_MODULE, OLD_MODULE] and table["function"] == FUNCTION
@@ -226,7 +226,7 @@ def test_gate_and_bridge_agree_inside_an_image_with_real_sglang(docker_client, t
     except docker.errors.ImageNotFound:
         pytest.skip("%s is not built here (python3 build.py --target miles-cpu)" % image)
     shutil.copytree(REPO / "verify", tmp_path / "verify")
-    entry = {"resolve": "sglang_attn_bridge.sglang_table:EXTEND_ATTENTION"}
+    entry = {"resolve": "sglang_attn_bridge.sglang_api:EXTEND_ATTENTION"}
     (tmp_path / "gates.json").write_text(
         json.dumps({"signatures": [dict(entry, **{"import": False}), dict(entry, **{"import": True})]})
     )
@@ -262,7 +262,7 @@ def test_cst_export_keeps_the_resolve_entry(unpacked):
     gates = {"signatures": _gpu_variants()[DEFAULT].gates["signatures"]}
     test = to_cst(gates, sys.executable)["commandTests"][0]
     assert json.loads(test["args"][2]) == {
-        "signatures": [{"resolve": "sglang_attn_bridge.sglang_table:EXTEND_ATTENTION", "import": False}]
+        "signatures": [{"resolve": "sglang_attn_bridge.sglang_api:EXTEND_ATTENTION", "import": False}]
     }
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(unpacked("0.5.16")), str(BRIDGE_SRC)]))
     run = subprocess.run(

@@ -4,7 +4,7 @@ bridge's [B, S, H, D] views (`sglang_forward`: the forward whose bits are infere
 Generations: <= 0.5.5 (srt path, no k_scale/v_scale); 0.5.10-0.5.14 (srt path, k_scale/v_scale are required
 positionals after v_buffer, so an old positional call shifts every argument and fails); 0.5.16 and later (moved to
 sglang.kernels, with page_size/score_mod/aux_tensors: every wheel from 0.5.16 to 0.5.23). The module paths and
-keywords live in `sglang_table` (the image gate reads the same table). We read the signature instead of trusting a
+keywords live in `sglang_api` (the image gate reads the same table). We read the signature instead of trusting a
 version string, call only by keyword, always pass sm_scale, and pass k_scale=1.0, v_scale=1.0 wherever the kernel
 takes them.
 A signature with a required parameter we do not know is refused: guessing is how the upstream call broke.
@@ -21,7 +21,7 @@ import torch
 
 from .errors import BridgeUnsupported
 from .layout import Varlen
-from .sglang_table import EXTEND_ATTENTION as _TABLE
+from .sglang_api import EXTEND_ATTENTION as _TABLE
 
 MODULES = tuple(_TABLE["modules"])
 FUNCTION = _TABLE["function"]
