@@ -20,7 +20,7 @@ PROGRAM = """
 import sys
 from sglang_loader import load
 module = load(sys.argv[1])
-from sglang_attn_bridge.sglang_kernel import resolve
+from sglang_attn_bridge.sglang_resolution import resolve
 found = resolve(refresh=True)
 assert found.kernel is not None, found.reason
 print(module.__name__, found.kernel.generation, sep="|")

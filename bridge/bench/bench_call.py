@@ -26,10 +26,8 @@ import sys
 import time
 
 import torch
-from common import CausalLayer, call_inputs, load_sglang, packed_lengths
-from triton.testing import do_bench
+from common import CausalLayer, call_inputs, median_ms, packed_lengths, report_sglang, run_parts
 
-OUT = os.environ.get("OUT", "out")
 PARTS = set(os.environ.get("BENCH_PARTS", "ftz,calls,probe,fp32,profile").split(","))
 SHAPES = [  # (name, batch, seq, hq, hkv, d); packed: one row of `batch` sequences
     ("1x8192 32/8 D128", 1, 8192, 32, 8, 128),
@@ -41,10 +39,6 @@ SHAPES = [  # (name, batch, seq, hq, hkv, d); packed: one row of `batch` sequenc
     ("packed 26 seqs=18432 32/8 D128", 26, 18432, 32, 8, 128),
 ]
 results: dict = {}
-
-
-def bench(fn, grad=None):
-    return do_bench(fn, warmup=30, rep=150, grad_to_none=grad, return_mode="median")
 
 
 def host_us(fn, n=20):
@@ -63,9 +57,8 @@ def host_us(fn, n=20):
 def ftz_part():
     from dataclasses import replace
 
-    from sglang_attn_bridge import config, layout, ops
-    from sglang_attn_bridge.sglang_forward import sglang_forward
-    from sglang_attn_bridge.sglang_kernel import resolve
+    from sglang_attn_bridge import config, kernel_launches, layout
+    from sglang_attn_bridge.sglang_resolution import resolve, sglang_forward
 
     kern = resolve(refresh=True).kernel
     rows = []
@@ -94,9 +87,9 @@ def ftz_part():
         for vname, cfg in variants.items():
             config.set_config(d, fwd=cfg)
             try:
-                row[vname] = bench(lambda: ops.forward(q, k, v, lay, d**-0.5, True))
+                row[vname] = median_ms(lambda: kernel_launches.forward(q, k, v, lay, d**-0.5, True))
                 if ref is not None:
-                    mine = ops.forward(big[0], big[1], vz, lay, d**-0.5, True)[0]
+                    mine = kernel_launches.forward(big[0], big[1], vz, lay, d**-0.5, True)[0]
                     row[vname + " differs"] = int((mine != ref).sum())
             finally:
                 config.set_config(d, fwd=base)
@@ -107,7 +100,7 @@ def ftz_part():
 
 def calls_part():
     from sglang_attn_bridge import settings
-    from sglang_attn_bridge.attention import triton_attention_forward
+    from sglang_attn_bridge.hf_attention import triton_attention_forward
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     rows = []
@@ -139,7 +132,7 @@ def calls_part():
                 for part, mk in (("fwd+bwd", both), ("fwd", fwd)):
                     run = mk(f)
                     try:
-                        row[f"{col} {part}"] = bench(run, grad=[q, k, v])
+                        row[f"{col} {part}"] = median_ms(run, [q, k, v])
                         row[f"{col} {part} host us"] = host_us(run)
                     except Exception as e:
                         row[f"{col} {part}"] = f"{type(e).__name__}: {str(e)[:100]}"
@@ -160,8 +153,7 @@ def probe_part():
 def fp32_part():
     from sglang_attn_bridge import attention_varlen, layout
     from sglang_attn_bridge.reference import reference_varlen
-    from sglang_attn_bridge.sglang_forward import sglang_forward
-    from sglang_attn_bridge.sglang_kernel import resolve
+    from sglang_attn_bridge.sglang_resolution import resolve, sglang_forward
 
     kern = resolve(refresh=True).kernel
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -200,7 +192,7 @@ def fp32_part():
 
 
 def profile_part():
-    from sglang_attn_bridge.attention import triton_attention_forward
+    from sglang_attn_bridge.hf_attention import triton_attention_forward
 
     q = torch.randn(2, 32, 2048, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     k = torch.randn(2, 8, 2048, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True)
@@ -252,32 +244,15 @@ def table() -> str:
 
 
 def main() -> int:
-    mod = load_sglang()
-    print(f"sglang kernel module: {mod.__name__ if mod else None}", flush=True)
-    os.makedirs(OUT, exist_ok=True)
-    for part, fn in (
+    report_sglang()
+    parts = (
         ("ftz", ftz_part),
         ("calls", calls_part),
         ("probe", probe_part),
         ("fp32", fp32_part),
         ("profile", profile_part),
-    ):
-        if part in PARTS:
-            t0 = time.time()
-            try:
-                fn()
-            except Exception as e:  # keep what the other parts measured
-                import traceback
-
-                traceback.print_exc()
-                results[part + "_error"] = f"{type(e).__name__}: {e}"
-            print(f"part {part}: {time.time() - t0:.0f} s", flush=True)
-            with open(os.path.join(OUT, "bench_call.json"), "w") as f:
-                json.dump(results, f, indent=1)
-    text = table()
-    with open(os.path.join(OUT, "bench_call.md"), "w") as f:
-        f.write(text + "\n")
-    print(text)
+    )
+    run_parts("bench_call", parts, PARTS, results, table)
     return 0
 
 

@@ -22,7 +22,7 @@ from dataclasses import replace
 import torch
 import torch.nn.functional as F
 from common import causal_flops, interleaved_ms, load_sglang, make_qkv, packed_lengths
-from sglang_attn_bridge import config, layout, ops
+from sglang_attn_bridge import config, kernel_launches, layout
 from sglang_attn_bridge.kernels.backward import dkdv_kernel, dq_kernel
 from sglang_attn_bridge.kernels.forward import attn_fwd_kernel
 from upstream_baseline import upstream_backward
@@ -50,13 +50,13 @@ def inputs(hq, hkv, d, batch, lens):
 
 
 def bridge_fwd(q, k, v, lay, d):
-    return lambda: ops.forward(q, k, v, lay, d**-0.5, True)
+    return lambda: kernel_launches.forward(q, k, v, lay, d**-0.5, True)
 
 
 def bridge_bwd(q, k, v, lay, d):
-    o, lse = ops.forward(q, k, v, lay, d**-0.5, True)
+    o, lse = kernel_launches.forward(q, k, v, lay, d**-0.5, True)
     do = torch.randn_like(o)
-    return lambda: ops.backward(do, q, k, v, o, lse, lay, d**-0.5, True)
+    return lambda: kernel_launches.backward(do, q, k, v, o, lse, lay, d**-0.5, True)
 
 
 def sdpa_pair(q, k, v, cu, backend):
@@ -257,16 +257,18 @@ def tune_fwd(d, cases, ref, log):
         config.set_config(d, fwd=c)
         name, q, k, v, lay = cases[0]
         try:
-            o = ops.forward(q, k, v, lay, d**-0.5, True)[0][0]  # compiles; then the bits against sglang
+            o = kernel_launches.forward(q, k, v, lay, d**-0.5, True)[0][0]  # compiles; then the bits against sglang
         except Exception as e:
             print(f"tune fwd D{d} {c}: ERROR {e!r}"[:300], flush=True)
             continue
         exact[c] = bool(torch.equal(o, ref)) if ref is not None else None
-        kernel = ops.attn_fwd_ws_sm90_kernel if c.gluon_ws else attn_fwd_kernel
+        kernel = kernel_launches.attn_fwd_ws_sm90_kernel if c.gluon_ws else attn_fwd_kernel
         log.append(dict(kind=f"fwd D{d}", cfg=str(c), compiled=compiled_info(kernel), bitexact=exact[c]))
         print(f"tune fwd D{d} {c}: bit-exact with sglang: {exact[c]}", flush=True)
         for name, q, k, v, lay in cases:
-            runs[c, name] = _with(d, lambda q=q, k=k, v=v, lay=lay: ops.forward(q, k, v, lay, d**-0.5, True), fwd=c)
+            runs[c, name] = _with(
+                d, lambda q=q, k=k, v=v, lay=lay: kernel_launches.forward(q, k, v, lay, d**-0.5, True), fwd=c
+            )
     score = _rank(_timed(runs, f"fwd D{d}", log))
     ok = [c for c in score if exact[c] is not False]
     if ok:
@@ -284,7 +286,7 @@ def tune_bwd_part(part, fields, candidates, base, d, cases, log) -> dict:
         except Exception as e:
             print(f"tune {part} D{d} {cand}: ERROR {e!r}"[:300], flush=True)
             continue
-        kernel = ops.dkdv_sm90_kernel if part == "dkdv" and c.gluon_dkdv else KERNEL[part]
+        kernel = kernel_launches.dkdv_sm90_kernel if part == "dkdv" and c.gluon_dkdv else KERNEL[part]
         log.append(dict(kind=f"{part} D{d}", cfg=str(cand), compiled=compiled_info(kernel)))
         for name, run in cases:
             runs[cand, name] = _with(d, run, bwd=c)
@@ -311,13 +313,13 @@ def tune(mod, log):
         base = config.GPU_BWD[d]
         parts = {"dkdv": [], "dq": []}
         for name, q, k, v, lay in cases:
-            o, lse = ops.forward(q, k, v, lay, d**-0.5, True)
+            o, lse = kernel_launches.forward(q, k, v, lay, d**-0.5, True)
             do = torch.randn_like(o)
             for part, runs in parts.items():
                 runs.append(
                     (
                         name,
-                        lambda q=q, k=k, v=v, lay=lay, o=o, lse=lse, do=do, part=part: ops.backward(
+                        lambda q=q, k=k, v=v, lay=lay, o=o, lse=lse, do=do, part=part: kernel_launches.backward(
                             do, q, k, v, o, lse, lay, d**-0.5, True, parts=(part,)
                         ),
                     )
@@ -366,7 +368,7 @@ def main():
                     saved = config.GPU_FWD[d]
                     config.GPU_FWD[d] = cfg
                     try:
-                        return ops.forward(q, k, v, lay, d**-0.5, True)
+                        return kernel_launches.forward(q, k, v, lay, d**-0.5, True)
                     finally:
                         config.GPU_FWD[d] = saved
 
@@ -375,7 +377,7 @@ def main():
             cols["fast_fwd"] = fast_fwd
         if mod is not None:
             cols["sglang_fwd"] = lambda: sglang_fwd(mod, q, k, v, cu, lens, d)
-        o_up, _ = ops.forward(q, k, v, lay, d**-0.5, True)
+        o_up, _ = kernel_launches.forward(q, k, v, lay, d**-0.5, True)
         do_up = torch.randn_like(o_up)
         cols["upstream_bwd"] = lambda: lambda: upstream_backward(do_up, q, k, v, o_up, cu, d**-0.5)
         fns = {}

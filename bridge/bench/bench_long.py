@@ -17,7 +17,7 @@ import time
 from dataclasses import replace
 
 import torch
-from common import call_inputs, interleaved_ms, load_sglang
+from common import call_inputs, interleaved_ms, report_sglang, write_text
 
 OUT = os.environ.get("OUT", "out")
 SHAPES = [  # (name, batch, seq, hq, hkv, d); packed: one row of `batch` sequences
@@ -46,13 +46,11 @@ def variants(d):
 
 def main() -> int:
     from sglang_attn_bridge import config
-    from sglang_attn_bridge.attention import triton_attention_forward
-    from sglang_attn_bridge.sglang_forward import sglang_forward
-    from sglang_attn_bridge.sglang_kernel import resolve
+    from sglang_attn_bridge.hf_attention import triton_attention_forward
+    from sglang_attn_bridge.sglang_resolution import resolve, sglang_forward
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    mod_ = load_sglang()
-    print(f"sglang kernel module: {mod_.__name__ if mod_ else None}", flush=True)
+    report_sglang()
     kern = resolve(refresh=True).kernel
     os.makedirs(OUT, exist_ok=True)
     rows = []
@@ -136,8 +134,7 @@ def main() -> int:
             vs = f"{val:.3f}" if isinstance(val, float) else str(val)
             lines.append(f"    {vname:32} {vs}{x}{sd}  {json.dumps(chk)}")
     text = "\n".join(lines)
-    with open(os.path.join(OUT, "bench_long.md"), "w") as f:
-        f.write(text + "\n")
+    write_text(os.path.join(OUT, "bench_long.md"), text)
     print(text)
     return 0
 

@@ -23,9 +23,8 @@ import sys
 import time
 
 import torch
-from common import load_sglang, packed_lengths
+from common import median_ms, packed_lengths, report_sglang, run_parts
 
-OUT = os.environ.get("OUT", "out")
 PARTS = set(os.environ.get("BENCH_PARTS", "exact,check,profile,attn,train,compile").split(","))
 FWD_ENV = "SGLANG_ATTN_BRIDGE_FORWARD"
 ATTN_SHAPES = [  # (name, batch, seq, hq, hkv, d)
@@ -90,12 +89,6 @@ def register_varlen(name="varlen"):
     return fn
 
 
-def do_bench(fn, grad_to_none=None):
-    from triton.testing import do_bench as tdb
-
-    return tdb(fn, warmup=30, rep=150, grad_to_none=grad_to_none, return_mode="median")
-
-
 def with_forward(mode, fn):
     """fn run with the bridge's `forward` setting = mode."""
     from sglang_attn_bridge import settings
@@ -108,7 +101,7 @@ def with_forward(mode, fn):
 
 
 def attn_rows(results):
-    from sglang_attn_bridge.attention import triton_attention_forward
+    from sglang_attn_bridge.hf_attention import triton_attention_forward
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     varlen = register_varlen()
@@ -150,7 +143,7 @@ def attn_rows(results):
         row = {"shape": name}
         for col, fn in cols.items():
             try:
-                row[col] = do_bench(fn, grad_to_none=[q, k, v])
+                row[col] = median_ms(fn, [q, k, v])
             except Exception as e:
                 row[col] = f"{type(e).__name__}: {str(e)[:120]}"
         base = row.get("sdpa", row.get("varlen"))
@@ -293,7 +286,7 @@ def exact(results):
     torch.equal on o, dq, dk, dv, over layouts and classes (dense, padded, packed, D64, window, softcap, and q/k/v
     views that start off 16-byte alignment, which Triton specializes on)."""
     from sglang_attn_bridge import launch
-    from sglang_attn_bridge.attention import triton_attention_forward
+    from sglang_attn_bridge.hf_attention import triton_attention_forward
 
     mod = Module()
     cases = []
@@ -345,7 +338,7 @@ def profile(results):
     import io
     import pstats
 
-    from sglang_attn_bridge.attention import triton_attention_forward
+    from sglang_attn_bridge.hf_attention import triton_attention_forward
 
     mod = Module()
     q = torch.randn(2, 32, 2048, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True)
@@ -485,8 +478,7 @@ def main():
     import triton
 
     logging.basicConfig(level=logging.INFO, format="%(name)s %(levelname)s %(message)s")
-    os.makedirs(OUT, exist_ok=True)
-    mod = load_sglang()
+    mod = report_sglang()
     from sglang_attn_bridge import register
 
     register()
@@ -500,30 +492,15 @@ def main():
             sglang=getattr(sys.modules.get("sglang"), "__version__", None) if mod else None,
         )
     }
-    path = os.path.join(OUT, os.environ.get("BENCH_NAME", "bench_public"))
-    steps = [
-        ("exact", exact),
-        ("check", check),
-        ("profile", profile),
-        ("attn", attn_rows),
-        ("train", lambda r: train_rows(r, False)),
-        ("compile", lambda r: train_rows(r, True)),
+    parts = [
+        ("exact", lambda: exact(results)),
+        ("check", lambda: check(results)),
+        ("profile", lambda: profile(results)),
+        ("attn", lambda: attn_rows(results)),
+        ("train", lambda: train_rows(results, False)),
+        ("compile", lambda: train_rows(results, True)),
     ]
-    for part, fn in steps:
-        if part in PARTS:
-            try:
-                fn(results)
-            except Exception as e:
-                import traceback
-
-                traceback.print_exc()
-                results.setdefault("errors", []).append(f"{part}: {type(e).__name__}: {e}")
-            with open(path + ".json", "w") as f:
-                json.dump(results, f, indent=1)
-    md = markdown(results)
-    with open(path + ".md", "w") as f:
-        f.write(md)
-    print(md)
+    run_parts(os.environ.get("BENCH_NAME", "bench_public"), parts, PARTS, results, lambda: markdown(results))
 
 
 if __name__ == "__main__":

@@ -26,10 +26,8 @@ import sys
 import time
 
 import torch
-from common import CausalLayer, call_inputs, load_sglang
-from triton.testing import do_bench
+from common import CausalLayer, call_inputs, median_ms, report_sglang, run_parts
 
-OUT = os.environ.get("OUT", "out")
 PARTS = set(os.environ.get("BENCH_PARTS", "calls,profile,fp32").split(","))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "7"))  # interleaved do_bench rounds per (shape, column, part)
 SHAPES = [  # (name, batch, seq, hq, hkv, d, variants of auto); packed: one row of `batch` sequences
@@ -46,10 +44,6 @@ SHAPES = [  # (name, batch, seq, hq, hkv, d, variants of auto); packed: one row 
 ]
 SPIN_PER_MS = 2_000_000  # torch.cuda._sleep cycles per ms, about (1.98 GHz)
 results: dict = {}
-
-
-def ms_bench(fn, grad):
-    return do_bench(fn, warmup=30, rep=150, grad_to_none=grad, return_mode="median")
 
 
 def host_us(fn, calls=30, loops=7, per_call_ms=3.0):
@@ -119,9 +113,8 @@ def _variants(d):
 
 def calls_part():
     from sglang_attn_bridge import settings
-    from sglang_attn_bridge.attention import triton_attention_forward
-    from sglang_attn_bridge.sglang_forward import sglang_forward
-    from sglang_attn_bridge.sglang_kernel import resolve
+    from sglang_attn_bridge.hf_attention import triton_attention_forward
+    from sglang_attn_bridge.sglang_resolution import resolve, sglang_forward
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     kern = resolve(refresh=True).kernel
@@ -174,7 +167,7 @@ def calls_part():
                 undo = apply() if apply else None
                 try:
                     with settings.override(**(over or {})):
-                        samples.setdefault(key, []).append(ms_bench(run, [q, k, v]))
+                        samples.setdefault(key, []).append(median_ms(run, [q, k, v]))
                 except Exception as e:
                     samples[key] = f"{type(e).__name__}: {str(e)[:160]}"
                 finally:
@@ -202,7 +195,7 @@ def calls_part():
 
 
 def profile_part():
-    from sglang_attn_bridge.attention import triton_attention_forward
+    from sglang_attn_bridge.hf_attention import triton_attention_forward
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     q = torch.randn(2, 32, 2048, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True)
@@ -326,26 +319,9 @@ def table() -> str:
 
 
 def main() -> int:
-    mod = load_sglang()
-    print(f"sglang kernel module: {mod.__name__ if mod else None}", flush=True)
-    os.makedirs(OUT, exist_ok=True)
-    for part, fn in (("calls", calls_part), ("profile", profile_part), ("fp32", fp32_part)):
-        if part in PARTS:
-            t0 = time.time()
-            try:
-                fn()
-            except Exception as e:  # keep what the other parts measured
-                import traceback
-
-                traceback.print_exc()
-                results[part + "_error"] = f"{type(e).__name__}: {e}"
-            print(f"part {part}: {time.time() - t0:.0f} s", flush=True)
-            with open(os.path.join(OUT, "bench_short.json"), "w") as f:
-                json.dump(results, f, indent=1)
-    text = table()
-    with open(os.path.join(OUT, "bench_short.md"), "w") as f:
-        f.write(text + "\n")
-    print(text)
+    report_sglang()
+    parts = (("calls", calls_part), ("profile", profile_part), ("fp32", fp32_part))
+    run_parts("bench_short", parts, PARTS, results, table)
     return 0
 
 

@@ -21,10 +21,9 @@ from dataclasses import replace
 
 import torch
 from common import load_sglang, make_qkv, packed_lengths
-from sglang_attn_bridge import config, layout, op, ops
+from sglang_attn_bridge import config, custom_op, kernel_launches, kernel_plan, layout
 from sglang_attn_bridge.reference import reference_attention
-from sglang_attn_bridge.sglang_forward import sglang_forward
-from sglang_attn_bridge.sglang_kernel import resolve
+from sglang_attn_bridge.sglang_resolution import resolve, sglang_forward
 
 OUT = os.environ.get("OUT", "out")
 rows = []
@@ -61,7 +60,7 @@ def bit_exact(mod):
                 )
                 lay = layout.from_cu_seqlens(cu, cu, t, t)
                 o_bridge = sglang_forward(kern, q, k, v, lay, d**-0.5, True, None, 0.0)[0]
-                o_own = ops.forward(q, k, v, lay, d**-0.5, True)[0][0]
+                o_own = kernel_launches.forward(q, k, v, lay, d**-0.5, True)[0][0]
                 case = f"{hq}/{hkv} D{d} {name}"
                 record("bitexact-sgl", case, torch.equal(o_bridge, o_ref), "bridge(sglang path) vs sglang")
                 diff = (o_own.float() - o_ref.float()).abs().max().item()
@@ -73,7 +72,7 @@ def bit_exact(mod):
         lay = layout.from_cu_seqlens(cu, cu, sum(lens), sum(lens))
         w = None if hf_window is None else hf_window - 1
         o_s = sglang_forward(kern, q, k, v, lay, 0.09, True, w, cap)
-        o_o = ops.forward(q, k, v, lay, 0.09, True, w, cap)[0]
+        o_o = kernel_launches.forward(q, k, v, lay, 0.09, True, w, cap)[0]
         diff = (o_o.float() - o_s.float()).abs().max().item()
         record("bitexact-own", f"16/4 D128 {label}", torch.equal(o_o, o_s), f"max|diff|={diff:.3g}")
 
@@ -81,7 +80,7 @@ def bit_exact(mod):
 def fa_rule(dtype, label, lens, hq, hkv, d, causal=True, hf_window=None, softcap=None, scale=None):
     scale = scale or d**-0.5
     q, k, v, cu = make_qkv(lens, hq, hkv, d, dtype, requires_grad=True)
-    o = op.attention(
+    o = custom_op.attention(
         q,
         k,
         v,
@@ -123,15 +122,28 @@ def fa_rule(dtype, label, lens, hq, hkv, d, causal=True, hf_window=None, softcap
 def determinism():
     lens = packed_lengths(4096, 5, seed=3)
     q, k, v, cu = make_qkv(lens, 32, 8, 128, torch.bfloat16, requires_grad=True)
-    o = op.attention(q, k, v, 128**-0.5, cu_seq_lens_q=cu, cu_seq_lens_k=cu)
+    o = custom_op.attention(q, k, v, 128**-0.5, cu_seq_lens_q=cu, cu_seq_lens_k=cu)
     do = torch.randn_like(o)
     first = torch.autograd.grad(o, (q, k, v), do, retain_graph=True)
     same = True
     for _ in range(9):
         again = torch.autograd.grad(o, (q, k, v), do, retain_graph=True)
         same &= all(torch.equal(a, b) for a, b in zip(first, again))
-    o2 = op.attention(q, k, v, 128**-0.5, cu_seq_lens_q=cu, cu_seq_lens_k=cu)
+    o2 = custom_op.attention(q, k, v, 128**-0.5, cu_seq_lens_q=cu, cu_seq_lens_k=cu)
     record("determinism", "32/8 D128 packed 4096, 10 bwd", same and torch.equal(o, o2), "bitwise dq/dk/dv and o")
+
+
+# The cases' labels: what the kernel plan (the launchers' one source) picks for these inputs.
+def _tma_used(*tensors: torch.Tensor) -> bool:
+    return kernel_plan.Target.of(tensors[0].device).tma and all(map(kernel_plan.tma_aligned, tensors))
+
+
+def _gluon_fwd_used(q, k, v) -> bool:
+    return kernel_plan.plan(q, k, v, None, 0.0, True).forward.kernel == "gluon"
+
+
+def _gluon_dkdv_used(q, k, v, do) -> bool:
+    return kernel_plan.plan(q, k, v, None, 0.0, do=do).dkdv.kernel == "gluon"
 
 
 def tma_paths():
@@ -145,13 +157,13 @@ def tma_paths():
         t = sum(lens)
         lay = layout.from_cu_seqlens(cu, cu, t, t)
         saved = config.fwd_config(d), config.bwd_config(d)
-        used = ops._use_tma(True, q, k, v)
+        used = _tma_used(q, k, v)
         outs = []
         do = torch.randn_like(q)
         for tma in (True, False):  # the Triton forward (the Gluon one always loads by TMA: gluon-fwd below)
             config.set_config(d, fwd=replace(saved[0], tma=tma, gluon_ws=0), bwd=replace(saved[1], tma=tma, tma2=tma))
-            o, lse = ops.forward(q, k, v, lay, d**-0.5, True)
-            outs.append((o, lse, *ops.backward(do, q, k, v, o, lse, lay, d**-0.5, True)))
+            o, lse = kernel_launches.forward(q, k, v, lay, d**-0.5, True)
+            outs.append((o, lse, *kernel_launches.backward(do, q, k, v, o, lse, lay, d**-0.5, True)))
         config.set_config(d, fwd=saved[0], bwd=saved[1])
         same = [n for n, a, b in zip(("o", "lse", "dq", "dk", "dv"), *outs) if torch.equal(a, b)]
         record("tma-paths", label, used and len(same) == 5, f"TMA used={used}; bitwise equal: {', '.join(same)}")
@@ -178,7 +190,7 @@ def gluon_fwd():
         cq, ck = (torch.tensor([0] + x, device="cuda").cumsum(0).to(torch.int32) for x in (lq, lk))
         lay = layout.from_cu_seqlens(cq, ck, sum(lq), sum(lk))
         saved = config.fwd_config(d)
-        used = ops._use_gluon_fwd(saved, q, k, v, None, 0.0, True)
+        used = _gluon_fwd_used(q, k, v)
         outs = {}
         for name, cfg in (
             ("gluon", saved),
@@ -187,9 +199,9 @@ def gluon_fwd():
             ("triton-noftz", replace(saved, gluon_ws=0, exp_ftz=False)),
         ):
             config.set_config(d, fwd=cfg)
-            outs[name] = ops.forward(q, k, v, lay, d**-0.5, causal)
+            outs[name] = kernel_launches.forward(q, k, v, lay, d**-0.5, causal)
         config.set_config(d, fwd=saved)
-        again = ops.forward(q, k, v, lay, d**-0.5, causal)
+        again = kernel_launches.forward(q, k, v, lay, d**-0.5, causal)
         same = {
             n: torch.equal(outs[n][0], outs["gluon"][0]) and torch.equal(outs[n][1], outs["gluon"][1])
             for n in ("gluon-1mb", "triton", "triton-noftz")
@@ -218,13 +230,13 @@ def gluon_dkdv():
         q, k, v, cu = make_qkv(lens, hq, hkv, d, dtype)
         t = sum(lens)
         lay = layout.from_cu_seqlens(cu, cu, t, t)
-        o, lse = ops.forward(q, k, v, lay, d**-0.5, causal)
+        o, lse = kernel_launches.forward(q, k, v, lay, d**-0.5, causal)
         do = torch.randn_like(o)
         saved = config.bwd_config(d)
-        used = ops._use_gluon_dkdv(saved, q, k, v, do, None, 0.0)
+        used = _gluon_dkdv_used(q, k, v, do)
 
         def run():
-            return ops.backward(do, q, k, v, o, lse, lay, d**-0.5, causal, parts=("dkdv",))[1:]
+            return kernel_launches.backward(do, q, k, v, o, lse, lay, d**-0.5, causal, parts=("dkdv",))[1:]
 
         gluon = run()
         repeat = all(torch.equal(a, b) for a, b in zip(gluon, run()))
@@ -255,14 +267,14 @@ def streams():
         q, k, v, cu = make_qkv(lens, hq, hkv, d, torch.bfloat16)
         t = sum(lens)
         lay = layout.from_cu_seqlens(cu, cu, t, t)
-        o, lse = ops.forward(q, k, v, lay, d**-0.5, True)
+        o, lse = kernel_launches.forward(q, k, v, lay, d**-0.5, True)
         do = torch.randn_like(o)
         saved = config.bwd_config(d)
         outs = {}
         for overlap in (False, True):
             config.set_config(d, bwd=replace(saved, overlap=overlap))
             torch.cuda._sleep(50_000_000)  # the GPU is busy when the call is queued, so a missing wait would show
-            outs[overlap] = [g.clone() for g in ops.backward(do, q, k, v, o, lse, lay, d**-0.5, True)]
+            outs[overlap] = [g.clone() for g in kernel_launches.backward(do, q, k, v, o, lse, lay, d**-0.5, True)]
         config.set_config(d, bwd=saved)
         same = [n for n, a, b in zip(("dq", "dk", "dv"), outs[False], outs[True]) if torch.equal(a, b)]
         record(

@@ -1,8 +1,10 @@
-"""Shared pieces of the GPU scripts: shapes, random inputs, FLOP counts, device-event timing."""
+"""Shared pieces of the GPU scripts: shapes, random inputs, FLOP counts, device-event timing, and the harness the
+bench scripts run their parts in (`run_parts`, `median_ms`, `report_sglang`)."""
 
 from __future__ import annotations
 
 import glob
+import json
 import os
 import statistics
 import time
@@ -20,6 +22,50 @@ def load_sglang():
     from sglang_loader import load  # a sibling script: this folder is sys.path[0] for any script run from it
 
     return load(wheels[-1])
+
+
+def report_sglang():
+    """load_sglang(), its module printed (which sglang the run's bits are compared with)."""
+    mod = load_sglang()
+    print(f"sglang kernel module: {mod.__name__ if mod else None}", flush=True)
+    return mod
+
+
+def median_ms(fn, grad_to_none=None) -> float:
+    """One call alone, as triton's do_bench times it (L2 flushed, 30 ms warm-up, 150 ms of runs): its median ms."""
+    from triton.testing import do_bench
+
+    return do_bench(fn, warmup=30, rep=150, grad_to_none=grad_to_none, return_mode="median")
+
+
+def write_text(path: str, text: str) -> None:
+    with open(path, "w") as f:
+        f.write(text + "\n")
+
+
+def run_parts(name: str, parts, selected: set, results: dict, report) -> None:
+    """Run each selected (part, fn) in order: a part that raises leaves its error in results[part + "_error"] and
+    the others still run (what they measured is kept); the results so far go to $OUT/<name>.json after each part,
+    and report() (a text made from them) to $OUT/<name>.md and stdout at the end."""
+    out = os.environ.get("OUT", "out")
+    os.makedirs(out, exist_ok=True)
+    for part, fn in parts:
+        if part not in selected:
+            continue
+        t0 = time.time()
+        try:
+            fn()
+        except Exception as e:  # keep what the other parts measured
+            import traceback
+
+            traceback.print_exc()
+            results[part + "_error"] = f"{type(e).__name__}: {e}"
+        print(f"part {part}: {time.time() - t0:.0f} s", flush=True)
+        with open(os.path.join(out, name + ".json"), "w") as f:
+            json.dump(results, f, indent=1)
+    text = report()
+    write_text(os.path.join(out, name + ".md"), text)
+    print(text)
 
 
 def packed_lengths(total: int, n: int, seed: int = 0) -> list[int]:

@@ -4,21 +4,24 @@ Each row is the CPU time to queue one call of the named piece (us): 30 calls bac
 enough that none waits for the GPU, the median of 7 such loops, rows interleaved round by round so a slow spell of
 the CPU hits every row alike. SDPA's public call is beside the bridge's. The pieces:
 * public fwd+bwd / fwd (no grad) / fwd with grad (the graph dropped unrun): transformers' call as a model makes it;
-* ops.forward / ops.backward: the launchers alone, called from the main thread (no autograd);
-* ops.backward from the autograd engine: the same launcher run inside a trivial autograd Function's backward, so the
-  engine's hand-off to its device thread and back is included;
+* kernel_launches.forward / kernel_launches.backward: the launchers alone, called from the main thread (no
+  autograd);
+* kernel_launches.backward from the autograd engine: the same launcher run inside a trivial autograd Function's
+  backward, so the engine's hand-off to its device thread and back is included;
 * nop Function fwd+bwd: that Function with an empty backward (the engine's own cost for a Python node);
 * launches only: the call's recorded kernel launches replayed through `launch.launch` with the same arguments (all
   of them, or the backward's);
 * allocations: the call's output and gradient buffers (torch.empty of each);
 * "backward on the calling thread": the public call with `torch.autograd.set_multithreading_enabled(False)`, so
   the engine runs the backward in the caller's thread (no hand-off to its device thread);
-* "ready grads": the public call with ops.backward replaced by one that returns gradients made beforehand (what
-  autograd and the Function cost around the launchers); "fresh grads, no launches" allocates them instead, and
-  "backward's launches, ready grads" replays the backward's recorded launches before returning the ready ones;
+* "ready grads": the public call with kernel_launches.backward replaced by one that returns gradients made
+  beforehand (what autograd and the Function cost around the launchers); "fresh grads, no launches" allocates them
+  instead, and "backward's launches, ready grads" replays the backward's recorded launches before returning the
+  ready ones;
 * "autograd.grad": the public call's backward through torch.autograd.grad (no AccumulateGrad nodes);
 * "calls per backward": LAYERS calls on their own leaves and one backward for all of them, as a model's layers run.
-Also the wall time of ops.backward measured inside the engine's thread, against the same call from the main thread.
+Also the wall time of kernel_launches.backward measured inside the engine's thread, against the same call from the
+main thread.
 BENCH_BASELINE=DIR (another checkout's bridge/src): its public calls join the rounds as "baseline ..." rows, loaded
 in this process under another package name, so the two trees are timed side by side by the same CPU.
 BENCH_SHAPES=2x2048,8x1024 (default both), BENCH_LOOPS (default 7); results in $OUT/host_time.json and .md.
@@ -78,14 +81,14 @@ def loop_us(fn) -> float:
 
 
 def pieces(b, s, hq, hkv, d, baseline=None) -> dict:
-    from sglang_attn_bridge import launch, ops
-    from sglang_attn_bridge.attention import triton_attention_forward
+    from sglang_attn_bridge import kernel_launches, launch
+    from sglang_attn_bridge.hf_attention import triton_attention_forward
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     q, k, v, do, mod, kw, lay = call_inputs("x", b, s, hq, hkv, d)
     scale = d**-0.5
     qt, kt, vt = (t.detach().transpose(1, 2) for t in (q, k, v))
-    o, lse = ops.forward(qt, kt, vt, lay, scale, True)
+    o, lse = kernel_launches.forward(qt, kt, vt, lay, scale, True)
 
     def public(f, grad=True, backward=True, threads=True, via_grad=False):
         def run():
@@ -114,18 +117,18 @@ def pieces(b, s, hq, hkv, d, baseline=None) -> dict:
         run.calls = n
         return run
 
-    ready = ops.backward(do, qt, kt, vt, o, lse, lay, scale, True)
+    ready = kernel_launches.backward(do, qt, kt, vt, o, lse, lay, scale, True)
 
     def with_backward(run, fake):
-        """run() with ops.backward replaced by fake() (what the engine thread does around the real one)."""
+        """run() with kernel_launches.backward replaced by fake() (what the engine thread does around the real one)."""
 
         def swapped():
-            real_backward = ops.backward
-            ops.backward = lambda *a, **kw: fake()
+            real_backward = kernel_launches.backward
+            kernel_launches.backward = lambda *a, **kw: fake()
             try:
                 run()
             finally:
-                ops.backward = real_backward
+                kernel_launches.backward = real_backward
 
         return swapped
 
@@ -137,7 +140,7 @@ def pieces(b, s, hq, hkv, d, baseline=None) -> dict:
 
     def timed_backward():
         t0 = time.perf_counter()
-        ops.backward(do, qt, kt, vt, o, lse, lay, scale, True)
+        kernel_launches.backward(do, qt, kt, vt, o, lse, lay, scale, True)
         engine_s.append(time.perf_counter() - t0)
 
     ViaEngine, Nop = pass_through_function(timed_backward), pass_through_function(lambda: None)
@@ -153,19 +156,19 @@ def pieces(b, s, hq, hkv, d, baseline=None) -> dict:
         return run
 
     recorded: list = []
-    real = ops.launch
+    real = kernel_launches.launch
 
     def record(fn, grid, args, kwargs, sig=None):
         recorded.append((fn, grid, args, kwargs, sig))
         real(fn, grid, args, kwargs, sig)
 
-    ops.launch = record
+    kernel_launches.launch = record
     try:
-        ops.forward(qt, kt, vt, lay, scale, True)
+        kernel_launches.forward(qt, kt, vt, lay, scale, True)
         n_fwd = len(recorded)
-        ops.backward(do, qt, kt, vt, o, lse, lay, scale, True)
+        kernel_launches.backward(do, qt, kt, vt, o, lse, lay, scale, True)
     finally:
-        ops.launch = real
+        kernel_launches.launch = real
 
     def launches(which=slice(None)):
         for fn, grid, args, kwargs, sig in recorded[which]:
@@ -185,7 +188,7 @@ def pieces(b, s, hq, hkv, d, baseline=None) -> dict:
 
     def backward_main():
         t0 = time.perf_counter()
-        ops.backward(do, qt, kt, vt, o, lse, lay, scale, True)
+        kernel_launches.backward(do, qt, kt, vt, o, lse, lay, scale, True)
         main_s.append(time.perf_counter() - t0)
 
     runs = {
@@ -204,9 +207,9 @@ def pieces(b, s, hq, hkv, d, baseline=None) -> dict:
             public(triton_attention_forward), launched_ready_grads
         ),
         "bridge public fwd+bwd via autograd.grad": public(triton_attention_forward, via_grad=True),
-        "ops.forward": lambda: ops.forward(qt, kt, vt, lay, scale, True),
-        "ops.backward (main thread)": backward_main,
-        "ops.backward from the autograd engine": via(ViaEngine),
+        "kernel_launches.forward": lambda: kernel_launches.forward(qt, kt, vt, lay, scale, True),
+        "kernel_launches.backward (main thread)": backward_main,
+        "kernel_launches.backward from the autograd engine": via(ViaEngine),
         "nop Function fwd+bwd": via(Nop),
         f"launches only ({len(recorded)})": launches,
         f"backward's launches only ({len(recorded) - n_fwd})": lambda: launches(slice(n_fwd, None)),
@@ -229,8 +232,8 @@ def pieces(b, s, hq, hkv, d, baseline=None) -> dict:
         for name, fn in runs.items():
             samples[name].append(loop_us(fn))
     row = {name: statistics.median(t) for name, t in samples.items()}
-    row["ops.backward wall inside the engine thread"] = statistics.median(engine_s) * 1e6
-    row["ops.backward wall on the main thread"] = statistics.median(main_s) * 1e6
+    row["kernel_launches.backward wall inside the engine thread"] = statistics.median(engine_s) * 1e6
+    row["kernel_launches.backward wall on the main thread"] = statistics.median(main_s) * 1e6
     if os.environ.get("BENCH_PROFILE"):
         profile(public(triton_attention_forward, threads=False), f"{b}x{s}")
     return row

@@ -41,9 +41,9 @@ def cpu_us(fn, reps=40):
 def main():
     os.makedirs(OUT, exist_ok=True)
     load_sglang()
-    from sglang_attn_bridge import layout, ops, probe, register
-    from sglang_attn_bridge.attention import triton_attention_forward
-    from sglang_attn_bridge.function import select_forward
+    from sglang_attn_bridge import kernel_launches, layout, probe, register
+    from sglang_attn_bridge.forward_selection import select_forward
+    from sglang_attn_bridge.hf_attention import triton_attention_forward
 
     register()
 
@@ -61,7 +61,7 @@ def main():
         do = torch.randn(b, s, hq, d, device="cuda", dtype=torch.bfloat16)
         qt, kt, vt = (t.detach().transpose(1, 2) for t in (q, k, v))
         lay = layout.dense(b, s, s, q.device)
-        o, lse = ops.forward(qt, kt, vt, lay, d**-0.5, True)
+        o, lse = kernel_launches.forward(qt, kt, vt, lay, d**-0.5, True)
         x = torch.zeros(1024, device="cuda")
 
         def public():
@@ -76,11 +76,17 @@ def main():
         pieces = {
             "public fwd+bwd (auto)": public,
             "public fwd, no grad": public_fwd,
-            "ops.forward (gluon)": lambda: ops.forward(qt, kt, vt, lay, d**-0.5, True),
-            "ops.forward (triton)": lambda: ops.forward(qt, kt, vt, lay, d**-0.5, True, gluon=False),
-            "ops.backward": lambda: ops.backward(do, qt, kt, vt, o, lse, lay, d**-0.5, True),
-            "ops.backward dkdv only": lambda: ops.backward(do, qt, kt, vt, o, lse, lay, d**-0.5, True, parts=("dkdv",)),
-            "ops.backward dq only": lambda: ops.backward(do, qt, kt, vt, o, lse, lay, d**-0.5, True, parts=("dq",)),
+            "kernel_launches.forward (gluon)": lambda: kernel_launches.forward(qt, kt, vt, lay, d**-0.5, True),
+            "kernel_launches.forward (triton)": lambda: kernel_launches.forward(
+                qt, kt, vt, lay, d**-0.5, True, gluon=False
+            ),
+            "kernel_launches.backward": lambda: kernel_launches.backward(do, qt, kt, vt, o, lse, lay, d**-0.5, True),
+            "kernel_launches.backward dkdv only": lambda: kernel_launches.backward(
+                do, qt, kt, vt, o, lse, lay, d**-0.5, True, parts=("dkdv",)
+            ),
+            "kernel_launches.backward dq only": lambda: kernel_launches.backward(
+                do, qt, kt, vt, o, lse, lay, d**-0.5, True, parts=("dq",)
+            ),
             "select_forward (auto)": lambda: select_forward(qt, kt, vt, True),
             "probe.class_of": lambda: probe.class_of(qt, kt, vt, True, None, 0.0),
             "layout.dense": lambda: layout.dense(b, s, s, q.device),

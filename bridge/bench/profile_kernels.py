@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 from common import make_qkv
-from sglang_attn_bridge import layout, ops
+from sglang_attn_bridge import kernel_launches, layout
 
 
 def main() -> None:
@@ -22,8 +22,8 @@ def main() -> None:
     do = torch.randn_like(q)
 
     def step():
-        o, lse = ops.forward(q, k, v, lay, d**-0.5, True)
-        return ops.backward(do, q, k, v, o, lse, lay, d**-0.5, True)
+        o, lse = kernel_launches.forward(q, k, v, lay, d**-0.5, True)
+        return kernel_launches.backward(do, q, k, v, o, lse, lay, d**-0.5, True)
 
     for _ in range(3):
         step()

@@ -20,9 +20,9 @@ import sys
 import tempfile
 
 import triton
+from sglang_attn_bridge.kernel_launches import attn_fwd_ws_sm90_kernel, dkdv_sm90_kernel, dq_sm90_kernel
 from sglang_attn_bridge.kernels.backward import dkdv_kernel, dq_kernel
 from sglang_attn_bridge.kernels.forward import attn_fwd_kernel
-from sglang_attn_bridge.ops import attn_fwd_ws_sm90_kernel, dkdv_sm90_kernel, dq_sm90_kernel
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 

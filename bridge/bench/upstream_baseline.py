@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import torch
-from sglang_attn_bridge import config, layout, ops
+from sglang_attn_bridge import config, kernel_launches, layout
 
 UPSTREAM_BWD = config.BwdConfig(64, 64, 64, 64, 4, 1, overlap=False)
 
@@ -32,8 +32,8 @@ def upstream_backward(do, q, k, v, o, cu, scale):
             ks = k[:, s:e].repeat_interleave(group, dim=2)
             vs = v[:, s:e].repeat_interleave(group, dim=2)
             lay = layout.dense(1, n, n, q.device)
-            lse = ops.forward(qs, ks, vs, lay, scale, True, compute_o=False)[1]
-            gq, gk, gv = ops.backward(dos, qs, ks, vs, os_, lse, lay, scale, True)
+            lse = kernel_launches.forward(qs, ks, vs, lay, scale, True, compute_o=False)[1]
+            gq, gk, gv = kernel_launches.backward(dos, qs, ks, vs, os_, lse, lay, scale, True)
             dq[:, s:e] = gq
             dk[:, s:e] = gk.unflatten(2, (k.shape[2], group)).sum(3)
             dv[:, s:e] = gv.unflatten(2, (k.shape[2], group)).sum(3)

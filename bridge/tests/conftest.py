@@ -65,9 +65,11 @@ def _seeded():
 @pytest.fixture(autouse=True)
 def no_sglang(monkeypatch):
     """Resolution sees no sglang, whatever the machine has installed (tests that need one install a fake)."""
-    from sglang_attn_bridge import probe, settings, sglang_kernel
+    from sglang_attn_bridge import probe, settings, sglang_resolution
 
-    monkeypatch.setattr(sglang_kernel, "_cached", sglang_kernel.Resolution(None, False, "disabled for the test"))
+    monkeypatch.setattr(
+        sglang_resolution, "_cached", sglang_resolution.Resolution(None, False, "disabled for the test")
+    )
     probe.clear()  # probe decisions belong to one test's (fake) sglang
     with settings.override(probe_cache=None):
         yield
@@ -83,7 +85,7 @@ SGLANG_MODULES = (
 def install_sglang(monkeypatch):
     """install(module_name, fn): a throwaway sglang whose `module_name` holds fn as extend_attention_fwd_unified
     (the other generation's path fails to import); resolution and probe decisions start afresh."""
-    from sglang_attn_bridge import probe, sglang_kernel
+    from sglang_attn_bridge import probe, sglang_resolution
 
     def install(module_name, fn):
         parts = module_name.split(".")
@@ -100,7 +102,7 @@ def install_sglang(monkeypatch):
         for other in SGLANG_MODULES:
             if other != module_name:
                 monkeypatch.setitem(sys.modules, other, None)  # importing the other path raises ModuleNotFoundError
-        monkeypatch.setattr(sglang_kernel, "_cached", None)
+        monkeypatch.setattr(sglang_resolution, "_cached", None)
         probe.clear()
 
     return install

@@ -3,7 +3,7 @@
 import pytest
 import torch
 from sglang_attn_bridge import BridgeUnsupported
-from sglang_attn_bridge.attention import triton_attention_forward
+from sglang_attn_bridge.hf_attention import triton_attention_forward
 from sglang_attn_bridge.mask import triton_mask
 from sglang_attn_bridge.reference import reference_attention
 from torch import nn
@@ -132,16 +132,16 @@ def _grad_fns(t):
 def test_heads_first_route_gives_the_bits_of_the_sequence_first_one_without_transpose_nodes():
     """transformers' [B, H, S, D] tensors go into the eager Function as they are: the output and gradients are the
     ones the [B, S, H, D] route gives, bit for bit, and autograd records the Function and the leaves alone."""
-    from sglang_attn_bridge import op
+    from sglang_attn_bridge import custom_op
 
     q, k, v = _qkv(b=2)
     do = torch.randn(2, 48, 4, 64)
     leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
-    out = op.attention(*leaves, 0.2, heads_first=True)
+    out = custom_op.attention(*leaves, 0.2, heads_first=True)
     assert sorted(set(_grad_fns(out))) == ["AccumulateGrad", "_EagerBackward"]
     out.backward(do)
     ref_leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
-    ref = op.attention(*(t.transpose(1, 2) for t in ref_leaves), 0.2)
+    ref = custom_op.attention(*(t.transpose(1, 2) for t in ref_leaves), 0.2)
     ref.backward(do)
     assert torch.equal(out, ref)
     for mine, theirs in zip(leaves, ref_leaves):

@@ -59,18 +59,18 @@ def test_compiled_model_matches_eager(fullgraph):
 
 
 def test_custom_op_is_opaque_and_has_fake_shapes():
-    from sglang_attn_bridge import op
+    from sglang_attn_bridge import custom_op
 
     q = torch.randn(2, 10, 4, 16)
     k = v = torch.randn(2, 10, 2, 16)
     args = (None, None, None, None, -1, -1, 0.25, True, -1, 0.0, True)
     torch.library.opcheck(
-        op.attention_op,
+        custom_op.attention_op,
         (q, k, v, *args),
         test_utils=("test_schema", "test_faketensor", "test_autograd_registration"),
     )
     with torch._subclasses.FakeTensorMode():
-        o, lse, o_bwd = op.attention_op(
+        o, lse, o_bwd = custom_op.attention_op(
             torch.empty(2, 10, 4, 16), torch.empty(2, 10, 2, 16), torch.empty(2, 10, 2, 16), *args
         )
         assert o.shape == (2, 10, 4, 16) and lse.shape == (4, 20) and lse.dtype == torch.float32

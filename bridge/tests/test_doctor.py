@@ -3,7 +3,7 @@
 import subprocess
 import sys
 
-from sglang_attn_bridge import doctor, sglang_kernel
+from sglang_attn_bridge import doctor, sglang_resolution
 
 
 def test_doctor_ok_in_interpreter(no_sglang, capsys):
@@ -17,7 +17,7 @@ def test_doctor_ok_in_interpreter(no_sglang, capsys):
 
 
 def test_doctor_fails_on_broken_sglang(monkeypatch, capsys):
-    monkeypatch.setattr(sglang_kernel, "_cached", sglang_kernel.Resolution(None, True, "import failed: boom"))
+    monkeypatch.setattr(sglang_resolution, "_cached", sglang_resolution.Resolution(None, True, "import failed: boom"))
     assert doctor.main([]) == 1
     assert "FAIL sglang kernel" in capsys.readouterr().out
 

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 import torch
-from sglang_attn_bridge import config, kernel_plan, layout, ops
+from sglang_attn_bridge import config, kernel_launches, kernel_plan, layout
 from sglang_attn_bridge.kernel_plan import Launch, Target, plan
 from triton import cdiv
 
@@ -207,16 +207,16 @@ def test_the_triton_launchers_follow_the_plan(monkeypatch):
     k, v = torch.randn(1, 103, 2, 64), torch.randn(1, 103, 2, 64)
     cu = torch.tensor([0, 70, 103], dtype=torch.int32)
     lay = layout.from_cu_seqlens(cu, cu, 103, 103)
-    o_default, lse_default = ops.forward(q, k, v, lay, 0.125, True)
+    o_default, lse_default = kernel_launches.forward(q, k, v, lay, 0.125, True)
     do = torch.randn_like(o_default)
-    grads_default = ops.backward(do, q, k, v, o_default, lse_default, lay, 0.125, True)
+    grads_default = kernel_launches.backward(do, q, k, v, o_default, lse_default, lay, 0.125, True)
     monkeypatch.setattr(config, "INTERPRETER_FWD", config.FwdConfig(16, 64, 2, 2, interior=3, tma=True))
     monkeypatch.setattr(config, "INTERPRETER_BWD", config.BwdConfig(16, 64, 64, 16, 4, 1, 2, 2, tma2=True))
-    spies = {name: _Spy(getattr(ops, name)) for name in ("attn_fwd_kernel", "dkdv_kernel", "dq_kernel")}
+    spies = {name: _Spy(getattr(kernel_launches, name)) for name in ("attn_fwd_kernel", "dkdv_kernel", "dq_kernel")}
     for name, spy in spies.items():
-        monkeypatch.setattr(ops, name, spy)
-    o, lse = ops.forward(q, k, v, lay, 0.125, True)
-    grads = ops.backward(do, q, k, v, o, lse, lay, 0.125, True)
+        monkeypatch.setattr(kernel_launches, name, spy)
+    o, lse = kernel_launches.forward(q, k, v, lay, 0.125, True)
+    grads = kernel_launches.backward(do, q, k, v, o, lse, lay, 0.125, True)
     p = plan(q, k, v, do=do)
     for name, launch, blocks in (
         ("attn_fwd_kernel", p.forward, max(lens)),
@@ -254,18 +254,20 @@ def test_the_gluon_launchers_follow_a_hopper_plan(monkeypatch, gpu_tables):
         for name in ("attn_fwd_ws_sm90_kernel", "dkdv_sm90_kernel", "dq_sm90_kernel", "delta_kernel")
     }
     for name, spy in spies.items():
-        monkeypatch.setattr(ops, name, spy)
-    monkeypatch.setattr(ops, "_sm_count", lambda device: 132)
+        monkeypatch.setattr(kernel_launches, name, spy)
+    monkeypatch.setattr(kernel_launches, "_sm_count", lambda device: 132)
     order = []
     monkeypatch.setattr(
-        ops, "_side_by_side", lambda first, second, device: (order.append("side by side"), first(), second())
+        kernel_launches,
+        "_side_by_side",
+        lambda first, second, device: (order.append("side by side"), first(), second()),
     )
     q = torch.zeros(1, 1000, 32, 128, dtype=torch.bfloat16)
     k = v = torch.zeros(1, 1000, 8, 128, dtype=torch.bfloat16)
     cu = torch.tensor([0, 400, 1000], dtype=torch.int32)
     lay = layout.from_cu_seqlens(cu, cu, 1000, 1000)
-    o, lse = ops.forward(q, k, v, lay, 0.1, True)
-    ops.backward(torch.zeros_like(o), q, k, v, o, lse, lay, 0.1, True)
+    o, lse = kernel_launches.forward(q, k, v, lay, 0.1, True)
+    kernel_launches.backward(torch.zeros_like(o), q, k, v, o, lse, lay, 0.1, True)
     p = real_plan(q, k, v, target=HOPPER)
     ((grid, kw),) = spies["attn_fwd_ws_sm90_kernel"].calls
     items = 32 * 2 * cdiv(600, p.forward.rows)  # (head, sequence) pairs x row blocks of the longest sequence
@@ -285,6 +287,6 @@ def test_the_gluon_launchers_follow_a_hopper_plan(monkeypatch, gpu_tables):
     long = torch.zeros(1, 8192, 32, 128, dtype=torch.bfloat16)
     long_kv = torch.zeros(1, 8192, 8, 128, dtype=torch.bfloat16)
     lay = layout.dense(1, 8192, 8192, long.device)
-    o, lse = ops.forward(long, long_kv, long_kv, lay, 0.1, True)
-    ops.backward(torch.zeros_like(o), long, long_kv, long_kv, o, lse, lay, 0.1, True)
+    o, lse = kernel_launches.forward(long, long_kv, long_kv, lay, 0.1, True)
+    kernel_launches.backward(torch.zeros_like(o), long, long_kv, long_kv, o, lse, lay, 0.1, True)
     assert order == ["side by side"]

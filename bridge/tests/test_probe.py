@@ -7,9 +7,9 @@ import logging
 
 import pytest
 import torch
-from sglang_attn_bridge import layout, ops, probe
-from sglang_attn_bridge.function import select_forward
-from sglang_attn_bridge.op import attention
+from sglang_attn_bridge import kernel_launches, layout, probe
+from sglang_attn_bridge.custom_op import attention
+from sglang_attn_bridge.forward_selection import select_forward
 
 NEW = "sglang.kernels.ops.attention.extend_attention"
 calls = []
@@ -44,7 +44,7 @@ def _exact(
     calls.append((is_causal, sliding_window_size, logit_cap))
     lay = layout.from_cu_seqlens(qo_indptr, kv_indptr, q.shape[0], k_buffer.shape[0])
     window = None if sliding_window_size < 0 else sliding_window_size
-    out = ops.forward(
+    out = kernel_launches.forward(
         q[None], k_buffer[kv_indices][None], v_buffer[kv_indices][None], lay, sm_scale, is_causal, window, logit_cap
     )[0]
     o.copy_(out[0])
@@ -161,7 +161,7 @@ def test_probe_inputs_reach_subnormal_outputs():
     cls = probe.ProbeClass("float16", 64, True, False, False, "triton")
     found = False
     for q, k, v, lay in probe._inputs(cls, "cpu", 0):
-        o = ops.forward(q.float(), k.float(), v.float(), lay, 64**-0.5, True)[0]
+        o = kernel_launches.forward(q.float(), k.float(), v.float(), lay, 64**-0.5, True)[0]
         tiny = (o != 0) & (o.abs() < torch.finfo(torch.float32).tiny)
         found |= bool(tiny.any())
     assert found

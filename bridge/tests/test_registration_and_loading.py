@@ -3,7 +3,7 @@
 import pytest
 import torch
 from sglang_attn_bridge import build_model_with_attn_bridge, register
-from sglang_attn_bridge.attention import triton_attention_forward
+from sglang_attn_bridge.hf_attention import triton_attention_forward
 from sglang_attn_bridge.mask import triton_mask
 from torch import nn
 

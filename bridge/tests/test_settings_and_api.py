@@ -15,8 +15,8 @@ from sglang_attn_bridge import (
     attention_varlen,
     settings,
 )
-from sglang_attn_bridge.api import _sglang_window
 from sglang_attn_bridge.reference import reference_varlen
+from sglang_attn_bridge.varlen_attention import _sglang_window
 
 
 def test_environment_is_parsed_once_with_clear_errors():

@@ -6,9 +6,9 @@ output * v_scale), so a call that passes the wrong scale, or shifts positionals,
 
 import pytest
 import torch
-from sglang_attn_bridge import attention_varlen, sglang_kernel
-from sglang_attn_bridge.function import select_forward
-from sglang_attn_bridge.op import attention
+from sglang_attn_bridge import attention_varlen, sglang_resolution
+from sglang_attn_bridge.custom_op import attention
+from sglang_attn_bridge.forward_selection import select_forward
 from sglang_attn_bridge.reference import reference_varlen
 
 OLD = "sglang.srt.layers.attention.triton_ops.extend_attention"  # where conftest.install_sglang puts fakes
@@ -174,7 +174,7 @@ GENERATIONS = [(OLD, v055, "<=0.5.5"), (OLD, v0510, "0.5.10-0.5.14"), (NEW, v052
 def test_resolves_each_generation(install_sglang, module_name, fn, label):
     install_sglang(module_name, fn)
     calls.clear()
-    res = sglang_kernel.resolve()
+    res = sglang_resolution.resolve()
     assert res.kernel is not None, res.reason
     assert res.kernel.module == module_name and res.kernel.generation.startswith(label)
     assert select_forward() is res.kernel
@@ -240,7 +240,7 @@ def test_unknown_signature_is_refused(bridge_settings, install_sglang, monkeypat
         raise AssertionError("must not be called")
 
     install_sglang(NEW, future)
-    res = sglang_kernel.resolve()
+    res = sglang_resolution.resolve()
     assert res.kernel is None and res.installed and "new_required_thing" in res.reason
     with pytest.raises(RuntimeError, match="SGLANG_ATTN_BRIDGE_FORWARD=triton"):
         select_forward()

@@ -152,7 +152,7 @@ def test_bridge_resolves_from_the_same_table():
     assert run.returncode == 0, run.stderr
     table, path = json.loads(run.stdout)
     assert Path(path).resolve() == (BRIDGE_SRC / "sglang_attn_bridge" / "sglang_api.py").resolve()
-    source = (BRIDGE_SRC / "sglang_attn_bridge" / "sglang_kernel.py").read_text()
+    source = (BRIDGE_SRC / "sglang_attn_bridge" / "sglang_resolution.py").read_text()
     assert NEW_MODULE not in source and OLD_MODULE not in source
     assert table["modules"] == [NEW_MODULE, OLD_MODULE] and table["function"] == FUNCTION
 
@@ -231,7 +231,7 @@ def test_gate_and_bridge_agree_inside_an_image_with_real_sglang(docker_client, t
         json.dumps({"signatures": [dict(entry, **{"import": False}), dict(entry, **{"import": True})]})
     )
     script = (
-        "python -m verify --config gates.json && python -c 'from sglang_attn_bridge.sglang_kernel import "
+        "python -m verify --config gates.json && python -c 'from sglang_attn_bridge.sglang_resolution import "
         'resolve; print("BRIDGE", resolve().kernel.module)\''
     )
     out = docker_client.containers.run(

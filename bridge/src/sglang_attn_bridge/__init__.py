@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from . import settings
 from ._version import __version__
-from .api import attention_varlen
 from .errors import BridgeConfigError, BridgeError, BridgeUnsupported, SglangKernelError
 from .loading import build_model_with_attn_bridge
 from .registration import register
+from .varlen_attention import attention_varlen
 
 __all__ = [
     "register",

@@ -58,8 +58,8 @@ def _kernel_plans(lse_only: bool) -> None:
 def _self_check(device: str) -> tuple[bool, str]:
     import torch
 
-    from .api import attention_varlen
     from .reference import reference_attention
+    from .varlen_attention import attention_varlen
 
     # bf16 on a GPU; fp16 in the interpreter (its bf16 dot is wrong)
     dtype = torch.bfloat16 if device == "cuda" else torch.float16
@@ -119,8 +119,8 @@ def main(argv=None) -> int:
 
     from . import __version__, settings
     from .errors import BridgeError
-    from .function import select_forward
-    from .sglang_kernel import resolve, sglang_version
+    from .forward_selection import select_forward
+    from .sglang_resolution import resolve, sglang_version
 
     try:
         current = settings.current()

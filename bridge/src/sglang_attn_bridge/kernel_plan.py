@@ -1,5 +1,5 @@
-"""Which kernels run for a call, decided in one place: `plan()` returns the `KernelPlan` that ops.py launches and the
-doctor prints.
+"""Which kernels run for a call, decided in one place: `plan()` returns the `KernelPlan` that kernel_launches.py
+launches and the doctor prints.
 
 The tuning table (`config.py`) says what each head dim would like; whether that can run depends on the device (a
 Hopper GPU for the Gluon kernels, TMA and inline PTX), the installed Triton (the Gluon kernels are written against

@@ -28,9 +28,8 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from . import config, layout, ops, settings
-from .sglang_forward import sglang_forward
-from .sglang_kernel import resolve, sglang_version
+from . import config, kernel_launches, layout, settings
+from .sglang_resolution import resolve, sglang_forward, sglang_version
 
 logger = logging.getLogger(__name__)
 
@@ -100,7 +99,7 @@ def class_of(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, wi
         bool(causal),
         window is not None,
         bool(softcap),
-        ops.forward_kernel(q, k, v, window, softcap),
+        kernel_launches.forward_kernel(q, k, v, window, softcap),
     )
 
 
@@ -176,7 +175,7 @@ def run_probe(kernel, cls: ProbeClass, device, seed: int = 0) -> Decision:
     scale = cls.head_dim**-0.5
     checked = 0
     for q, k, v, lay in _inputs(cls, device, seed):
-        mine = ops.forward(q, k, v, lay, scale, cls.causal, window, softcap, gluon=cls.kernel == "gluon")[0]
+        mine = kernel_launches.forward(q, k, v, lay, scale, cls.causal, window, softcap, gluon=cls.kernel == "gluon")[0]
         theirs = sglang_forward(kernel, q, k, v, lay, scale, cls.causal, window, softcap)
         if not torch.isfinite(theirs).all():
             return Decision(False, "sglang's kernel gave non-finite values on the probe inputs")
@@ -263,7 +262,7 @@ def standard_classes(device: torch.device) -> list[ProbeClass]:
         for d in dims:
             for causal, window, softcap in flags:
                 t = torch.empty(1, 1, 1, d, device=device, dtype=getattr(torch, dt))
-                kernel = ops.forward_kernel(t, t, t, 1 if window else None, 1.0 if softcap else 0.0)
+                kernel = kernel_launches.forward_kernel(t, t, t, 1 if window else None, 1.0 if softcap else 0.0)
                 out.append(ProbeClass(dt, d, causal, window, softcap, kernel))
     return out
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .attention import triton_attention_forward
 from .errors import BridgeConfigError
+from .hf_attention import triton_attention_forward
 from .mask import triton_mask
 
 DEFAULT_NAME = "triton"

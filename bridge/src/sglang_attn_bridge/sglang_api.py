@@ -1,6 +1,6 @@
 """Where sglang keeps the extend-attention kernel the bridge calls, and how the bridge calls it. Data only.
 
-This table is the one home of those module paths and keywords. `sglang_kernel` resolves the kernel from it at run
+This table is the one home of those module paths and keywords. `sglang_resolution` resolves the kernel from it at run
 time; an image's build gate (the `verify` runner, signature entries with `resolve`) reads the same table from this
 file's source with ``ast.literal_eval``, without importing anything, and checks that the image's sglang accepts the
 call. So it must stay literals only (no names, no expressions).

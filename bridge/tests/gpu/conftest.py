@@ -55,9 +55,9 @@ _SGLANG_MISSING = _load_sglang() if GPU else "no GPU"
 @pytest.fixture(autouse=True)
 def no_sglang():
     """Overrides the CPU tests' fixture: here the real sglang kernel (or none) is what resolution finds."""
-    from sglang_attn_bridge import probe, sglang_kernel
+    from sglang_attn_bridge import probe, sglang_resolution
 
-    sglang_kernel.resolve(refresh=True)
+    sglang_resolution.resolve(refresh=True)
     probe.clear()
     yield
 
@@ -67,7 +67,7 @@ def sglang():
     """sglang's resolved kernel (a SglangKernel); skips the test when there is none."""
     if _SGLANG_MISSING:
         pytest.skip(_SGLANG_MISSING)
-    from sglang_attn_bridge.sglang_kernel import resolve
+    from sglang_attn_bridge.sglang_resolution import resolve
 
     res = resolve(refresh=True)
     if res.kernel is None:

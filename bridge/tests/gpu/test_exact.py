@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from sglang_attn_bridge import attention_varlen, layout, ops, settings
-from sglang_attn_bridge.sglang_forward import sglang_forward
+from sglang_attn_bridge import attention_varlen, kernel_launches, layout, settings
+from sglang_attn_bridge.sglang_resolution import sglang_forward
 
 LENS_Q = [3000, 700, 1, 64, 333]
 LENS_K = [3000, 700, 1, 64, 1500]  # the last sequence has a 1167-token cached prefix
@@ -54,7 +54,7 @@ def test_in_tree_forwards_equal_sglang(sglang, dtype, d, flags):
             scale = d**-0.5
             theirs = sglang_forward(sglang, q, k, v, lay, scale, causal, window, softcap)
             for gluon in (True, False):
-                mine = ops.forward(q, k, v, lay, scale, causal, window, softcap, gluon=gluon)[0]
+                mine = kernel_launches.forward(q, k, v, lay, scale, causal, window, softcap, gluon=gluon)[0]
                 _equal(mine, theirs, f"{label} {hq}/{hkv} {'planned' if gluon else 'triton'} forward")
 
 
@@ -63,7 +63,7 @@ def test_other_head_dims_equal_sglang(sglang, d):
     for label, spread, zeros in INPUTS:
         q, k, v, *_, lay = _case(16, 4, d, torch.bfloat16, spread, zeros, [700, 1, 300], [700, 1, 500])
         theirs = sglang_forward(sglang, q, k, v, lay, d**-0.5, True, None, 0.0)
-        mine = ops.forward(q, k, v, lay, d**-0.5, True)[0]
+        mine = kernel_launches.forward(q, k, v, lay, d**-0.5, True)[0]
         _equal(mine, theirs, f"{label} D{d}")
 
 
@@ -71,7 +71,7 @@ def test_other_head_dims_equal_sglang(sglang, d):
 def test_gqa_ratios_equal_sglang(sglang, hq, hkv):
     q, k, v, *_, lay = _case(hq, hkv, 128, torch.bfloat16, 16.0, 0.5)
     theirs = sglang_forward(sglang, q, k, v, lay, 0.088, True, None, 0.0)
-    _equal(ops.forward(q, k, v, lay, 0.088, True)[0], theirs, f"{hq}/{hkv}")
+    _equal(kernel_launches.forward(q, k, v, lay, 0.088, True)[0], theirs, f"{hq}/{hkv}")
 
 
 def test_public_path_gives_sglang_bits_in_every_mode(sglang):
@@ -86,7 +86,7 @@ def test_public_path_gives_sglang_bits_in_every_mode(sglang):
 
 def test_padded_batch_equals_sglang(sglang):
     """A padded [B, S] batch through the transformers function: its real tokens carry sglang's bits."""
-    from sglang_attn_bridge.attention import triton_attention_forward
+    from sglang_attn_bridge.hf_attention import triton_attention_forward
 
     gen = torch.Generator().manual_seed(3)
     b, s, hq, hkv, d = 3, 512, 16, 4, 128

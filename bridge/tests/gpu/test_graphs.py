@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 from sglang_attn_bridge import attention_varlen, graphs, settings
-from sglang_attn_bridge.attention import triton_attention_forward
+from sglang_attn_bridge.hf_attention import triton_attention_forward
 
 
 class _Module(torch.nn.Module):

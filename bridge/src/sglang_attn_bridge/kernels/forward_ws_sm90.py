@@ -35,7 +35,9 @@ from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warp
 CONSUMERS = gl.constexpr(3)  # warpgroups of 64 rows: 4 warpgroups with the producer fill the register file at 128
 BLOCK_M = gl.constexpr(64)
 BLOCK_N = gl.constexpr(64)  # sglang's key tile: it fixes the order of the softmax sums
-ROWS = gl.constexpr(CONSUMERS.value * BLOCK_M.value)  # query rows of one work item (ops.py sizes the grid by it)
+ROWS = gl.constexpr(
+    CONSUMERS.value * BLOCK_M.value
+)  # query rows of one work item (kernel_launches.py sizes the grid by it)
 
 
 @gluon.jit

@@ -1,14 +1,14 @@
 """`attention_varlen`: the bridge without transformers, in FlashAttention 3's varlen form.
 
-The same custom op as the transformers attention function (op.py), so the same forward selection, kernels, bits and
-autograd, eager or under torch.compile.
+The same custom op as the transformers attention function (custom_op.py), so the same forward selection, kernels,
+bits and autograd, eager or under torch.compile.
 """
 
 from __future__ import annotations
 
 import torch
 
-from . import op
+from . import custom_op
 from .errors import BridgeUnsupported
 from .validate import check_qkv
 
@@ -54,7 +54,7 @@ def attention_varlen(
     if cu_seqlens_q.dim() != 1 or cu_seqlens_q.shape != cu_seqlens_k.shape:
         raise BridgeUnsupported("cu_seqlens_q and cu_seqlens_k must be 1D and describe the same number of sequences")
     scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
-    o = op.attention(
+    o = custom_op.attention(
         q[None],
         k[None],
         v[None],

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from . import op
+from . import custom_op
 from .errors import BridgeUnsupported, warn_once
 from .validate import check_qkv
 from .validate import refuse as _refuse
@@ -67,4 +67,6 @@ def triton_attention_forward(module, query, key, value, attention_mask, scaling=
         max_length_k=kwargs.get("max_length_k"),
     )
     # one custom op, eager or compiled: the layout is built inside it, where lengths may be read
-    return op.attention(query, key, value, scale, bool(is_causal), window, softcap, **seqs, heads_first=True), None
+    return custom_op.attention(
+        query, key, value, scale, bool(is_causal), window, softcap, **seqs, heads_first=True
+    ), None

@@ -12,27 +12,42 @@ nothing when nothing traces. Both routes run the same functions, so they give th
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 from torch import Tensor
 
-from . import graphs, layout, ops
-from .function import forward_impl, separate_backward_output
+from . import graphs, kernel_launches, layout
+from .forward_selection import forward_impl, separate_backward_output
+from .layout import Varlen
 
 
-def _layout(q, k, attention_mask, position_ids, cu_seq_lens_q, cu_seq_lens_k, max_length_q, max_length_k, seq=1):
-    """The call's layout; `seq` is q's and k's sequence axis (2 for [B, H, S, D] tensors)."""
-    return layout.build(
-        q.shape[0],
-        q.shape[seq],
-        k.shape[seq],
-        q.device,
-        attention_mask=attention_mask,
-        position_ids=position_ids,
-        cu_seq_lens_q=cu_seq_lens_q,
-        cu_seq_lens_k=cu_seq_lens_k,
-        max_length_q=None if max_length_q < 0 else max_length_q,
-        max_length_k=None if max_length_k < 0 else max_length_k,
-    )
+class Sequences(NamedTuple):
+    """What describes a call's sequences, in the ops' argument order (max lengths -1 for none). The layout is built
+    from it inside an op, where lengths may be read on the host. A named tuple: the eager route builds one per call,
+    and it costs no more than the tuple it names."""
+
+    attention_mask: Tensor | None
+    position_ids: Tensor | None
+    cu_seq_lens_q: Tensor | None
+    cu_seq_lens_k: Tensor | None
+    max_length_q: int
+    max_length_k: int
+
+    def to_layout(self, q: Tensor, k: Tensor, seq: int = 1) -> Varlen:
+        """The call's layout; `seq` is q's and k's sequence axis (2 for [B, H, S, D] tensors)."""
+        return layout.build(
+            q.shape[0],
+            q.shape[seq],
+            k.shape[seq],
+            q.device,
+            attention_mask=self.attention_mask,
+            position_ids=self.position_ids,
+            cu_seq_lens_q=self.cu_seq_lens_q,
+            cu_seq_lens_k=self.cu_seq_lens_k,
+            max_length_q=None if self.max_length_q < 0 else self.max_length_q,
+            max_length_k=None if self.max_length_k < 0 else self.max_length_k,
+        )
 
 
 def _window(window: int):
@@ -56,68 +71,26 @@ def attention_op(
     softcap: float,
     need_lse: bool,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """q [B, Sq, Hq, D], k/v [B, Sk, Hkv, D] -> (o [B, Sq, Hq, D], lse [Hq, B*Sq] in ops.lse_dtype(q) or empty if
-    not need_lse, the output the backward uses where it is not o (fp32 with sglang's forward), else empty)."""
-    return _forward(
-        q,
-        k,
-        v,
-        attention_mask,
-        position_ids,
-        cu_seq_lens_q,
-        cu_seq_lens_k,
-        max_length_q,
-        max_length_k,
-        scale,
-        causal,
-        window,
-        softcap,
-        need_lse,
-    )
-
-
-def _forward(
-    q,
-    k,
-    v,
-    attention_mask,
-    position_ids,
-    cu_seq_lens_q,
-    cu_seq_lens_k,
-    max_length_q,
-    max_length_k,
-    scale,
-    causal,
-    window,
-    softcap,
-    need_lse,
-):
-    lay = _layout(q, k, attention_mask, position_ids, cu_seq_lens_q, cu_seq_lens_k, max_length_q, max_length_k)
-    o, lse, o_bwd = forward_impl(q, k, v, lay, scale, causal, _window(window), softcap, need_lse)
+    """q [B, Sq, Hq, D], k/v [B, Sk, Hkv, D] -> (o [B, Sq, Hq, D], lse [Hq, B*Sq] in kernel_launches.lse_dtype(q)
+    or empty if not need_lse, the output the backward uses where it is not o (fp32 with sglang's forward), else
+    empty). The sequences' arguments are `Sequences`' fields."""
+    seqs = Sequences(attention_mask, position_ids, cu_seq_lens_q, cu_seq_lens_k, max_length_q, max_length_k)
+    o, lse, o_bwd = forward_impl(q, k, v, seqs.to_layout(q, k), scale, causal, _window(window), softcap, need_lse)
     if lse is None:
         lse = q.new_empty((0,), dtype=torch.float32)
     return o, lse, q.new_empty((0,)) if o_bwd is None else o_bwd
 
 
 @attention_op.register_fake
-def _(
-    q,
-    k,
-    v,
-    attention_mask,
-    position_ids,
-    cu_seq_lens_q,
-    cu_seq_lens_k,
-    max_length_q,
-    max_length_k,
-    scale,
-    causal,
-    window,
-    softcap,
-    need_lse,
-):
+def _(q, k, v, *sequences_and_scores):
+    """The shapes alone: they depend on q and on need_lse, the last argument."""
+    need_lse = sequences_and_scores[-1]
     b, sq, hq, d = q.shape
-    lse = q.new_empty((hq, b * sq), dtype=ops.lse_dtype(q)) if need_lse else q.new_empty((0,), dtype=torch.float32)
+    lse = (
+        q.new_empty((hq, b * sq), dtype=kernel_launches.lse_dtype(q))
+        if need_lse
+        else q.new_empty((0,), dtype=torch.float32)
+    )
     o_bwd = q.new_empty((b, sq, hq, d) if separate_backward_output(q.dtype, need_lse) else (0,))
     return q.new_empty((b, sq, hq, d)), lse, o_bwd
 
@@ -141,67 +114,12 @@ def attention_backward_op(
     window: int,
     softcap: float,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    return _backward_impl(
-        do,
-        q,
-        k,
-        v,
-        o,
-        lse,
-        attention_mask,
-        position_ids,
-        cu_seq_lens_q,
-        cu_seq_lens_k,
-        max_length_q,
-        max_length_k,
-        scale,
-        causal,
-        window,
-        softcap,
-    )
-
-
-def _backward_impl(
-    do,
-    q,
-    k,
-    v,
-    o,
-    lse,
-    attention_mask,
-    position_ids,
-    cu_seq_lens_q,
-    cu_seq_lens_k,
-    max_length_q,
-    max_length_k,
-    scale,
-    causal,
-    window,
-    softcap,
-):
-    lay = _layout(q, k, attention_mask, position_ids, cu_seq_lens_q, cu_seq_lens_k, max_length_q, max_length_k)
-    return ops.backward(do, q, k, v, o, lse, lay, scale, causal, _window(window), softcap)
+    seqs = Sequences(attention_mask, position_ids, cu_seq_lens_q, cu_seq_lens_k, max_length_q, max_length_k)
+    return kernel_launches.backward(do, q, k, v, o, lse, seqs.to_layout(q, k), scale, causal, _window(window), softcap)
 
 
 @attention_backward_op.register_fake
-def _(
-    do,
-    q,
-    k,
-    v,
-    o,
-    lse,
-    attention_mask,
-    position_ids,
-    cu_seq_lens_q,
-    cu_seq_lens_k,
-    max_length_q,
-    max_length_k,
-    scale,
-    causal,
-    window,
-    softcap,
-):
+def _(do, q, k, v, *saved_and_scores):
     return tuple(torch.empty_like(t if t.stride(-1) == 1 else t.contiguous()) for t in (q, k, v))
 
 
@@ -230,7 +148,9 @@ def _graphed_forward(q, k, v, lay, scale, causal, window, softcap):
 
 def _graphed_backward(do, q, k, v, o, lse, lay, scale, causal, window, softcap):
     key = graphs.key("backward", (do, q, k, v, o, lse), lay, (scale, causal, window, softcap))
-    return graphs.run(key, lambda: ops.backward(do, q, k, v, o, lse, lay, scale, causal, window, softcap), (lay,))
+    return graphs.run(
+        key, lambda: kernel_launches.backward(do, q, k, v, o, lse, lay, scale, causal, window, softcap), (lay,)
+    )
 
 
 def _bshd(t: Tensor, heads_first: bool) -> Tensor:
@@ -258,7 +178,7 @@ class _Eager(torch.autograd.Function):
     @staticmethod
     def backward(ctx, do):
         q, k, v, o, lse = ctx.saved_tensors
-        impl = _graphed_backward if graphs.enabled(q) else ops.backward
+        impl = _graphed_backward if graphs.enabled(q) else kernel_launches.backward
         dq, dk, dv = impl(do.contiguous(), q, k, v, o, lse, ctx.lay, *ctx.args)
         hf = ctx.heads_first
         return _bshd(dq, hf), _bshd(dk, hf), _bshd(dv, hf), None
@@ -287,13 +207,12 @@ def attention(
     max_q = -1 if max_length_q is None else int(max_length_q)
     max_k = -1 if max_length_k is None else int(max_length_k)
     scale, causal, softcap = float(scale), bool(causal), float(softcap or 0.0)
+    seqs = Sequences(attention_mask, position_ids, cu_seq_lens_q, cu_seq_lens_k, max_q, max_k)
     if torch.compiler.is_compiling():
         q, k, v = _bshd(q, heads_first), _bshd(k, heads_first), _bshd(v, heads_first)
         w = -1 if window is None else int(window)
-        seqs = (attention_mask, position_ids, cu_seq_lens_q, cu_seq_lens_k, max_q, max_k)
         return attention_op(q, k, v, *seqs, scale, causal, w, softcap, need_lse)[0]
-    seq = 2 if heads_first else 1
-    lay = _layout(q, k, attention_mask, position_ids, cu_seq_lens_q, cu_seq_lens_k, max_q, max_k, seq)
+    lay = seqs.to_layout(q, k, 2 if heads_first else 1)
     window = None if window is None else int(window)
     if need_lse:
         return _Eager.apply(q, k, v, (lay, scale, causal, window, softcap, heads_first))

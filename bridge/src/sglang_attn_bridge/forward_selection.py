@@ -4,19 +4,18 @@ Under the `auto` forward with sglang installed, the in-tree forward runs for eve
 probe (probe.py) found it bitwise equal to sglang's kernel on this device, and sglang's kernel for the rest. With
 sglang's kernel, the output comes from it (bitwise what inference computes) and, only when gradients are needed, our
 forward kernel in log-sum-exp-only mode supplies the LSE that sglang's kernel does not return. With the in-tree
-forward, output and LSE come from one launch. The autograd wiring is the custom op's (op.py): there is one path.
+forward, output and LSE come from one launch. The autograd wiring is the custom op's (custom_op.py): there is one path.
 """
 
 from __future__ import annotations
 
 import torch
 
-from . import ops, probe, settings
+from . import kernel_launches, probe, settings
 from .errors import SglangKernelError
 from .kernel_plan import tensor_key
 from .layout import Varlen
-from .sglang_forward import sglang_forward
-from .sglang_kernel import SglangKernel, resolve
+from .sglang_resolution import SglangKernel, resolve, sglang_forward
 
 
 def select_forward(q=None, k=None, v=None, causal=True, window=None, softcap=0.0) -> SglangKernel | None:
@@ -41,7 +40,7 @@ def select_forward(q=None, k=None, v=None, causal=True, window=None, softcap=0.0
         return res.kernel
     # the decision per call signature (the key names the device through its target), worked out once: the class
     # needs the kernel plan, and every call asks
-    key, cfgs = ops.call_key("select", q, (id(res.kernel), tensor_key(q), tensor_key(k), tensor_key(v)))
+    key, cfgs = kernel_launches.call_key("select", q, (id(res.kernel), tensor_key(q), tensor_key(k), tensor_key(v)))
     key += (bool(causal), window is None, bool(softcap))
     hit = _selected.get(key)
     if hit is None:
@@ -69,11 +68,11 @@ def forward_impl(q, k, v, lay: Varlen, scale, causal, window, softcap, need_lse:
     (IEEE products, libdevice exp/log) instead, so the gradients are those of exact attention to fp32 accuracy."""
     kernel = select_forward(q, k, v, causal, window, softcap)
     if kernel is None:
-        o, lse = ops.forward(q, k, v, lay, scale, causal, window, softcap)
+        o, lse = kernel_launches.forward(q, k, v, lay, scale, causal, window, softcap)
         return o, lse, None
     o = sglang_forward(kernel, q, k, v, lay, scale, causal, window, softcap)
     if not need_lse:
         return o, None, None
     exact = q.dtype == torch.float32
-    o_bwd, lse = ops.forward(q, k, v, lay, scale, causal, window, softcap, compute_o=exact)
+    o_bwd, lse = kernel_launches.forward(q, k, v, lay, scale, causal, window, softcap, compute_o=exact)
     return o, lse, o_bwd

@@ -464,17 +464,3 @@ def _backward_recipe(do, q, k, v, o, lse, dq, dk, dv, lay, causal, window, softc
     streams = plan.streams if dkdv is not None and dq is not None else 1
     tma = any(x.tma for x in (plan.dkdv, plan.dq))
     return _BwdRecipe(copy_q, delta, dkdv, dq, streams, tma, (plan, *cfgs))
-
-
-# bench/check_h200.py labels its GPU cases with these three questions; the launchers above read the plan itself.
-# `cfg` is the head dim's current config there, which is what the plan reads.
-def _use_tma(wanted: bool, *tensors: torch.Tensor) -> bool:
-    return wanted and kernel_plan.Target.of(tensors[0].device).tma and all(map(kernel_plan.tma_aligned, tensors))
-
-
-def _use_gluon_fwd(cfg, q, k, v, window, softcap, compute_o) -> bool:
-    return kernel_plan.plan(q, k, v, window, softcap, compute_o).forward.kernel == "gluon"
-
-
-def _use_gluon_dkdv(cfg, q, k, v, do, window, softcap) -> bool:
-    return kernel_plan.plan(q, k, v, window, softcap, do=do).dkdv.kernel == "gluon"

@@ -1,4 +1,5 @@
-"""Find sglang's deterministic extend-attention forward across its API generations, and call it safely.
+"""Find sglang's deterministic extend-attention forward across its API generations, and call it safely on the
+bridge's [B, S, H, D] views (`sglang_forward`: the forward whose bits are inference's).
 
 Generations: <= 0.5.5 (srt path, no k_scale/v_scale); 0.5.10-0.5.14 (srt path, k_scale/v_scale are required
 positionals after v_buffer, so an old positional call shifts every argument and fails); 0.5.16 and later (moved to
@@ -16,7 +17,10 @@ import importlib.util
 import inspect
 from dataclasses import dataclass, field
 
+import torch
+
 from .errors import BridgeUnsupported
+from .layout import Varlen
 from .sglang_api import EXTEND_ATTENTION as _TABLE
 
 MODULES = tuple(_TABLE["modules"])
@@ -161,3 +165,41 @@ def sglang_version() -> str | None:
             return importlib.import_module("sglang.version").__version__
         except Exception:
             return None
+
+
+def sglang_forward(kernel: SglangKernel, q, k, v, lay: Varlen, scale, causal, window, softcap):
+    """sglang's output for q [B, Sq, Hq, D], k/v [B, Sk, Hkv, D], on packed [T, H, D] copies (views when the batch is
+    one row covering all tokens). `window` in sglang's convention (i - j <= window), None for none."""
+    B, Sq, Hq, D = q.shape
+    Sk, Hkv = k.shape[1], k.shape[2]
+    cu_q, cu_k = lay.cu_seqlens()
+    o = (torch.empty if lay.covers_all else torch.zeros)((B, Sq, Hq, D), device=q.device, dtype=q.dtype)
+    one_row = B == 1 and lay.covers_all and all(t.stride(-1) == 1 for t in (q, k, v))
+    if one_row:
+        qp, kp, vp, op = q[0], k[0], v[0], o[0]
+    else:
+        qi, ki = lay.token_index(Sq, "q"), lay.token_index(Sk, "k")
+        qp = q.reshape(B * Sq, Hq, D).index_select(0, qi)
+        kp = k.reshape(B * Sk, Hkv, D).index_select(0, ki)
+        vp = v.reshape(B * Sk, Hkv, D).index_select(0, ki)
+        op = torch.empty_like(qp)
+    kv_indices = torch.arange(kp.shape[0], device=q.device, dtype=torch.int64)
+    prefix = (lay.len_k - lay.len_q).to(torch.int32)
+    kernel.call(
+        qp,
+        op,
+        kp,
+        vp,
+        cu_q,
+        cu_k,
+        kv_indices,
+        prefix,
+        lay.max_q,
+        scale,
+        causal=causal,
+        sliding_window_size=-1 if window is None else window,
+        logit_cap=softcap or 0.0,
+    )
+    if not one_row:
+        o.view(B * Sq, Hq, D).index_copy_(0, qi, op)
+    return o
