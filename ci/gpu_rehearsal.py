@@ -466,6 +466,15 @@ def run_step(step: dict, plan: dict, home: Path, scratch: Path, logs: Path, dead
     return result
 
 
+def narrowed(suite: dict, paths: list[str], timeout: int | None) -> dict:
+    """A suite cut to some of its paths or given another limit: a budget knob, recorded in the suite's argv."""
+    argv = list(suite["argv"])
+    if paths:
+        at = argv.index("pytest") + 1
+        argv[at : at + 1] = paths
+    return dict(suite, argv=argv, timeout=timeout or suite["timeout"])
+
+
 def environment_line() -> str:
     def cmd(argv):
         try:
@@ -483,6 +492,8 @@ def run(args) -> int:
     home = Path(args.plan_dir).resolve()
     plan = json.loads((home / PLAN).read_text())
     chosen = [s for s in plan["steps"] if not args.only or s["selector"] in args.only]
+    for step in chosen:
+        step["suites"] = [narrowed(suite, args.suite_path, args.suite_timeout) for suite in step.get("suites", [])]
     out = Path(args.out)
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -537,6 +548,8 @@ def main(argv=None) -> int:
     r.add_argument("--scratch", default="/tmp/rehearsal")
     r.add_argument("--only", action="append", default=[], help="run only these steps")
     r.add_argument("--deadline", type=int, default=560, help="seconds from start after which builds are stopped")
+    r.add_argument("--suite-path", action="append", default=[], help="run only these paths of a step's suite")
+    r.add_argument("--suite-timeout", type=int, help="seconds for a step's suite (its own limit otherwise)")
     args = parser.parse_args(argv)
     try:
         return prepare(args) if args.verb == "prepare" else run(args)

@@ -228,3 +228,13 @@ def test_the_installed_mode_refuses_the_tree():
     argv = [sys.executable, "-m", "pytest", suite, "-p", "no:cacheprovider", "-n", "0"]
     run = subprocess.run(argv, capture_output=True, text=True, cwd=reh.ROOT, env=env, timeout=600)
     assert run.returncode == 4 and "not an installed copy" in run.stdout + run.stderr, run.stdout[-2000:]
+
+
+def test_a_suite_narrowed_to_some_paths_runs_only_those_under_its_new_limit():
+    suite = reh.SUITES[reh.BRIDGE]
+    cut = reh.narrowed(suite, ["bridge/tests/gpu/test_grads.py", "bridge/tests/gpu/test_graphs.py"], 500)
+    at = cut["argv"].index("pytest")
+    assert cut["argv"][at + 1 : at + 3] == ["bridge/tests/gpu/test_grads.py", "bridge/tests/gpu/test_graphs.py"]
+    assert "bridge/tests/gpu" not in cut["argv"] and cut["timeout"] == 500
+    assert cut["argv"][at + 3 :] == suite["argv"][at + 2 :]  # the markers and options stay
+    assert reh.narrowed(suite, [], None) == suite  # no knob, no change
