@@ -10,11 +10,9 @@ never become an instruction or a shell command; the templates quote what remains
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
 import posixpath
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -23,7 +21,7 @@ from packaging.utils import canonicalize_name
 from toolkit import start_imports
 from toolkit.errors import SpecError, UsageError, short
 from toolkit.lock_policy import fill_from_lock
-from toolkit.schema import GATES, STEPS, STR_LIST, STR_MAP, check
+from toolkit.schema import check
 from toolkit.spec_values import (
     COMMIT_RE,
     CONTROL_RE,
@@ -45,124 +43,14 @@ from toolkit.spec_values import (
 )
 from toolkit.spec_yaml import AliasBomb, check_keys, load_yaml
 from toolkit.steps import Where, check_steps, expand, normalize
+from toolkit.variant import FAMILY, LAYER, REQUIRED_FAMILY, VARIANT, Variant
 
 ROOT = Path(__file__).resolve().parent.parent
 IMAGES_DIR = ROOT / "images"
 
 MAX_SPEC_BYTES = 1 << 20
 
-# Schema (toolkit/schema.py's language). `requirements`: a requirements file in a git component's tree that a
-# `requirements` step installs, less `exclude` (names). `record`: where the pin is recorded
-# (tests/test_pin_records.py checks it). `track`: a policy, and then `ref` comes from the lock (lock_policy.py).
-COMPONENT = {
-    "git": str,
-    "ref": str,
-    "subdir": str,
-    "requirements": str,
-    "exclude": STR_LIST,
-    "record": str,
-    "track": {"branch": str, "tag": str, "commit": str},
-    "why": str,
-}
-# A file a build downloads by URL and checks by digest; its size and sha256 come from the lock.
-ARTIFACT = {"url": str, "release": {"repo": str, "tag": str}, "why": str}
-# `component`: the patch belongs to that git component's tree and is applied right after the tree is copied in.
-# `package` (instead of `tree`): the tree is that installed package's folder, found in the image as pip placed it
-# (importlib's find_spec, which does not import it), so no site-packages path is written in the spec.
-PATCH = {"file": str, "tree": str, "package": str, "ref": str, "strip": int, "component": str}
-VARIANT = {
-    "description": str,
-    "base": str,
-    "platforms": STR_LIST,
-    "tag_suffix": str,
-    "args": STR_MAP,
-    "env": STR_MAP,
-    "components": ("map", COMPONENT),
-    "pip": STR_MAP,
-    "steps": STEPS,
-    "gates": GATES,
-    "patches": ("list", PATCH),
-}
-# A layer (images/layers/*.yaml, named by a family's `extends`): tables several families share, one home each.
-LAYER = {
-    "description": str,
-    "args": STR_MAP,
-    "env": STR_MAP,
-    "components": ("map", COMPONENT),
-    "pip": STR_MAP,
-    "artifacts": ("map", ARTIFACT),
-}
 LAYERS_DIR = IMAGES_DIR / "layers"
-FAMILY = {
-    "family": str,
-    "description": str,
-    "template": str,
-    "repository": str,
-    "default": str,
-    "alias": str,
-    "python": str,
-    "extends": STR_LIST,
-    "base_build": {"debootstrap": {"suite": str, "variant": str, "include": STR_LIST}},
-    "wheelhouse": {
-        "python_version": str,
-        "platform": str,
-        "constraints": str,
-        # The wheels for the other platforms the family builds for (`--set platforms=...`), keyed by platform.
-        "other_platforms": ("map", {"platform": str, "constraints": str}),
-    },
-    "variants": ("map", VARIANT),
-    "artifacts": ("map", ARTIFACT),
-    # Upstream's tag names (`build.py build --image-tag dev|latest|custom`, toolkit/upstream_tags.py): the image,
-    # the word a dev tag starts with (upstream: "dev", "miles" on ROCm) and each variant's postfix.
-    "upstream_tags": {"image": str, "dev_prefix": str, "postfix": STR_MAP},
-    **{k: v for k, v in VARIANT.items() if k not in ("tag_suffix",)},
-}
-REQUIRED_FAMILY = ("family", "template", "repository", "default", "python", "base", "variants")
-
-
-@dataclass(frozen=True)
-class Variant:
-    """One buildable target, fully resolved (family defaults merged with the variant's overrides)."""
-
-    name: str
-    family: str
-    spec_file: str
-    template: str
-    repository: str
-    python: str
-    base: str
-    platforms: tuple
-    tag_suffix: str
-    args: dict
-    env: dict
-    components: dict
-    pip: dict
-    gates: dict
-    patches: tuple
-    steps: tuple = ()
-    description: str = ""
-    base_build: dict = field(default_factory=dict)
-    wheelhouse: dict = field(default_factory=dict)
-    artifacts: dict = field(default_factory=dict)  # name -> its locked records (lock_policy.artifact_record)
-    upstream_tags: dict = field(default_factory=dict)  # image, dev_prefix, postfix (this variant's): names only
-    family_default: str = ""  # the family's default variant: its registry cache is this one's second source
-    # NAME==VERSION -> the sha256 of its locked file on each of the variant's platforms (the lock's `pip` section)
-    pip_files: dict = field(default_factory=dict)
-
-    @property
-    def digest(self) -> str:
-        """sha256 of the resolved spec: changes exactly when something that shapes the image does."""
-        data = json.dumps(self.as_dict(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(data.encode()).hexdigest()
-
-    def pins(self) -> dict:
-        """The `pip` table as the image sees it: each name with its `${ARG}` references expanded."""
-        return {expand(name, self.args): version for name, version in self.pip.items()}
-
-    def as_dict(self) -> dict:
-        """What shapes the image (where the spec lives and what tags name it do not)."""
-        skip = ("spec_file", "upstream_tags", "family_default")
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items() if k not in skip}
 
 
 def check_pins(v: dict, file: str, prefix: str) -> None:
@@ -478,29 +366,13 @@ def _parse_family(path: Path, lock: dict | None = None) -> tuple[dict, dict[str,
         origin = _origin_finder(file, name, own, over, layers)
         check_steps(steps, v, Where(file, steps_key), origin)
         pip_files = _locked_pip_files(pip_section, v)
-        variants[name] = Variant(
+        variants[name] = Variant.from_spec(
+            raw,
+            v,
             name=name,
-            family=raw["family"],
             spec_file=file,
-            template=raw["template"],
-            repository=raw["repository"],
-            python=raw["python"],
-            base=v["base"],
-            platforms=tuple(v.get("platforms") or ["linux/amd64"]),
-            tag_suffix=over.get("tag_suffix", name),
-            args=dict(v.get("args") or {}),
-            env=dict(v.get("env") or {}),
-            components=dict(v.get("components") or {}),
-            pip=dict(v.get("pip") or {}),
-            steps=tuple(steps),
-            gates=dict(v.get("gates") or {}),
-            patches=tuple(v.get("patches") or ()),
-            description=v.get("description", ""),
-            base_build=dict(raw.get("base_build") or {}),
-            wheelhouse=dict(raw.get("wheelhouse") or {}),
-            artifacts=dict(raw.get("artifacts") or {}),
+            steps=steps,
             upstream_tags=upstream_tags_of(raw, name),
-            family_default=raw["default"],
             pip_files=pip_files,
         )
     return raw, variants
