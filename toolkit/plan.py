@@ -18,13 +18,12 @@ from dataclasses import dataclass, field
 from toolkit.artifacts import WHEELS
 from toolkit.errors import SpecError, UsageError, short
 from toolkit.sources import parse_overrides, used_wheels
-from toolkit.spec import ROOT, VARIANT, Variant, check, check_pins
+from toolkit.spec import ROOT, SETTABLE, VARIANT, Variant, check, check_pins
 from toolkit.spec_values import local_base_problem, text_problem
 from toolkit.steps import Where, check_steps
 
 SECRET_PIP_CA = "pip-ca"
 SECRET_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-SETTABLE = ("base", "args", "env", "pip", "components", "tag_suffix", "platforms")
 
 
 @dataclass(frozen=True)
@@ -75,9 +74,31 @@ def apply_sets(variant: Variant, sets: list[str]) -> Variant:
     """`--set args.MAX_JOBS=8`, `--set base=img:tag`: dotted overrides, validated like the spec itself."""
     if not sets:
         return variant
-    data = copy.deepcopy({k: getattr(variant, k) for k in SETTABLE})  # the variant given stays as it was
+    data = check_set_values(variant, sets)
+    file = set_label(variant)
+    # A pin or component a --set adds must be installed by a step, like one the spec declares.
+    check_steps(
+        variant.steps,
+        {**variant.as_dict(), **data},
+        Where(file, "steps"),
+        lambda table, name: (file, f"{table}.{name}"),
+    )
+    data["platforms"] = tuple(data["platforms"])
+    return dataclasses.replace(variant, **data)
+
+
+def set_label(variant: Variant) -> str:
+    return f"--set ({variant.spec_file} variants.{variant.name})"
+
+
+def check_set_values(variant: Variant, sets: list[str]) -> dict:
+    """The settable values with the sets applied, each set value checked once, where it enters: by its key's
+    schema and patterns (over only the entries the sets touch: the variant's own values passed on load), then as
+    text (what no Dockerfile line can hold, whatever the key). The variant given stays as it was."""
+    data = copy.deepcopy({k: getattr(variant, k) for k in SETTABLE})
     data["platforms"] = list(data["platforms"])
-    file = f"--set ({variant.spec_file} variants.{variant.name})"
+    file = set_label(variant)
+    touched: dict[str, set | None] = {}  # key -> the entries set, or None: the whole value
     for item in sets:
         key, eq, value = item.partition("=")
         parts = key.split(".")
@@ -94,24 +115,28 @@ def apply_sets(variant: Variant, sets: list[str]) -> Variant:
             if not isinstance(node, dict):
                 raise UsageError(f"--set {short(item)}: {short(p, quote=False)} is not a mapping")
         node[parts[-1]] = value.split(",") if parts == ["platforms"] else value
-    check(data, {k: VARIANT[k] for k in SETTABLE}, file, "")
-    check_pins(data, file, "")
-    for item in sets:  # past the key's own check, whatever the key: a value that no Dockerfile line can hold
+        entries = touched.setdefault(parts[0], set())
+        if len(parts) == 1:
+            touched[parts[0]] = None
+        elif entries is not None:
+            entries.add(parts[1])
+    new = {}
+    for k in (k for k in data if k in touched):  # in SETTABLE's order, like the spec's own check
+        entries = touched[k]
+        if entries is None or not isinstance(data[k], dict):
+            new[k] = data[k]
+        else:
+            new[k] = {e: v for e, v in data[k].items() if e in entries}
+    check(new, {k: VARIANT[k] for k in new}, file, "")
+    check_pins(new, file, "", args=data["args"])
+    for item in sets:
         key, _, value = item.partition("=")
         problem = text_problem(value)
         if problem:
             raise SpecError(file, short(key, 80, quote=False), problem)
-    if variant.base_build and local_base_problem(data["base"]):
+    if "base" in new and variant.base_build and local_base_problem(data["base"]):
         raise SpecError(file, "base", local_base_problem(data["base"]))
-    # A pin or component a --set adds must be installed by a step, like one the spec declares.
-    check_steps(
-        variant.steps,
-        {**variant.as_dict(), **data},
-        Where(file, "steps"),
-        lambda table, name: (file, f"{table}.{name}"),
-    )
-    data["platforms"] = tuple(data["platforms"])
-    return dataclasses.replace(variant, **data)
+    return data
 
 
 def source_revision() -> str:
@@ -137,8 +162,6 @@ def make_plan(
     sources=(),
 ) -> Plan:
     variant = apply_sets(variant, list(sets))
-    if variant.base_build and local_base_problem(variant.base):  # the spec's own base (--set's is checked above)
-        raise SpecError(variant.spec_file, "base", local_base_problem(variant.base))
     check_constraint_pins(variant)
     overrides = parse_overrides(sources, variant)
     wheels = used_wheels(overrides[WHEELS], variant) if WHEELS in overrides else ()

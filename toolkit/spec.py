@@ -38,12 +38,14 @@ from toolkit.spec_values import (
     check_python,
     check_rel_path,
     check_tag,
+    local_base_problem,
     pep440,
     pip_name_problem,
 )
 from toolkit.spec_yaml import AliasBomb, check_keys, load_yaml
 from toolkit.steps import Where, check_steps, expand, normalize
 from toolkit.variant import FAMILY, LAYER, REQUIRED_FAMILY, VARIANT, Variant
+from toolkit.variant import SETTABLE as SETTABLE  # declared with the fields; plan.py reads it here
 
 ROOT = Path(__file__).resolve().parent.parent
 IMAGES_DIR = ROOT / "images"
@@ -53,7 +55,8 @@ MAX_SPEC_BYTES = 1 << 20
 LAYERS_DIR = IMAGES_DIR / "layers"
 
 
-def check_pins(v: dict, file: str, prefix: str) -> None:
+def check_pins(v: dict, file: str, prefix: str, args: dict | None = None) -> None:
+    """The patterns of a variant's values (`args`: what the pip names expand with, if not `v`'s own)."""
     if "base" in v:
         check_image_ref(v["base"], file, f"{prefix}base")
     for name, comp in (v.get("components") or {}).items():
@@ -79,7 +82,7 @@ def check_pins(v: dict, file: str, prefix: str) -> None:
                 raise SpecError(file, f"{key}.exclude[{i}]", problem)
     for section in ("pip",):
         for name, version in (v.get(section) or {}).items():
-            problem = pip_name_problem(expand(name, v.get("args") or {}))
+            problem = pip_name_problem(expand(name, (v.get("args") if args is None else args) or {}))
             if problem:
                 raise SpecError(file, short(f"{prefix}{section}.{name}", 80, quote=False), problem)
             if not pep440(version) or version in ("latest", "*"):
@@ -363,6 +366,9 @@ def _parse_family(path: Path, lock: dict | None = None) -> tuple[dict, dict[str,
         else:
             steps, steps_key = family_steps, "steps"
         check_pins(v, file, f"variants.{name}.")
+        if raw.get("base_build") and local_base_problem(v["base"]):
+            key = f"variants.{name}.base" if "base" in over else "base"
+            raise SpecError(file, key, local_base_problem(v["base"]))
         origin = _origin_finder(file, name, own, over, layers)
         check_steps(steps, v, Where(file, steps_key), origin)
         pip_files = _locked_pip_files(pip_section, v)
