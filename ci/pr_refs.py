@@ -26,9 +26,10 @@ from pathlib import Path
 
 from toolkit import remote
 from toolkit.errors import ToolkitError, UsageError, short
-from toolkit.refnames import COMMIT_RE, ref_name_problem
+from toolkit.refnames import ref_name_problem
 from toolkit.sources import git_components
 from toolkit.spec import load_catalog
+from toolkit.spec_values import COMMIT_RE
 
 DIRECTIVES = {"ci-sglang-pr": "sglang_miles", "ci-megatron-pr": "megatron_lm"}
 LINE_RE = re.compile(r"(ci-[a-z]+-pr):[ \t]*(.*?)[ \t]*")

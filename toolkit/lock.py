@@ -23,8 +23,9 @@ from toolkit import json_input, lock_file, pip_lock, remote
 from toolkit.artifacts import file_name_problem, url_problem
 from toolkit.errors import ToolkitError, UsageError, short
 from toolkit.lock_policy import GitPolicy, assets_fingerprint, check_locked_urls, policies
-from toolkit.refnames import COMMIT_RE, ref_name_problem
+from toolkit.refnames import ref_name_problem
 from toolkit.spec import IMAGES_DIR, path_label, read_family
+from toolkit.spec_values import COMMIT_RE
 from toolkit.table import table
 
 ALL = "*"

@@ -20,7 +20,7 @@ from pathlib import Path
 from toolkit import json_input
 from toolkit.artifacts import file_name_problem, url_problem
 from toolkit.errors import SpecError, short
-from toolkit.refnames import COMMIT_RE
+from toolkit.spec_values import COMMIT_RE
 
 SCHEMA = 1
 SUFFIX = ".lock.json"

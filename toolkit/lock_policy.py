@@ -25,9 +25,9 @@ from pathlib import Path
 from toolkit import lock_file
 from toolkit.artifacts import url_problem
 from toolkit.errors import SpecError, short
-from toolkit.refnames import COMMIT_RE, ref_name_problem
+from toolkit.refnames import ref_name_problem
+from toolkit.spec_values import COMMIT_RE, IDENT_RE
 
-IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 REPO_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.-]+")
 # BuildKit treats an http(s) context as git only when its path ends in `.git` (otherwise it fetches it as a file).
 TRACKED_GIT_RE = re.compile(r"(https?://[A-Za-z0-9.-]+(:[0-9]+)?(/[A-Za-z0-9._~+-]+)+\.git|(ssh|git)://\S+)")

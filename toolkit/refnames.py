@@ -13,7 +13,6 @@ import re
 from toolkit.errors import short
 
 REF_NAME_RE = re.compile(r"[A-Za-z0-9._/+-]{1,200}")
-COMMIT_RE = re.compile(r"[0-9a-f]{40}")
 
 
 def ref_name_problem(name) -> str | None:

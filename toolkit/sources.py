@@ -25,8 +25,8 @@ from pathlib import Path
 
 from toolkit.artifacts import WHEELS, file_name, wheel_dist
 from toolkit.errors import UsageError, short
-from toolkit.refnames import COMMIT_RE
 from toolkit.source_archive import unpack
+from toolkit.spec_values import COMMIT_RE
 from toolkit.steps import applies
 from toolkit.wheel_files import check_wheel, wheel_entries
 
