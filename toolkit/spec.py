@@ -1,6 +1,8 @@
 """Load and validate the image specs in images/: one YAML file per family, each with named variants.
 
-Validation happens once, on load, so every later stage can trust the data: an unknown key, a wrong type or an
+The keys a spec may hold, and where, are declared once, on the `Variant` fields (toolkit/variant.py); this module
+reads the files, merges the layers and family defaults under each variant and checks the values. Validation
+happens once, on load, so every later stage can trust the data: an unknown key, a wrong type or an
 unpinned base/component is reported as `images/rocm.yaml: variants.x.base: problem` and nothing else happens.
 Every value that reaches a Dockerfile is checked by type and by pattern (names as identifiers, pip names and
 versions by PEP 508/440, image references by their grammar, paths as normalised absolute paths), so a value can
