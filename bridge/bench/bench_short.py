@@ -114,6 +114,7 @@ def _variants(d):
 def calls_part():
     from sglang_attn_bridge import settings
     from sglang_attn_bridge.hf_attention import triton_attention_forward
+    from sglang_attn_bridge.scoring import Scoring
     from sglang_attn_bridge.sglang_resolution import resolve, sglang_forward
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
@@ -143,7 +144,7 @@ def calls_part():
             with torch.no_grad():
                 mine = triton_attention_forward(mod, q, k, v, None, scaling=d**-0.5, **kw)[0]
                 qt, kt, vt = (t.detach().transpose(1, 2) for t in (q, k, v))
-                ref = sglang_forward(kern, qt, kt, vt, lay, d**-0.5, True, None, 0.0)
+                ref = sglang_forward(kern, qt, kt, vt, lay, Scoring(d**-0.5, True))
             row["auto equals sglang"] = bool(torch.equal(mine, ref))
         cols = {"auto": ({}, None), "graphs": ({"graphs": True}, None), "portable": ({"portable": True}, None)}
         variants = _variants(d)
