@@ -83,7 +83,7 @@ def device_us(fn, calls=20, per_call_ms=3.0):
 
 def _variants(d):
     """auto with one choice changed (config tables / launch path), applied and undone around a measurement."""
-    from sglang_attn_bridge import config, launch
+    from sglang_attn_bridge import config, launch, settings
 
     def cfg(**changes):
         def apply():
@@ -94,11 +94,12 @@ def _variants(d):
         return apply
 
     def jit():
-        launch.ENABLED = False
+        off = settings.override(direct_launch=False)
+        off.__enter__()
         launch.clear()
 
         def undo():
-            launch.ENABLED = True
+            off.__exit__(None, None, None)
             launch.clear()
 
         return undo
