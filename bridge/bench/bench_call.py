@@ -58,6 +58,7 @@ def ftz_part():
     from dataclasses import replace
 
     from sglang_attn_bridge import config, kernel_launches, layout
+    from sglang_attn_bridge.scoring import Scoring
     from sglang_attn_bridge.sglang_resolution import resolve, sglang_forward
 
     kern = resolve(refresh=True).kernel
@@ -78,7 +79,7 @@ def ftz_part():
         vz = (v.float() * (torch.rand(v.shape, device="cuda") >= 0.5)).to(torch.bfloat16)
         cu = torch.tensor([0] + lens).cumsum(0).to("cuda", torch.int32)
         lay = layout.from_cu_seqlens(cu, cu, t, t)
-        ref = sglang_forward(kern, big[0], big[1], vz, lay, d**-0.5, True, None, 0.0) if kern else None
+        ref = sglang_forward(kern, big[0], big[1], vz, lay, Scoring(d**-0.5, True)) if kern else None
         base = config.GPU_FWD[d]
         variants = {"committed": base, "exp_ftz": replace(base, exp_ftz=True)}
         if d == 64:
@@ -87,9 +88,9 @@ def ftz_part():
         for vname, cfg in variants.items():
             config.set_config(d, fwd=cfg)
             try:
-                row[vname] = median_ms(lambda: kernel_launches.forward(q, k, v, lay, d**-0.5, True))
+                row[vname] = median_ms(lambda: kernel_launches.forward(q, k, v, lay, Scoring(d**-0.5, True)))
                 if ref is not None:
-                    mine = kernel_launches.forward(big[0], big[1], vz, lay, d**-0.5, True)[0]
+                    mine = kernel_launches.forward(big[0], big[1], vz, lay, Scoring(d**-0.5, True))[0]
                     row[vname + " differs"] = int((mine != ref).sum())
             finally:
                 config.set_config(d, fwd=base)
@@ -153,6 +154,7 @@ def probe_part():
 def fp32_part():
     from sglang_attn_bridge import attention_varlen, layout
     from sglang_attn_bridge.reference import reference_varlen
+    from sglang_attn_bridge.scoring import Scoring
     from sglang_attn_bridge.sglang_resolution import resolve, sglang_forward
 
     kern = resolve(refresh=True).kernel
@@ -184,7 +186,7 @@ def fp32_part():
             for part, g, r in zip(("o", "dq", "dk", "dv"), got, ref):
                 row[f"{name} {part}"] = (g.double() - r).abs().max().item()
         if kern is not None:
-            o_s = sglang_forward(kern, q[None], k[None], v[None], lay, d**-0.5, True, None, 0.0)[0]
+            o_s = sglang_forward(kern, q[None], k[None], v[None], lay, Scoring(d**-0.5, True))[0]
             row["sglang fp32 o"] = (o_s.double() - ref[0]).abs().max().item()
         out.append(row)
         print(json.dumps(row), flush=True)

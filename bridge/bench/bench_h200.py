@@ -25,6 +25,7 @@ from common import causal_flops, interleaved_ms, load_sglang, make_qkv, packed_l
 from sglang_attn_bridge import config, kernel_launches, layout
 from sglang_attn_bridge.kernels.backward import dkdv_kernel, dq_kernel
 from sglang_attn_bridge.kernels.forward import attn_fwd_kernel
+from sglang_attn_bridge.scoring import Scoring
 from upstream_baseline import upstream_backward
 
 OUT = os.environ.get("OUT", "out")
@@ -50,13 +51,13 @@ def inputs(hq, hkv, d, batch, lens):
 
 
 def bridge_fwd(q, k, v, lay, d):
-    return lambda: kernel_launches.forward(q, k, v, lay, d**-0.5, True)
+    return lambda: kernel_launches.forward(q, k, v, lay, Scoring(d**-0.5, True))
 
 
 def bridge_bwd(q, k, v, lay, d):
-    o, lse = kernel_launches.forward(q, k, v, lay, d**-0.5, True)
+    o, lse = kernel_launches.forward(q, k, v, lay, Scoring(d**-0.5, True))
     do = torch.randn_like(o)
-    return lambda: kernel_launches.backward(do, q, k, v, o, lse, lay, d**-0.5, True)
+    return lambda: kernel_launches.backward(do, q, k, v, o, lse, lay, Scoring(d**-0.5, True))
 
 
 def sdpa_pair(q, k, v, cu, backend):
@@ -257,7 +258,8 @@ def tune_fwd(d, cases, ref, log):
         config.set_config(d, fwd=c)
         name, q, k, v, lay = cases[0]
         try:
-            o = kernel_launches.forward(q, k, v, lay, d**-0.5, True)[0][0]  # compiles; then the bits against sglang
+            # compiles; then the bits against sglang
+            o = kernel_launches.forward(q, k, v, lay, Scoring(d**-0.5, True))[0][0]
         except Exception as e:
             print(f"tune fwd D{d} {c}: ERROR {e!r}"[:300], flush=True)
             continue
@@ -267,7 +269,7 @@ def tune_fwd(d, cases, ref, log):
         print(f"tune fwd D{d} {c}: bit-exact with sglang: {exact[c]}", flush=True)
         for name, q, k, v, lay in cases:
             runs[c, name] = _with(
-                d, lambda q=q, k=k, v=v, lay=lay: kernel_launches.forward(q, k, v, lay, d**-0.5, True), fwd=c
+                d, lambda q=q, k=k, v=v, lay=lay: kernel_launches.forward(q, k, v, lay, Scoring(d**-0.5, True)), fwd=c
             )
     score = _rank(_timed(runs, f"fwd D{d}", log))
     ok = [c for c in score if exact[c] is not False]
@@ -313,14 +315,14 @@ def tune(mod, log):
         base = config.GPU_BWD[d]
         parts = {"dkdv": [], "dq": []}
         for name, q, k, v, lay in cases:
-            o, lse = kernel_launches.forward(q, k, v, lay, d**-0.5, True)
+            o, lse = kernel_launches.forward(q, k, v, lay, Scoring(d**-0.5, True))
             do = torch.randn_like(o)
             for part, runs in parts.items():
                 runs.append(
                     (
                         name,
                         lambda q=q, k=k, v=v, lay=lay, o=o, lse=lse, do=do, part=part: kernel_launches.backward(
-                            do, q, k, v, o, lse, lay, d**-0.5, True, parts=(part,)
+                            do, q, k, v, o, lse, lay, Scoring(d**-0.5, True), parts=(part,)
                         ),
                     )
                 )
@@ -368,7 +370,7 @@ def main():
                     saved = config.GPU_FWD[d]
                     config.GPU_FWD[d] = cfg
                     try:
-                        return kernel_launches.forward(q, k, v, lay, d**-0.5, True)
+                        return kernel_launches.forward(q, k, v, lay, Scoring(d**-0.5, True))
                     finally:
                         config.GPU_FWD[d] = saved
 
@@ -377,7 +379,7 @@ def main():
             cols["fast_fwd"] = fast_fwd
         if mod is not None:
             cols["sglang_fwd"] = lambda: sglang_fwd(mod, q, k, v, cu, lens, d)
-        o_up, _ = kernel_launches.forward(q, k, v, lay, d**-0.5, True)
+        o_up, _ = kernel_launches.forward(q, k, v, lay, Scoring(d**-0.5, True))
         do_up = torch.randn_like(o_up)
         cols["upstream_bwd"] = lambda: lambda: upstream_backward(do_up, q, k, v, o_up, cu, d**-0.5)
         fns = {}

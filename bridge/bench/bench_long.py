@@ -47,6 +47,7 @@ def variants(d):
 def main() -> int:
     from sglang_attn_bridge import config
     from sglang_attn_bridge.hf_attention import triton_attention_forward
+    from sglang_attn_bridge.scoring import Scoring
     from sglang_attn_bridge.sglang_resolution import resolve, sglang_forward
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
@@ -65,7 +66,7 @@ def main() -> int:
         if kern is not None:
             with torch.no_grad():
                 qt, kt, vt = (t.detach().transpose(1, 2) for t in (q, k, v))
-                ref = sglang_forward(kern, qt, kt, vt, lay, d**-0.5, True, None, 0.0)
+                ref = sglang_forward(kern, qt, kt, vt, lay, Scoring(d**-0.5, True))
 
         def both(f, kw=kw):
             def run():

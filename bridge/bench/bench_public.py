@@ -285,7 +285,7 @@ def exact(results):
     """The direct relaunch (launch.py) gives the bits of Triton's own launch path: public fwd+bwd with it off and on,
     torch.equal on o, dq, dk, dv, over layouts and classes (dense, padded, packed, D64, window, softcap, and q/k/v
     views that start off 16-byte alignment, which Triton specializes on)."""
-    from sglang_attn_bridge import launch
+    from sglang_attn_bridge import settings
     from sglang_attn_bridge.hf_attention import triton_attention_forward
 
     mod = Module()
@@ -318,13 +318,12 @@ def exact(results):
             mask[1, :100] = 0
         kw.update(extra)
         got = []
-        for enabled in (False, True, True):  # Triton's path, then the direct path's first (miss) and second call
-            launch.ENABLED = enabled
-            q, k, v = (t.detach().requires_grad_() for t in (q0, k0, v0))
-            o, _ = triton_attention_forward(mod, q, k, v, mask, scaling=d**-0.5, **kw)
-            o.backward(do)
+        for direct in (False, True, True):  # Triton's path, then the direct path's first (miss) and second call
+            with settings.override(direct_launch=direct):
+                q, k, v = (t.detach().requires_grad_() for t in (q0, k0, v0))
+                o, _ = triton_attention_forward(mod, q, k, v, mask, scaling=d**-0.5, **kw)
+                o.backward(do)
             got.append([o.detach().clone(), q.grad, k.grad, v.grad])
-        launch.ENABLED = True
         same = all(torch.equal(a, c) for other in got[1:] for a, c in zip(got[0], other))
         name = f"{b}x{s} {hq}/{hkv} D{d} {kw and sorted(kw) or ''}{' off-16B' if off else ''}"
         out.append({"case": name, "bitwise_equal": same})

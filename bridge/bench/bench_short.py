@@ -83,7 +83,7 @@ def device_us(fn, calls=20, per_call_ms=3.0):
 
 def _variants(d):
     """auto with one choice changed (config tables / launch path), applied and undone around a measurement."""
-    from sglang_attn_bridge import config, launch
+    from sglang_attn_bridge import config, launch, settings
 
     def cfg(**changes):
         def apply():
@@ -94,11 +94,12 @@ def _variants(d):
         return apply
 
     def jit():
-        launch.ENABLED = False
+        off = settings.override(direct_launch=False)
+        off.__enter__()
         launch.clear()
 
         def undo():
-            launch.ENABLED = True
+            off.__exit__(None, None, None)
             launch.clear()
 
         return undo
@@ -114,6 +115,7 @@ def _variants(d):
 def calls_part():
     from sglang_attn_bridge import settings
     from sglang_attn_bridge.hf_attention import triton_attention_forward
+    from sglang_attn_bridge.scoring import Scoring
     from sglang_attn_bridge.sglang_resolution import resolve, sglang_forward
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
@@ -143,7 +145,7 @@ def calls_part():
             with torch.no_grad():
                 mine = triton_attention_forward(mod, q, k, v, None, scaling=d**-0.5, **kw)[0]
                 qt, kt, vt = (t.detach().transpose(1, 2) for t in (q, k, v))
-                ref = sglang_forward(kern, qt, kt, vt, lay, d**-0.5, True, None, 0.0)
+                ref = sglang_forward(kern, qt, kt, vt, lay, Scoring(d**-0.5, True))
             row["auto equals sglang"] = bool(torch.equal(mine, ref))
         cols = {"auto": ({}, None), "graphs": ({"graphs": True}, None), "portable": ({"portable": True}, None)}
         variants = _variants(d)

@@ -23,6 +23,7 @@ import torch
 from common import load_sglang, make_qkv, packed_lengths
 from sglang_attn_bridge import config, custom_op, kernel_launches, kernel_plan, layout
 from sglang_attn_bridge.reference import reference_attention
+from sglang_attn_bridge.scoring import Scoring
 from sglang_attn_bridge.sglang_resolution import resolve, sglang_forward
 
 OUT = os.environ.get("OUT", "out")
@@ -59,8 +60,8 @@ def bit_exact(mod):
                     sm_scale=d**-0.5,
                 )
                 lay = layout.from_cu_seqlens(cu, cu, t, t)
-                o_bridge = sglang_forward(kern, q, k, v, lay, d**-0.5, True, None, 0.0)[0]
-                o_own = kernel_launches.forward(q, k, v, lay, d**-0.5, True)[0][0]
+                o_bridge = sglang_forward(kern, q, k, v, lay, Scoring(d**-0.5, True))[0]
+                o_own = kernel_launches.forward(q, k, v, lay, Scoring(d**-0.5, True))[0][0]
                 case = f"{hq}/{hkv} D{d} {name}"
                 record("bitexact-sgl", case, torch.equal(o_bridge, o_ref), "bridge(sglang path) vs sglang")
                 diff = (o_own.float() - o_ref.float()).abs().max().item()
@@ -71,8 +72,8 @@ def bit_exact(mod):
         q, k, v, cu = make_qkv(lens, 16, 4, 128, torch.bfloat16)
         lay = layout.from_cu_seqlens(cu, cu, sum(lens), sum(lens))
         w = None if hf_window is None else hf_window - 1
-        o_s = sglang_forward(kern, q, k, v, lay, 0.09, True, w, cap)
-        o_o = kernel_launches.forward(q, k, v, lay, 0.09, True, w, cap)[0]
+        o_s = sglang_forward(kern, q, k, v, lay, Scoring.of(0.09, True, w, cap))
+        o_o = kernel_launches.forward(q, k, v, lay, Scoring.of(0.09, True, w, cap))[0]
         diff = (o_o.float() - o_s.float()).abs().max().item()
         record("bitexact-own", f"16/4 D128 {label}", torch.equal(o_o, o_s), f"max|diff|={diff:.3g}")
 
@@ -162,8 +163,8 @@ def tma_paths():
         do = torch.randn_like(q)
         for tma in (True, False):  # the Triton forward (the Gluon one always loads by TMA: gluon-fwd below)
             config.set_config(d, fwd=replace(saved[0], tma=tma, gluon_ws=0), bwd=replace(saved[1], tma=tma, tma2=tma))
-            o, lse = kernel_launches.forward(q, k, v, lay, d**-0.5, True)
-            outs.append((o, lse, *kernel_launches.backward(do, q, k, v, o, lse, lay, d**-0.5, True)))
+            o, lse = kernel_launches.forward(q, k, v, lay, Scoring(d**-0.5, True))
+            outs.append((o, lse, *kernel_launches.backward(do, q, k, v, o, lse, lay, Scoring(d**-0.5, True))))
         config.set_config(d, fwd=saved[0], bwd=saved[1])
         same = [n for n, a, b in zip(("o", "lse", "dq", "dk", "dv"), *outs) if torch.equal(a, b)]
         record("tma-paths", label, used and len(same) == 5, f"TMA used={used}; bitwise equal: {', '.join(same)}")
@@ -199,9 +200,9 @@ def gluon_fwd():
             ("triton-noftz", replace(saved, gluon_ws=0, exp_ftz=False)),
         ):
             config.set_config(d, fwd=cfg)
-            outs[name] = kernel_launches.forward(q, k, v, lay, d**-0.5, causal)
+            outs[name] = kernel_launches.forward(q, k, v, lay, Scoring(d**-0.5, causal))
         config.set_config(d, fwd=saved)
-        again = kernel_launches.forward(q, k, v, lay, d**-0.5, causal)
+        again = kernel_launches.forward(q, k, v, lay, Scoring(d**-0.5, causal))
         same = {
             n: torch.equal(outs[n][0], outs["gluon"][0]) and torch.equal(outs[n][1], outs["gluon"][1])
             for n in ("gluon-1mb", "triton", "triton-noftz")
@@ -230,13 +231,13 @@ def gluon_dkdv():
         q, k, v, cu = make_qkv(lens, hq, hkv, d, dtype)
         t = sum(lens)
         lay = layout.from_cu_seqlens(cu, cu, t, t)
-        o, lse = kernel_launches.forward(q, k, v, lay, d**-0.5, causal)
+        o, lse = kernel_launches.forward(q, k, v, lay, Scoring(d**-0.5, causal))
         do = torch.randn_like(o)
         saved = config.bwd_config(d)
         used = _gluon_dkdv_used(q, k, v, do)
 
         def run():
-            return kernel_launches.backward(do, q, k, v, o, lse, lay, d**-0.5, causal, parts=("dkdv",))[1:]
+            return kernel_launches.backward(do, q, k, v, o, lse, lay, Scoring(d**-0.5, causal), parts=("dkdv",))[1:]
 
         gluon = run()
         repeat = all(torch.equal(a, b) for a, b in zip(gluon, run()))
@@ -267,14 +268,16 @@ def streams():
         q, k, v, cu = make_qkv(lens, hq, hkv, d, torch.bfloat16)
         t = sum(lens)
         lay = layout.from_cu_seqlens(cu, cu, t, t)
-        o, lse = kernel_launches.forward(q, k, v, lay, d**-0.5, True)
+        o, lse = kernel_launches.forward(q, k, v, lay, Scoring(d**-0.5, True))
         do = torch.randn_like(o)
         saved = config.bwd_config(d)
         outs = {}
         for overlap in (False, True):
             config.set_config(d, bwd=replace(saved, overlap=overlap))
             torch.cuda._sleep(50_000_000)  # the GPU is busy when the call is queued, so a missing wait would show
-            outs[overlap] = [g.clone() for g in kernel_launches.backward(do, q, k, v, o, lse, lay, d**-0.5, True)]
+            outs[overlap] = [
+                g.clone() for g in kernel_launches.backward(do, q, k, v, o, lse, lay, Scoring(d**-0.5, True))
+            ]
         config.set_config(d, bwd=saved)
         same = [n for n, a, b in zip(("dq", "dk", "dv"), outs[False], outs[True]) if torch.equal(a, b)]
         record(

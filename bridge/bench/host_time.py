@@ -83,12 +83,13 @@ def loop_us(fn) -> float:
 def pieces(b, s, hq, hkv, d, baseline=None) -> dict:
     from sglang_attn_bridge import kernel_launches, launch
     from sglang_attn_bridge.hf_attention import triton_attention_forward
+    from sglang_attn_bridge.scoring import Scoring
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     q, k, v, do, mod, kw, lay = call_inputs("x", b, s, hq, hkv, d)
     scale = d**-0.5
     qt, kt, vt = (t.detach().transpose(1, 2) for t in (q, k, v))
-    o, lse = kernel_launches.forward(qt, kt, vt, lay, scale, True)
+    o, lse = kernel_launches.forward(qt, kt, vt, lay, Scoring(scale, True))
 
     def public(f, grad=True, backward=True, threads=True, via_grad=False):
         def run():
@@ -117,7 +118,7 @@ def pieces(b, s, hq, hkv, d, baseline=None) -> dict:
         run.calls = n
         return run
 
-    ready = kernel_launches.backward(do, qt, kt, vt, o, lse, lay, scale, True)
+    ready = kernel_launches.backward(do, qt, kt, vt, o, lse, lay, Scoring(scale, True))
 
     def with_backward(run, fake):
         """run() with kernel_launches.backward replaced by fake() (what the engine thread does around the real one)."""
@@ -140,7 +141,7 @@ def pieces(b, s, hq, hkv, d, baseline=None) -> dict:
 
     def timed_backward():
         t0 = time.perf_counter()
-        kernel_launches.backward(do, qt, kt, vt, o, lse, lay, scale, True)
+        kernel_launches.backward(do, qt, kt, vt, o, lse, lay, Scoring(scale, True))
         engine_s.append(time.perf_counter() - t0)
 
     ViaEngine, Nop = pass_through_function(timed_backward), pass_through_function(lambda: None)
@@ -164,9 +165,9 @@ def pieces(b, s, hq, hkv, d, baseline=None) -> dict:
 
     kernel_launches.launch = record
     try:
-        kernel_launches.forward(qt, kt, vt, lay, scale, True)
+        kernel_launches.forward(qt, kt, vt, lay, Scoring(scale, True))
         n_fwd = len(recorded)
-        kernel_launches.backward(do, qt, kt, vt, o, lse, lay, scale, True)
+        kernel_launches.backward(do, qt, kt, vt, o, lse, lay, Scoring(scale, True))
     finally:
         kernel_launches.launch = real
 
@@ -188,7 +189,7 @@ def pieces(b, s, hq, hkv, d, baseline=None) -> dict:
 
     def backward_main():
         t0 = time.perf_counter()
-        kernel_launches.backward(do, qt, kt, vt, o, lse, lay, scale, True)
+        kernel_launches.backward(do, qt, kt, vt, o, lse, lay, Scoring(scale, True))
         main_s.append(time.perf_counter() - t0)
 
     runs = {
@@ -207,7 +208,7 @@ def pieces(b, s, hq, hkv, d, baseline=None) -> dict:
             public(triton_attention_forward), launched_ready_grads
         ),
         "bridge public fwd+bwd via autograd.grad": public(triton_attention_forward, via_grad=True),
-        "kernel_launches.forward": lambda: kernel_launches.forward(qt, kt, vt, lay, scale, True),
+        "kernel_launches.forward": lambda: kernel_launches.forward(qt, kt, vt, lay, Scoring(scale, True)),
         "kernel_launches.backward (main thread)": backward_main,
         "kernel_launches.backward from the autograd engine": via(ViaEngine),
         "nop Function fwd+bwd": via(Nop),

@@ -44,6 +44,7 @@ def main():
     from sglang_attn_bridge import kernel_launches, layout, probe, register
     from sglang_attn_bridge.forward_selection import select_forward
     from sglang_attn_bridge.hf_attention import triton_attention_forward
+    from sglang_attn_bridge.scoring import Scoring
 
     register()
 
@@ -61,7 +62,7 @@ def main():
         do = torch.randn(b, s, hq, d, device="cuda", dtype=torch.bfloat16)
         qt, kt, vt = (t.detach().transpose(1, 2) for t in (q, k, v))
         lay = layout.dense(b, s, s, q.device)
-        o, lse = kernel_launches.forward(qt, kt, vt, lay, d**-0.5, True)
+        o, lse = kernel_launches.forward(qt, kt, vt, lay, Scoring(d**-0.5, True))
         x = torch.zeros(1024, device="cuda")
 
         def public():
@@ -76,19 +77,21 @@ def main():
         pieces = {
             "public fwd+bwd (auto)": public,
             "public fwd, no grad": public_fwd,
-            "kernel_launches.forward (gluon)": lambda: kernel_launches.forward(qt, kt, vt, lay, d**-0.5, True),
+            "kernel_launches.forward (gluon)": lambda: kernel_launches.forward(qt, kt, vt, lay, Scoring(d**-0.5, True)),
             "kernel_launches.forward (triton)": lambda: kernel_launches.forward(
-                qt, kt, vt, lay, d**-0.5, True, gluon=False
+                qt, kt, vt, lay, Scoring(d**-0.5, True), gluon=False
             ),
-            "kernel_launches.backward": lambda: kernel_launches.backward(do, qt, kt, vt, o, lse, lay, d**-0.5, True),
+            "kernel_launches.backward": lambda: kernel_launches.backward(
+                do, qt, kt, vt, o, lse, lay, Scoring(d**-0.5, True)
+            ),
             "kernel_launches.backward dkdv only": lambda: kernel_launches.backward(
-                do, qt, kt, vt, o, lse, lay, d**-0.5, True, parts=("dkdv",)
+                do, qt, kt, vt, o, lse, lay, Scoring(d**-0.5, True), parts=("dkdv",)
             ),
             "kernel_launches.backward dq only": lambda: kernel_launches.backward(
-                do, qt, kt, vt, o, lse, lay, d**-0.5, True, parts=("dq",)
+                do, qt, kt, vt, o, lse, lay, Scoring(d**-0.5, True), parts=("dq",)
             ),
-            "select_forward (auto)": lambda: select_forward(qt, kt, vt, True),
-            "probe.class_of": lambda: probe.class_of(qt, kt, vt, True, None, 0.0),
+            "select_forward (auto)": lambda: select_forward(qt, kt, vt, Scoring(d**-0.5, True)),
+            "probe.class_of": lambda: probe.class_of(qt, kt, vt, Scoring(d**-0.5, True)),
             "layout.dense": lambda: layout.dense(b, s, s, q.device),
             "tiny triton launch": lambda: _tiny[(1,)](x, 1024, BLOCK=1024),
             "torch.empty x4": lambda: [torch.empty(b, s, hq, d, device="cuda") for _ in range(4)],

@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 from common import make_qkv
 from sglang_attn_bridge import kernel_launches, layout
+from sglang_attn_bridge.scoring import Scoring
 
 
 def main() -> None:
@@ -22,8 +23,8 @@ def main() -> None:
     do = torch.randn_like(q)
 
     def step():
-        o, lse = kernel_launches.forward(q, k, v, lay, d**-0.5, True)
-        return kernel_launches.backward(do, q, k, v, o, lse, lay, d**-0.5, True)
+        o, lse = kernel_launches.forward(q, k, v, lay, Scoring(d**-0.5, True))
+        return kernel_launches.backward(do, q, k, v, o, lse, lay, Scoring(d**-0.5, True))
 
     for _ in range(3):
         step()

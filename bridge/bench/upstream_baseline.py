@@ -12,6 +12,7 @@ from dataclasses import replace
 
 import torch
 from sglang_attn_bridge import config, kernel_launches, layout
+from sglang_attn_bridge.scoring import Scoring
 
 UPSTREAM_BWD = config.BwdConfig(64, 64, 64, 64, 4, 1, overlap=False)
 
@@ -32,8 +33,8 @@ def upstream_backward(do, q, k, v, o, cu, scale):
             ks = k[:, s:e].repeat_interleave(group, dim=2)
             vs = v[:, s:e].repeat_interleave(group, dim=2)
             lay = layout.dense(1, n, n, q.device)
-            lse = kernel_launches.forward(qs, ks, vs, lay, scale, True, compute_o=False)[1]
-            gq, gk, gv = kernel_launches.backward(dos, qs, ks, vs, os_, lse, lay, scale, True)
+            lse = kernel_launches.forward(qs, ks, vs, lay, Scoring.of(scale, True), compute_o=False)[1]
+            gq, gk, gv = kernel_launches.backward(dos, qs, ks, vs, os_, lse, lay, Scoring.of(scale, True))
             dq[:, s:e] = gq
             dk[:, s:e] = gk.unflatten(2, (k.shape[2], group)).sum(3)
             dv[:, s:e] = gv.unflatten(2, (k.shape[2], group)).sum(3)

@@ -10,6 +10,7 @@ import pytest
 import torch
 from sglang_attn_bridge import config, kernel_launches, kernel_plan, layout
 from sglang_attn_bridge.kernel_plan import Launch, Target, plan
+from sglang_attn_bridge.scoring import Scoring
 from triton import cdiv
 
 HOPPER = Target(ptx=True, tma=True, gluon="", streams=True)  # an H200 with Triton 3.6
@@ -207,16 +208,16 @@ def test_the_triton_launchers_follow_the_plan(monkeypatch):
     k, v = torch.randn(1, 103, 2, 64), torch.randn(1, 103, 2, 64)
     cu = torch.tensor([0, 70, 103], dtype=torch.int32)
     lay = layout.from_cu_seqlens(cu, cu, 103, 103)
-    o_default, lse_default = kernel_launches.forward(q, k, v, lay, 0.125, True)
+    o_default, lse_default = kernel_launches.forward(q, k, v, lay, Scoring(0.125, True))
     do = torch.randn_like(o_default)
-    grads_default = kernel_launches.backward(do, q, k, v, o_default, lse_default, lay, 0.125, True)
+    grads_default = kernel_launches.backward(do, q, k, v, o_default, lse_default, lay, Scoring(0.125, True))
     monkeypatch.setattr(config, "INTERPRETER_FWD", config.FwdConfig(16, 64, 2, 2, interior=3, tma=True))
     monkeypatch.setattr(config, "INTERPRETER_BWD", config.BwdConfig(16, 64, 64, 16, 4, 1, 2, 2, tma2=True))
     spies = {name: _Spy(getattr(kernel_launches, name)) for name in ("attn_fwd_kernel", "dkdv_kernel", "dq_kernel")}
     for name, spy in spies.items():
         monkeypatch.setattr(kernel_launches, name, spy)
-    o, lse = kernel_launches.forward(q, k, v, lay, 0.125, True)
-    grads = kernel_launches.backward(do, q, k, v, o, lse, lay, 0.125, True)
+    o, lse = kernel_launches.forward(q, k, v, lay, Scoring(0.125, True))
+    grads = kernel_launches.backward(do, q, k, v, o, lse, lay, Scoring(0.125, True))
     p = plan(q, k, v, do=do)
     for name, launch, blocks in (
         ("attn_fwd_kernel", p.forward, max(lens)),
@@ -266,8 +267,8 @@ def test_the_gluon_launchers_follow_a_hopper_plan(monkeypatch, gpu_tables):
     k = v = torch.zeros(1, 1000, 8, 128, dtype=torch.bfloat16)
     cu = torch.tensor([0, 400, 1000], dtype=torch.int32)
     lay = layout.from_cu_seqlens(cu, cu, 1000, 1000)
-    o, lse = kernel_launches.forward(q, k, v, lay, 0.1, True)
-    kernel_launches.backward(torch.zeros_like(o), q, k, v, o, lse, lay, 0.1, True)
+    o, lse = kernel_launches.forward(q, k, v, lay, Scoring(0.1, True))
+    kernel_launches.backward(torch.zeros_like(o), q, k, v, o, lse, lay, Scoring(0.1, True))
     p = real_plan(q, k, v, target=HOPPER)
     ((grid, kw),) = spies["attn_fwd_ws_sm90_kernel"].calls
     items = 32 * 2 * cdiv(600, p.forward.rows)  # (head, sequence) pairs x row blocks of the longest sequence
@@ -287,6 +288,6 @@ def test_the_gluon_launchers_follow_a_hopper_plan(monkeypatch, gpu_tables):
     long = torch.zeros(1, 8192, 32, 128, dtype=torch.bfloat16)
     long_kv = torch.zeros(1, 8192, 8, 128, dtype=torch.bfloat16)
     lay = layout.dense(1, 8192, 8192, long.device)
-    o, lse = kernel_launches.forward(long, long_kv, long_kv, lay, 0.1, True)
-    kernel_launches.backward(torch.zeros_like(o), long, long_kv, long_kv, o, lse, lay, 0.1, True)
+    o, lse = kernel_launches.forward(long, long_kv, long_kv, lay, Scoring(0.1, True))
+    kernel_launches.backward(torch.zeros_like(o), long, long_kv, long_kv, o, lse, lay, Scoring(0.1, True))
     assert order == ["side by side"]

@@ -102,15 +102,16 @@ def test_backward_with_prefix():
 
 def test_forward_is_repeatable_and_lse_is_right():
     from sglang_attn_bridge import kernel_launches
+    from sglang_attn_bridge.scoring import Scoring
 
     q, k, v, lay, _, _ = _packed_case([70], [70], 2, 1, 64, torch.float32)
-    o1, lse1 = kernel_launches.forward(q, k, v, lay, 0.125, True)
-    o2, lse2 = kernel_launches.forward(q, k, v, lay, 0.125, True)
+    o1, lse1 = kernel_launches.forward(q, k, v, lay, Scoring(0.125, True))
+    o2, lse2 = kernel_launches.forward(q, k, v, lay, Scoring(0.125, True))
     assert torch.equal(o1, o2) and torch.equal(lse1, lse2)
     s = torch.einsum("qhd,khd->hqk", q[0].double(), k[0].repeat_interleave(2, 1).double()) * 0.125
     s = s.masked_fill(torch.ones(70, 70, dtype=torch.bool).triu(1), float("-inf"))
     assert torch.allclose(lse1.double(), torch.logsumexp(s, -1), atol=1e-5)
-    _, lse3 = kernel_launches.forward(q, k, v, lay, 0.125, True, compute_o=False)
+    _, lse3 = kernel_launches.forward(q, k, v, lay, Scoring(0.125, True), compute_o=False)
     assert torch.allclose(lse3, lse1)
 
 
@@ -129,15 +130,16 @@ def test_tma_tiles_give_the_same_bits(monkeypatch, d):
     and backward results are bitwise equal, padded head dim and prefix included. Also checks that the fallback
     rule keeps misaligned views on the masked path."""
     from sglang_attn_bridge import config, kernel_launches, kernel_plan
+    from sglang_attn_bridge.scoring import Scoring
 
     q, k, v, lay, _, _ = _packed_case([37, 5, 50], [37, 20, 50], 4, 2, d, torch.float32)
     results = []
     for tma in (False, True):
         monkeypatch.setattr(config, "INTERPRETER_FWD", config.FwdConfig(32, 64, 4, 1, tma=tma))
         monkeypatch.setattr(config, "INTERPRETER_BWD", config.BwdConfig(32, 32, 32, 32, 4, 1, tma=tma, tma2=tma))
-        o, lse = kernel_launches.forward(q, k, v, lay, 0.125, True)
+        o, lse = kernel_launches.forward(q, k, v, lay, Scoring(0.125, True))
         do = torch.randn_like(o, generator=torch.Generator().manual_seed(1))
-        results.append((o, lse, *kernel_launches.backward(do, q, k, v, o, lse, lay, 0.125, True)))
+        results.append((o, lse, *kernel_launches.backward(do, q, k, v, o, lse, lay, Scoring(0.125, True))))
     for name, a, b in zip(("o", "lse", "dq", "dk", "dv"), *results):
         assert torch.equal(a, b), name
     plan = kernel_plan.plan(q, k, v, do=do)
@@ -172,12 +174,13 @@ def test_exp_ftz_is_ignored_off_nvidia(monkeypatch):
     """exp_ftz is inline PTX: off NVIDIA (the CPU interpreter here, also ROCm) the forward must take the plain exp,
     not fail to compile."""
     from sglang_attn_bridge import config, kernel_launches
+    from sglang_attn_bridge.scoring import Scoring
 
     q, k, v, lay, _, _ = _packed_case([70, 33], [70, 33], 4, 2, 64, torch.float32)
     outs = []
     for ftz in (False, True):
         monkeypatch.setattr(config, "INTERPRETER_FWD", config.FwdConfig(32, 64, 4, 1, exp_ftz=ftz))
-        outs.append(kernel_launches.forward(q, k, v, lay, 0.125, True))
+        outs.append(kernel_launches.forward(q, k, v, lay, Scoring(0.125, True)))
     assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
 
 
@@ -185,10 +188,11 @@ def test_interior_3_runs_as_interior_1_off_nvidia(monkeypatch):
     """interior=3 scales scores with inline PTX (mul.rn); off NVIDIA (here the CPU interpreter, also ROCm) the
     launcher must fall back to interior=1, the select that gives the same rounding, not fail."""
     from sglang_attn_bridge import config, kernel_launches
+    from sglang_attn_bridge.scoring import Scoring
 
     q, k, v, lay, _, _ = _packed_case([70, 33], [70, 33], 4, 2, 64, torch.float32)
     outs = []
     for interior in (1, 3):
         monkeypatch.setattr(config, "INTERPRETER_FWD", config.FwdConfig(32, 64, 4, 1, interior=interior))
-        outs.append(kernel_launches.forward(q, k, v, lay, 0.125, True))
+        outs.append(kernel_launches.forward(q, k, v, lay, Scoring(0.125, True)))
     assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])

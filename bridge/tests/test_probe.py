@@ -10,6 +10,7 @@ import torch
 from sglang_attn_bridge import kernel_launches, layout, probe
 from sglang_attn_bridge.custom_op import attention
 from sglang_attn_bridge.forward_selection import select_forward
+from sglang_attn_bridge.scoring import Scoring
 
 NEW = "sglang.kernels.ops.attention.extend_attention"
 calls = []
@@ -45,7 +46,11 @@ def _exact(
     lay = layout.from_cu_seqlens(qo_indptr, kv_indptr, q.shape[0], k_buffer.shape[0])
     window = None if sliding_window_size < 0 else sliding_window_size
     out = kernel_launches.forward(
-        q[None], k_buffer[kv_indices][None], v_buffer[kv_indices][None], lay, sm_scale, is_causal, window, logit_cap
+        q[None],
+        k_buffer[kv_indices][None],
+        v_buffer[kv_indices][None],
+        lay,
+        Scoring.of(sm_scale, is_causal, window, logit_cap),
     )[0]
     o.copy_(out[0])
 
@@ -69,7 +74,7 @@ def test_exact_kernel_lets_the_in_tree_forward_run(install_sglang, monkeypatch, 
     with caplog.at_level(logging.INFO, logger="sglang_attn_bridge.probe"):
         q, k, v, _ = _call()
     assert calls, "the probe ran sglang's kernel"
-    assert select_forward(q, k, v, True) is None  # decided: in-tree
+    assert select_forward(q, k, v, Scoring(0.125, True)) is None  # decided: in-tree
     n = len(calls)
     _call()
     assert len(calls) == n  # the forward itself no longer calls sglang, and the decision is not re-probed
@@ -87,17 +92,17 @@ def test_seeded_mismatch_falls_back_for_that_class_and_logs_once(install_sglang,
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "sglang's kernel for float16 D64 causal" in warnings[0].message
     assert "1 of" in warnings[0].message  # the reason names the one differing element
-    assert select_forward(q, k, v, True) is not None
+    assert select_forward(q, k, v, Scoring(0.125, True)) is not None
 
 
 def test_env_forces_either_forward(bridge_settings, install_sglang, monkeypatch):
     install_sglang(NEW, _seeded_mismatch)
     q, k, v = (torch.randn(1, 8, 2, 64, dtype=torch.float16) for _ in range(3))
     bridge_settings(forward="triton")
-    assert select_forward(q, k, v, True) is None
+    assert select_forward(q, k, v, Scoring(0.125, True)) is None
     bridge_settings(forward="sglang")
     calls.clear()
-    assert select_forward(q, k, v, True) is not None and not calls  # forced: no probe
+    assert select_forward(q, k, v, Scoring(0.125, True)) is not None and not calls  # forced: no probe
 
 
 def test_classes_are_decided_apart_and_kept_on_disk(bridge_settings, install_sglang, monkeypatch, tmp_path):
@@ -112,15 +117,18 @@ def test_classes_are_decided_apart_and_kept_on_disk(bridge_settings, install_sgl
     cache = tmp_path / "probe.json"
     bridge_settings(probe_cache=str(cache))
     q, k, v = (torch.randn(1, 8, 2, 64, dtype=torch.float16) for _ in range(3))
-    assert select_forward(q, k, v, True) is None
-    assert select_forward(q, k, v, True, window=5) is not None
+    assert select_forward(q, k, v, Scoring(0.125, True)) is None
+    assert select_forward(q, k, v, Scoring(0.125, True, 5)) is not None
     saved = json.loads(cache.read_text())
     assert sorted(d[0] for d in saved.values()) == [False, True]
     key = json.loads(next(iter(saved)))
     assert {"sglang", "triton", "device", "dtype", "head_dim", "causal", "window", "softcap", "kernel"} <= set(key)
     probe.clear()
     calls.clear()
-    assert select_forward(q, k, v, True) is None and select_forward(q, k, v, True, window=5) is not None
+    assert (
+        select_forward(q, k, v, Scoring(0.125, True)) is None
+        and select_forward(q, k, v, Scoring(0.125, True, 5)) is not None
+    )
     assert not calls  # both answered from the file
 
 
@@ -144,7 +152,7 @@ def test_probe_that_cannot_trust_sglang_keeps_sglang(install_sglang, bad):
 
     install_sglang(NEW, broken)
     q, k, v = (torch.randn(1, 8, 2, 64, dtype=torch.float16) for _ in range(3))
-    assert select_forward(q, k, v, True) is not None
+    assert select_forward(q, k, v, Scoring(0.125, True)) is not None
 
 
 def test_fp32_keeps_sglangs_kernel_without_probing(install_sglang):
@@ -153,7 +161,7 @@ def test_fp32_keeps_sglangs_kernel_without_probing(install_sglang):
     install_sglang(NEW, _exact)
     calls.clear()
     q, k, v = (torch.randn(1, 8, 2, 64) for _ in range(3))
-    assert select_forward(q, k, v, True) is not None and not calls
+    assert select_forward(q, k, v, Scoring(0.125, True)) is not None and not calls
 
 
 def test_probe_inputs_reach_subnormal_outputs():
@@ -161,7 +169,7 @@ def test_probe_inputs_reach_subnormal_outputs():
     cls = probe.ProbeClass("float16", 64, True, False, False, "triton")
     found = False
     for q, k, v, lay in probe._inputs(cls, "cpu", 0):
-        o = kernel_launches.forward(q.float(), k.float(), v.float(), lay, 64**-0.5, True)[0]
+        o = kernel_launches.forward(q.float(), k.float(), v.float(), lay, Scoring(64**-0.5, True))[0]
         tiny = (o != 0) & (o.abs() < torch.finfo(torch.float32).tiny)
         found |= bool(tiny.any())
     assert found

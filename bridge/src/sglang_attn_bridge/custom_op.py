@@ -20,6 +20,7 @@ from torch import Tensor
 from . import graphs, kernel_launches, layout
 from .forward_selection import forward_impl, separate_backward_output
 from .layout import Varlen
+from .scoring import Scoring
 
 
 class Sequences(NamedTuple):
@@ -50,10 +51,6 @@ class Sequences(NamedTuple):
         )
 
 
-def _window(window: int):
-    return None if window < 0 else window
-
-
 @torch.library.custom_op("sglang_attn_bridge::attention", mutates_args=())
 def attention_op(
     q: Tensor,
@@ -73,9 +70,10 @@ def attention_op(
 ) -> tuple[Tensor, Tensor, Tensor]:
     """q [B, Sq, Hq, D], k/v [B, Sk, Hkv, D] -> (o [B, Sq, Hq, D], lse [Hq, B*Sq] in kernel_launches.lse_dtype(q)
     or empty if not need_lse, the output the backward uses where it is not o (fp32 with sglang's forward), else
-    empty). The sequences' arguments are `Sequences`' fields."""
+    empty). The sequences' arguments are `Sequences`' fields, the scoring ones `Scoring.op_args()`."""
     seqs = Sequences(attention_mask, position_ids, cu_seq_lens_q, cu_seq_lens_k, max_length_q, max_length_k)
-    o, lse, o_bwd = forward_impl(q, k, v, seqs.to_layout(q, k), scale, causal, _window(window), softcap, need_lse)
+    scoring = Scoring.from_op_args(scale, causal, window, softcap)
+    o, lse, o_bwd = forward_impl(q, k, v, seqs.to_layout(q, k), scoring, need_lse)
     if lse is None:
         lse = q.new_empty((0,), dtype=torch.float32)
     return o, lse, q.new_empty((0,)) if o_bwd is None else o_bwd
@@ -115,7 +113,8 @@ def attention_backward_op(
     softcap: float,
 ) -> tuple[Tensor, Tensor, Tensor]:
     seqs = Sequences(attention_mask, position_ids, cu_seq_lens_q, cu_seq_lens_k, max_length_q, max_length_k)
-    return kernel_launches.backward(do, q, k, v, o, lse, seqs.to_layout(q, k), scale, causal, _window(window), softcap)
+    scoring = Scoring.from_op_args(scale, causal, window, softcap)
+    return kernel_launches.backward(do, q, k, v, o, lse, seqs.to_layout(q, k), scoring)
 
 
 @attention_backward_op.register_fake
@@ -139,18 +138,16 @@ def _backward(ctx, do, _dlse, _do_bwd):
 attention_op.register_autograd(_backward, setup_context=_setup_context)
 
 
-def _graphed_forward(q, k, v, lay, scale, causal, window, softcap):
+def _graphed_forward(q, k, v, lay: Varlen, scoring: Scoring):
     """The eager forward with gradients, its launches replayed from a CUDA graph where the call repeats (graphs.py);
     the layout is built outside the graph (it may read lengths on the host)."""
-    key = graphs.key("forward", (q, k, v), lay, (scale, causal, window, softcap))
-    return graphs.run(key, lambda: forward_impl(q, k, v, lay, scale, causal, window, softcap, True), (lay,))
+    key = graphs.key("forward", (q, k, v), lay, scoring)
+    return graphs.run(key, lambda: forward_impl(q, k, v, lay, scoring, True), (lay,))
 
 
-def _graphed_backward(do, q, k, v, o, lse, lay, scale, causal, window, softcap):
-    key = graphs.key("backward", (do, q, k, v, o, lse), lay, (scale, causal, window, softcap))
-    return graphs.run(
-        key, lambda: kernel_launches.backward(do, q, k, v, o, lse, lay, scale, causal, window, softcap), (lay,)
-    )
+def _graphed_backward(do, q, k, v, o, lse, lay: Varlen, scoring: Scoring):
+    key = graphs.key("backward", (do, q, k, v, o, lse), lay, scoring)
+    return graphs.run(key, lambda: kernel_launches.backward(do, q, k, v, o, lse, lay, scoring), (lay,))
 
 
 def _bshd(t: Tensor, heads_first: bool) -> Tensor:
@@ -165,21 +162,21 @@ class _Eager(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, call):
-        lay, scale, causal, window, softcap, heads_first = call  # one argument: apply's Python walks each of them
+        lay, scoring, heads_first = call  # one argument: apply's Python walks each of them
         qt, kt, vt = _bshd(q, heads_first), _bshd(k, heads_first), _bshd(v, heads_first)
         if graphs.enabled(q):
-            o, lse, o_bwd = _graphed_forward(qt, kt, vt, lay, scale, causal, window, softcap)
+            o, lse, o_bwd = _graphed_forward(qt, kt, vt, lay, scoring)
         else:
-            o, lse, o_bwd = forward_impl(qt, kt, vt, lay, scale, causal, window, softcap, True)
+            o, lse, o_bwd = forward_impl(qt, kt, vt, lay, scoring, True)
         ctx.save_for_backward(qt, kt, vt, o if o_bwd is None else o_bwd, lse)
-        ctx.lay, ctx.args, ctx.heads_first = lay, (scale, causal, window, softcap), heads_first
+        ctx.lay, ctx.scoring, ctx.heads_first = lay, scoring, heads_first
         return o
 
     @staticmethod
     def backward(ctx, do):
         q, k, v, o, lse = ctx.saved_tensors
         impl = _graphed_backward if graphs.enabled(q) else kernel_launches.backward
-        dq, dk, dv = impl(do.contiguous(), q, k, v, o, lse, ctx.lay, *ctx.args)
+        dq, dk, dv = impl(do.contiguous(), q, k, v, o, lse, ctx.lay, ctx.scoring)
         hf = ctx.heads_first
         return _bshd(dq, hf), _bshd(dk, hf), _bshd(dv, hf), None
 
@@ -206,15 +203,13 @@ def attention(
     need_lse = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
     max_q = -1 if max_length_q is None else int(max_length_q)
     max_k = -1 if max_length_k is None else int(max_length_k)
-    scale, causal, softcap = float(scale), bool(causal), float(softcap or 0.0)
+    scoring = Scoring.of(scale, causal, window, softcap)
     seqs = Sequences(attention_mask, position_ids, cu_seq_lens_q, cu_seq_lens_k, max_q, max_k)
     if torch.compiler.is_compiling():
         q, k, v = _bshd(q, heads_first), _bshd(k, heads_first), _bshd(v, heads_first)
-        w = -1 if window is None else int(window)
-        return attention_op(q, k, v, *seqs, scale, causal, w, softcap, need_lse)[0]
+        return attention_op(q, k, v, *seqs, *scoring.op_args(), need_lse)[0]
     lay = seqs.to_layout(q, k, 2 if heads_first else 1)
-    window = None if window is None else int(window)
     if need_lse:
-        return _Eager.apply(q, k, v, (lay, scale, causal, window, softcap, heads_first))
+        return _Eager.apply(q, k, v, (lay, scoring, heads_first))
     q, k, v = _bshd(q, heads_first), _bshd(k, heads_first), _bshd(v, heads_first)
-    return forward_impl(q, k, v, lay, scale, causal, window, softcap, False)[0]
+    return forward_impl(q, k, v, lay, scoring, False)[0]

@@ -21,6 +21,7 @@ from .kernels.forward import attn_fwd_kernel
 from .launch import clear as launch_cache_clear
 from .launch import launch
 from .layout import Varlen
+from .scoring import Scoring
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -221,20 +222,18 @@ def _step(gluon: bool, grid: tuple, ints: tuple, kwargs: dict, part: str) -> _St
     return _Step(gluon, grid, tuple(ints), kwargs, (part, next(_serial)))
 
 
-def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softcap=0.0, compute_o=True, gluon=True):
+def forward(q, k, v, lay: Varlen, scoring: Scoring, compute_o=True, gluon=True):
     """q [B, Sq, Hq, D], k/v [B, Sk, Hkv, D] views -> (o [B, Sq, Hq, D] contiguous or None, lse [Hq, B*Sq], its
     dtype lse_dtype(q)).
 
-    `window` is in sglang's convention (query i sees key j iff i - j <= window), None for none. gluon=False keeps
-    the Triton forward where the Gluon one would run (the probe checks each).
+    gluon=False keeps the Triton forward where the Gluon one would run (the probe checks each).
     """
     q, k, v = (_last_dim_contiguous(t) for t in (q, k, v))
-    softcap = float(softcap or 0.0)
-    flags = (lay.signature, bool(causal), window, softcap, bool(compute_o), bool(gluon))
+    flags = (lay.signature, scoring.causal, scoring.window, scoring.softcap, bool(compute_o), bool(gluon))
     key, cfgs = call_key("fwd", q, (*map(tensor_key, (q, k, v)), *flags))
     r = _recipes.get(key)
     if r is None:
-        r = _keep(key, _forward_recipe(q, k, v, lay, causal, window, softcap, compute_o, gluon, cfgs))
+        r = _keep(key, _forward_recipe(q, k, v, lay, scoring, compute_o, gluon, cfgs))
     dev = q.device
     if r.tma:
         _ensure_allocator(dev)
@@ -243,7 +242,7 @@ def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softc
     if r.o_shape is not None:
         o = (torch.empty if lay.covers_all else torch.zeros)(r.o_shape, device=dev, dtype=q.dtype)
     st = r.step
-    head = (q, k, v, q if o is None else o, lse, *_lay_args(lay), float(scale), 1.0)
+    head = (q, k, v, q if o is None else o, lse, *_lay_args(lay), scoring.scale, 1.0)
     if st.gluon:
         launch(attn_fwd_ws_sm90_kernel, st.grid, (*head, *st.ints, _work_counter(dev)), st.kwargs, st.sig)
     else:
@@ -251,9 +250,10 @@ def forward(q, k, v, lay: Varlen, scale: float, causal: bool, window=None, softc
     return o, lse
 
 
-def _forward_recipe(q, k, v, lay: Varlen, causal, window, softcap, compute_o, gluon, cfgs) -> _FwdRecipe:
+def _forward_recipe(q, k, v, lay: Varlen, scoring: Scoring, compute_o, gluon, cfgs) -> _FwdRecipe:
     B, Sq, Hq, D = q.shape
     Hkv = k.shape[2]
+    causal, window, softcap = scoring.causal, scoring.window, scoring.softcap
     if gluon:
         plan = kernel_plan.plan(q, k, v, window, softcap, compute_o)
     else:
@@ -316,28 +316,25 @@ def _forward_recipe(q, k, v, lay: Varlen, causal, window, softcap, compute_o, gl
     return _FwdRecipe(step, lse_shape, lse_dtype, o_shape, fwd.tma, (plan, *cfgs))
 
 
-def backward(
-    do, q, k, v, o, lse, lay: Varlen, scale: float, causal: bool, window=None, softcap=0.0, parts=("dkdv", "dq")
-):
+def backward(do, q, k, v, o, lse, lay: Varlen, scoring: Scoring, parts=("dkdv", "dq")):
     """Gradients shaped [B, S, H, D] with the strides of q/k/v (so autograd hands them on without a layout copy),
     each written by exactly one program. `parts` lets the bench time the dK/dV and dQ kernels apart."""
     do, q, k, v, o = (_last_dim_contiguous(t) for t in (do, q, k, v, o))
-    softcap = float(softcap or 0.0)
-    flags = (lay.signature, bool(causal), window, softcap, tuple(parts))
+    flags = (lay.signature, scoring.causal, scoring.window, scoring.softcap, tuple(parts))
     key, cfgs = call_key("bwd", q, (*map(tensor_key, (do, q, k, v, o, lse)), *flags))
     alloc = torch.empty_like if lay.covers_all else torch.zeros_like
     dq, dk, dv = alloc(q), alloc(k), alloc(v)
     delta = torch.empty_like(lse)
     r = _recipes.get(key)
     if r is None:
-        r = _keep(key, _backward_recipe(do, q, k, v, o, lse, dq, dk, dv, lay, causal, window, softcap, parts, cfgs))
+        r = _keep(key, _backward_recipe(do, q, k, v, o, lse, dq, dk, dv, lay, scoring, parts, cfgs))
     if r.copy_q:
         q = q.contiguous()
     if r.tma:
         _ensure_allocator(q.device)
     st = r.delta
     launch(delta_kernel, st.grid, (o, do, delta, lay.row, lay.q_start, lay.len_q, *st.ints), st.kwargs, st.sig)
-    head = (*_lay_args(lay), float(scale))
+    head = (*_lay_args(lay), scoring.scale)
 
     def dkdv():
         st = r.dkdv
@@ -359,9 +356,10 @@ def backward(
     return dq, dk, dv
 
 
-def _backward_recipe(do, q, k, v, o, lse, dq, dk, dv, lay, causal, window, softcap, parts, cfgs) -> _BwdRecipe:
+def _backward_recipe(do, q, k, v, o, lse, dq, dk, dv, lay, scoring: Scoring, parts, cfgs) -> _BwdRecipe:
     B, Sq, Hq, D = q.shape
     Hkv = k.shape[2]
+    causal, window, softcap = scoring.causal, scoring.window, scoring.softcap
     whole_rows = lay.covers_all and lay.n == B and lay.max_q == Sq
     scores = Hq * lay.n * lay.max_q * lay.max_k  # at most this many attention scores: how long the call runs
     long_call = scores >= cfgs[1].overlap_min_scores

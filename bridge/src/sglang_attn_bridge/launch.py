@@ -6,14 +6,14 @@ that is most of a launch's ~100 us of CPU time, and a short attention call is fo
 with a given specialization goes through Triton (compiling if needed) and the compiled kernel is remembered under a
 key that holds at least what Triton specializes on, so a hit is the kernel Triton would have picked; later calls
 launch it directly through its own launcher (`CompiledKernel[grid](*args)`). The interpreter always takes Triton's
-path.
+path, and so does every launch with the `direct_launch` setting off (settings.py).
 """
 
 from __future__ import annotations
 
 import torch
 
-from . import config
+from . import settings
 
 try:  # the direct path reads Triton 3.6's launch hooks and allocator; an older Triton keeps its own runner
     from triton import knobs
@@ -21,7 +21,6 @@ try:  # the direct path reads Triton 3.6's launch hooks and allocator; an older 
 except ImportError:
     knobs = _allocation = None
 
-ENABLED = True  # the bench turns it off to compare
 _kernels: dict = {}
 
 
@@ -46,7 +45,8 @@ def launch(fn, grid, args: tuple, kwargs: dict, sig=None) -> None:
     `sig`, when given, is a hashable value that determines every argument's specialization and every kwarg (the
     caller's shapes, strides, dtypes, alignment and plan): then it is the key, and the per-argument checks are
     skipped."""
-    if not ENABLED or config.interpreting():
+    s = settings.current()
+    if s.interpreter or not s.direct_launch:
         fn[grid](*args, **kwargs)
         return
     key = (fn, sig) if sig is not None else (fn, *map(_spec, args), *kwargs.items())

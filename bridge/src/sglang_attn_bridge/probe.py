@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 from . import config, kernel_launches, layout, settings
+from .scoring import Scoring
 from .sglang_resolution import resolve, sglang_forward, sglang_version
 
 logger = logging.getLogger(__name__)
@@ -91,15 +92,15 @@ def _read_environment(device: torch.device, res) -> dict:
     }
 
 
-def class_of(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, window, softcap) -> ProbeClass:
+def class_of(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scoring: Scoring) -> ProbeClass:
     """The class of a call on [B, S, H, D] views (no device sync)."""
     return ProbeClass(
         str(q.dtype).replace("torch.", ""),
         int(q.shape[-1]),
-        bool(causal),
-        window is not None,
-        bool(softcap),
-        kernel_launches.forward_kernel(q, k, v, window, softcap),
+        bool(scoring.causal),
+        scoring.window is not None,
+        bool(scoring.softcap),
+        kernel_launches.forward_kernel(q, k, v, scoring.window, scoring.softcap),
     )
 
 
@@ -170,13 +171,13 @@ def _inputs(cls: ProbeClass, device, seed: int):
 
 def run_probe(kernel, cls: ProbeClass, device, seed: int = 0) -> Decision:
     """Both forwards on the probe inputs; in-tree only if every output is bitwise equal and covers every token."""
-    window = PROBE_WINDOW if cls.window else None
-    softcap = PROBE_SOFTCAP if cls.softcap else 0.0
-    scale = cls.head_dim**-0.5
+    scoring = Scoring.of(
+        cls.head_dim**-0.5, cls.causal, PROBE_WINDOW if cls.window else None, PROBE_SOFTCAP if cls.softcap else 0.0
+    )
     checked = 0
     for q, k, v, lay in _inputs(cls, device, seed):
-        mine = kernel_launches.forward(q, k, v, lay, scale, cls.causal, window, softcap, gluon=cls.kernel == "gluon")[0]
-        theirs = sglang_forward(kernel, q, k, v, lay, scale, cls.causal, window, softcap)
+        mine = kernel_launches.forward(q, k, v, lay, scoring, gluon=cls.kernel == "gluon")[0]
+        theirs = sglang_forward(kernel, q, k, v, lay, scoring)
         if not torch.isfinite(theirs).all():
             return Decision(False, "sglang's kernel gave non-finite values on the probe inputs")
         if not torch.equal(mine, theirs):

@@ -12,6 +12,9 @@ Every behaviour switch lives here, so no call reads `os.environ` and a value is 
   no TMA, no inline PTX, on any GPU. Same bits; the bench measures what the portable path costs.
 * ``graphs`` (SGLANG_ATTN_BRIDGE_GRAPHS = 1): the eager path captures a call's launches into a CUDA graph where the
   same call (tensor addresses, shapes, layout) repeats, and replays it (graphs.py); off by default. Same bits.
+* ``direct_launch`` (SGLANG_ATTN_BRIDGE_DIRECT_LAUNCH = 1 | 0, default 1): a kernel launched before with the same
+  specialization is launched through its compiled launcher, without Triton's per-call argument binding (launch.py);
+  0 sends every launch through Triton's own path. Same kernels, same bits; the bench compares the two.
 * ``interpreter`` (TRITON_INTERPRET = 1): Triton's CPU interpreter runs the kernels (with small tiles). Triton reads
   the same variable when it is imported, so overriding it only changes what the bridge plans.
 
@@ -35,6 +38,7 @@ ENV = {
     "probe_cache": "SGLANG_ATTN_BRIDGE_PROBE_CACHE",
     "portable": "SGLANG_ATTN_BRIDGE_PORTABLE",
     "graphs": "SGLANG_ATTN_BRIDGE_GRAPHS",
+    "direct_launch": "SGLANG_ATTN_BRIDGE_DIRECT_LAUNCH",
     "interpreter": "TRITON_INTERPRET",
 }
 _TRUE = ("1", "true", "yes", "on")
@@ -48,6 +52,7 @@ class Settings:
     probe_cache: str | None = None
     portable: bool = False
     graphs: bool = False
+    direct_launch: bool = True
     interpreter: bool = False
 
     def __post_init__(self):
@@ -73,6 +78,7 @@ def from_environment(environ=None) -> Settings:
         probe_cache=env.get(ENV["probe_cache"]) or None,
         portable=_flag(ENV["portable"], env.get(ENV["portable"], "")),
         graphs=_flag(ENV["graphs"], env.get(ENV["graphs"], "")),
+        direct_launch=_flag(ENV["direct_launch"], env.get(ENV["direct_launch"], ""), unset=True),
         interpreter=env.get(ENV["interpreter"], "0").strip() == "1",
     )
 

@@ -21,6 +21,7 @@ import torch
 
 from .errors import BridgeUnsupported
 from .layout import Varlen
+from .scoring import Scoring
 from .sglang_api import EXTEND_ATTENTION as _TABLE
 
 MODULES = tuple(_TABLE["modules"])
@@ -167,9 +168,9 @@ def sglang_version() -> str | None:
             return None
 
 
-def sglang_forward(kernel: SglangKernel, q, k, v, lay: Varlen, scale, causal, window, softcap):
+def sglang_forward(kernel: SglangKernel, q, k, v, lay: Varlen, scoring: Scoring):
     """sglang's output for q [B, Sq, Hq, D], k/v [B, Sk, Hkv, D], on packed [T, H, D] copies (views when the batch is
-    one row covering all tokens). `window` in sglang's convention (i - j <= window), None for none."""
+    one row covering all tokens)."""
     B, Sq, Hq, D = q.shape
     Sk, Hkv = k.shape[1], k.shape[2]
     cu_q, cu_k = lay.cu_seqlens()
@@ -195,10 +196,10 @@ def sglang_forward(kernel: SglangKernel, q, k, v, lay: Varlen, scale, causal, wi
         kv_indices,
         prefix,
         lay.max_q,
-        scale,
-        causal=causal,
-        sliding_window_size=-1 if window is None else window,
-        logit_cap=softcap or 0.0,
+        scoring.scale,
+        causal=scoring.causal,
+        sliding_window_size=-1 if scoring.window is None else scoring.window,
+        logit_cap=scoring.softcap,
     )
     if not one_row:
         o.view(B * Sq, Hq, D).index_copy_(0, qi, op)

@@ -12,6 +12,7 @@ from dataclasses import replace
 import pytest
 import torch
 from sglang_attn_bridge import config, kernel_launches, kernel_plan, layout
+from sglang_attn_bridge.scoring import Scoring
 
 pytestmark = pytest.mark.skipif(kernel_plan.dq_sm90_kernel is None, reason="this Triton cannot define Gluon kernels")
 
@@ -52,8 +53,8 @@ def _inputs(lens_q, lens_k, hq, hkv, d, dtype, spread, seed):
 def _grads(q, k, v, do, lay, causal, d, bwd=None):
     if bwd is not None:
         config.GPU_BWD[d] = bwd
-    o, lse = kernel_launches.forward(q, k, v, lay, d**-0.5, causal)
-    return kernel_launches.backward(do, q, k, v, o, lse, lay, d**-0.5, causal)
+    o, lse = kernel_launches.forward(q, k, v, lay, Scoring(d**-0.5, causal))
+    return kernel_launches.backward(do, q, k, v, o, lse, lay, Scoring(d**-0.5, causal))
 
 
 def _equal(mine, theirs, what):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 from sglang_attn_bridge import attention_varlen, kernel_launches, layout, settings
+from sglang_attn_bridge.scoring import Scoring
 from sglang_attn_bridge.sglang_resolution import sglang_forward
 
 LENS_Q = [3000, 700, 1, 64, 333]
@@ -52,9 +53,9 @@ def test_in_tree_forwards_equal_sglang(sglang, dtype, d, flags):
         for hq, hkv in ((32, 8), (8, 8)):
             q, k, v, *_, lay = _case(hq, hkv, d, dtype, spread, zeros)
             scale = d**-0.5
-            theirs = sglang_forward(sglang, q, k, v, lay, scale, causal, window, softcap)
+            theirs = sglang_forward(sglang, q, k, v, lay, Scoring.of(scale, causal, window, softcap))
             for gluon in (True, False):
-                mine = kernel_launches.forward(q, k, v, lay, scale, causal, window, softcap, gluon=gluon)[0]
+                mine = kernel_launches.forward(q, k, v, lay, Scoring.of(scale, causal, window, softcap), gluon=gluon)[0]
                 _equal(mine, theirs, f"{label} {hq}/{hkv} {'planned' if gluon else 'triton'} forward")
 
 
@@ -62,22 +63,22 @@ def test_in_tree_forwards_equal_sglang(sglang, dtype, d, flags):
 def test_other_head_dims_equal_sglang(sglang, d):
     for label, spread, zeros in INPUTS:
         q, k, v, *_, lay = _case(16, 4, d, torch.bfloat16, spread, zeros, [700, 1, 300], [700, 1, 500])
-        theirs = sglang_forward(sglang, q, k, v, lay, d**-0.5, True, None, 0.0)
-        mine = kernel_launches.forward(q, k, v, lay, d**-0.5, True)[0]
+        theirs = sglang_forward(sglang, q, k, v, lay, Scoring(d**-0.5, True))
+        mine = kernel_launches.forward(q, k, v, lay, Scoring(d**-0.5, True))[0]
         _equal(mine, theirs, f"{label} D{d}")
 
 
 @pytest.mark.parametrize("hq,hkv", [(8, 8), (16, 8), (16, 4), (32, 4)])
 def test_gqa_ratios_equal_sglang(sglang, hq, hkv):
     q, k, v, *_, lay = _case(hq, hkv, 128, torch.bfloat16, 16.0, 0.5)
-    theirs = sglang_forward(sglang, q, k, v, lay, 0.088, True, None, 0.0)
-    _equal(kernel_launches.forward(q, k, v, lay, 0.088, True)[0], theirs, f"{hq}/{hkv}")
+    theirs = sglang_forward(sglang, q, k, v, lay, Scoring(0.088, True))
+    _equal(kernel_launches.forward(q, k, v, lay, Scoring(0.088, True))[0], theirs, f"{hq}/{hkv}")
 
 
 def test_public_path_gives_sglang_bits_in_every_mode(sglang):
     """attention_varlen's output equals sglang's, under auto (probe decides), forced sglang and forced in-tree."""
     q, k, v, cu_q, cu_k, lay = _case(32, 8, 128, torch.bfloat16, 16.0, 0.5)
-    theirs = sglang_forward(sglang, q, k, v, lay, 128**-0.5, True, None, 0.0)
+    theirs = sglang_forward(sglang, q, k, v, lay, Scoring(128**-0.5, True))
     for mode in ("auto", "sglang", "triton"):
         with settings.override(forward=mode):
             o = attention_varlen(q[0], k[0], v[0], cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
@@ -104,7 +105,7 @@ def test_padded_batch_equals_sglang(sglang):
         t = len(idx)
         cu = torch.tensor([0, t], dtype=torch.int32, device="cuda")
         qs, ks, vs = (x[row].transpose(0, 1)[idx][None] for x in (q, k, v))
-        theirs = sglang_forward(sglang, qs, ks, vs, layout.from_cu_seqlens(cu, cu, t, t), d**-0.5, True, None, 0.0)
+        theirs = sglang_forward(sglang, qs, ks, vs, layout.from_cu_seqlens(cu, cu, t, t), Scoring(d**-0.5, True))
         _equal(out[row][idx][None], theirs, f"row {row}")
 
 
@@ -113,6 +114,6 @@ def test_fp32_output_is_sglangs(sglang):
     q, k, v, cu_q, cu_k, lay = _case(8, 2, 64, torch.float32, 1.0, 0.0, [300, 1], [300, 1])
     for t in (q, k, v):
         t.requires_grad_()
-    theirs = sglang_forward(sglang, q, k, v, lay, 0.125, True, None, 0.0)
+    theirs = sglang_forward(sglang, q, k, v, lay, Scoring(0.125, True))
     o = attention_varlen(q[0], k[0], v[0], cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, scale=0.125)
     _equal(o.detach()[None], theirs, "fp32")
