@@ -17,10 +17,12 @@ from dataclasses import dataclass, field
 
 from toolkit.artifacts import WHEELS
 from toolkit.errors import SpecError, UsageError, short
-from toolkit.sources import parse_overrides, used_wheels
-from toolkit.spec import ROOT, SETTABLE, VARIANT, Variant, check, check_pins
+from toolkit.schema import check
+from toolkit.sources import apply_refs, parse_overrides, used_wheels
+from toolkit.spec import ROOT, check_pins
 from toolkit.spec_values import local_base_problem, text_problem
 from toolkit.steps import Where, check_steps
+from toolkit.variant import SETTABLE, VARIANT, Variant
 
 SECRET_PIP_CA = "pip-ca"
 SECRET_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -159,9 +161,11 @@ def make_plan(
     no_cache=False,
     progress="auto",
     revision=None,
+    refs=(),
     sources=(),
 ) -> Plan:
-    variant = apply_sets(variant, list(sets))
+    """`refs` and `sources` are `--ref` and `--source` items as given: they reach toolkit/sources.py from here only."""
+    variant = apply_sets(apply_refs(variant, refs, sources), list(sets))
     check_constraint_pins(variant)
     overrides = parse_overrides(sources, variant)
     wheels = used_wheels(overrides[WHEELS], variant) if WHEELS in overrides else ()

@@ -18,7 +18,7 @@ from toolkit.errors import UsageError, short
 from toolkit.invocation import Invocation
 from toolkit.plan import Plan, host_pip_ca, make_plan, parse_secret
 from toolkit.render import render
-from toolkit.sources import apply_refs, overrides_for, refs_for
+from toolkit.sources import overrides_for, refs_for
 from toolkit.spec import load_catalog
 from toolkit.spec_values import TAG_RE, moving_tag_problem, reference_problem
 
@@ -104,7 +104,6 @@ def prepare(request: BuildRequest, scope, log=print) -> Prepared:
     secrets, pip_ca = [parse_secret(s) for s in request.secrets], host_pip_ca()
     planned = []
     for variant in variants:
-        variant = apply_refs(variant, refs[variant.name], sources[variant.name])
         plan = make_plan(
             variant,
             tag=request.tag,
@@ -113,6 +112,7 @@ def prepare(request: BuildRequest, scope, log=print) -> Prepared:
             pip_ca=pip_ca,
             no_cache=request.no_cache,
             progress=request.progress,
+            refs=refs[variant.name],
             sources=sources[variant.name],
         )
         refuse_zero_context(plan)

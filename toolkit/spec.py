@@ -47,7 +47,6 @@ from toolkit.spec_values import (
 from toolkit.spec_yaml import AliasBomb, check_keys, load_yaml
 from toolkit.steps import Where, check_steps, expand, normalize
 from toolkit.variant import FAMILY, LAYER, REQUIRED_FAMILY, VARIANT, Variant
-from toolkit.variant import SETTABLE as SETTABLE  # declared with the fields; plan.py reads it here
 
 ROOT = Path(__file__).resolve().parent.parent
 IMAGES_DIR = ROOT / "images"

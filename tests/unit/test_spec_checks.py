@@ -6,8 +6,10 @@ from __future__ import annotations
 import pytest
 
 from toolkit.errors import SpecError
-from toolkit.spec import FAMILY, VARIANT, check, check_pins
+from toolkit.schema import check
+from toolkit.spec import check_pins
 from toolkit.spec_values import check_image_ref
+from toolkit.variant import FAMILY, VARIANT
 
 F = "images/demo.yaml"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"

@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from toolkit import plan, spec
+from toolkit import plan, spec, variant
 from toolkit.errors import SpecError, UsageError
 from toolkit.plan import apply_sets
 from toolkit.variant import FAMILY_FILE, KEYS, LAYER_FILE, VARIANT_ENTRY, Key, Variant
@@ -21,8 +21,8 @@ def test_every_variant_field_has_a_key():
 
 
 def test_settable_is_the_fields_marked_settable_in_their_order():
-    assert spec.SETTABLE == plan.SETTABLE == tuple(f for f in FIELDS if KEYS[f].settable)
-    assert spec.SETTABLE == ("base", "args", "env", "pip", "components", "tag_suffix", "platforms")
+    assert variant.SETTABLE == tuple(f for f in FIELDS if KEYS[f].settable)
+    assert variant.SETTABLE == ("base", "args", "env", "pip", "components", "tag_suffix", "platforms")
 
 
 def declared(place: str) -> set:
@@ -30,12 +30,13 @@ def declared(place: str) -> set:
 
 
 def test_the_schemas_hold_exactly_the_declared_keys():
-    assert set(spec.VARIANT) == declared(VARIANT_ENTRY)
-    assert set(spec.LAYER) == declared(LAYER_FILE) == {"description", "args", "env", "components", "pip", "artifacts"}
-    assert set(spec.FAMILY) == declared(FAMILY_FILE) | {"alias", "extends", "variants"}
-    assert "tag_suffix" not in spec.FAMILY and "template" not in spec.VARIANT and "default" in spec.FAMILY
+    assert set(variant.VARIANT) == declared(VARIANT_ENTRY)
+    layer = {"description", "args", "env", "components", "pip", "artifacts"}
+    assert set(variant.LAYER) == declared(LAYER_FILE) == layer
+    assert set(variant.FAMILY) == declared(FAMILY_FILE) | {"alias", "extends", "variants"}
+    assert "tag_suffix" not in variant.FAMILY and "template" not in variant.VARIANT and "default" in variant.FAMILY
     required = tuple(k.spec_key or f for f, k in KEYS.items() if k.required)
-    assert spec.REQUIRED_FAMILY == (*required, "variants")
+    assert variant.REQUIRED_FAMILY == (*required, "variants")
 
 
 def test_as_dict_holds_the_fields_that_shape_the_image(demo):
