@@ -19,7 +19,7 @@ import subprocess
 from dataclasses import dataclass
 
 from toolkit import engine
-from toolkit.engine_calls import engine_timeout, unanswered
+from toolkit.engine_calls import engine_timeout
 from toolkit.errors import UsageError, short
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -62,14 +62,6 @@ class Builder:
         return engine.connect(self.host)
 
 
-def _buildx(*args: str) -> subprocess.CompletedProcess:
-    cmd = engine.buildx_cmd() + list(args)
-    try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=engine_timeout())
-    except subprocess.TimeoutExpired:
-        raise unanswered(f"`docker buildx {' '.join(args)}`", engine_timeout()) from None
-
-
 def _context_host(name: str) -> str | None:
     run = subprocess.run(
         [engine.docker_cmd(), "context", "inspect", name, "--format", "{{.Endpoints.docker.Host}}"],
@@ -87,7 +79,7 @@ def resolve(name: str | None, client=None) -> Builder:
         raise UsageError(f"--builder {short(name)}: not a builder name (letters, digits, '._-')")
     if name is None:
         return Builder(None, "docker", None, _store_of(client or engine.connect()))
-    run = _buildx("inspect", name)
+    run = engine.buildx("inspect", name)
     if run.returncode != 0:
         raise UsageError(f"--builder {short(name)}: no such buildx builder or docker context (`docker buildx ls`)")
     driver = next((ln.split(":", 1)[1].strip() for ln in run.stdout.splitlines() if ln.startswith("Driver:")), "")

@@ -1,7 +1,8 @@
 """The one interface to the container engine: the docker SDK for the engine API, the buildx CLI for BuildKit.
 
-The SDK cannot drive BuildKit (secrets, bind mounts, cache export), so builds go through `docker buildx build`;
-everything else (ping, inspect, tag, push, containers) goes through the SDK.
+The SDK cannot drive BuildKit (secrets, bind mounts, cache export), so builds go through `docker buildx build`
+and every other BuildKit call (a builder's inspect, registry manifests through `imagetools`) through `buildx`,
+each bounded and named when unanswered; everything else (ping, inspect, tag, push, containers) goes through the SDK.
 """
 
 from __future__ import annotations
@@ -69,15 +70,31 @@ def buildx_cmd() -> list:
 @functools.cache  # a failed probe raises and is not cached
 def _buildx() -> tuple:
     docker_bin = docker_cmd()
-    try:
-        probe = subprocess.run(
-            [docker_bin, "buildx", "version"], capture_output=True, text=True, timeout=engine_timeout()
-        )
-    except subprocess.TimeoutExpired:
-        raise unanswered("`docker buildx version`", engine_timeout()) from None
+    probe = _bounded([docker_bin, "buildx", "version"], "`docker buildx version`", engine_timeout())
     if probe.returncode != 0:
         raise EngineUnavailable("the docker client has no buildx plugin (Debian: docker-buildx; see ci/setup.sh)")
     return docker_bin, "buildx"
+
+
+def buildx(*args: str, timeout: float | None = None, on_timeout=None) -> subprocess.CompletedProcess:
+    """`docker buildx ARGS` (a subcommand other than `build`: inspect, imagetools), its output captured as text,
+    bounded by `timeout` seconds (default: the engine timeout). Unanswered in time: EngineUnavailable (exit 3), one
+    line naming the call (`docker buildx` and the words before the first option), or `on_timeout(seconds)`'s error
+    for a caller that has its own answer to a timeout."""
+    seconds = engine_timeout() if timeout is None else timeout
+    words = []
+    for arg in args:
+        if arg.startswith("-"):
+            break
+        words.append(arg)
+    return _bounded(buildx_cmd() + list(args), f"`docker buildx {' '.join(words)}`", seconds, on_timeout)
+
+
+def _bounded(cmd: list, call: str, seconds: float, on_timeout=None) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=seconds)
+    except subprocess.TimeoutExpired:
+        raise (on_timeout(seconds) if on_timeout else unanswered(call, seconds)) from None
 
 
 def import_tree(folder, ref: str, tar_options: tuple = (), platform: str | None = None) -> None:
