@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from toolkit import artifacts
 from toolkit.engine_calls import IMPORT_TIMEOUT, FirstStep, engine_timeout, unanswered
 from toolkit.errors import BuildFailed, EngineUnavailable, Interrupted, short
+from toolkit.gate_report import failure_lines, step_lines
 from verify.report import failures, find_report
 
 START_HINT = "start one with `sudo dockerd &` (or run ci/setup.sh), or point DOCKER_HOST at a running engine"
@@ -29,7 +30,6 @@ STEP_RE = re.compile(r"^#(\d+) (.*)$")
 LOG_RE = re.compile(r"^\d+\.\d+ (.*)$")
 PING_TIMEOUT = 10  # seconds: an engine that accepts and never answers is as absent as one that refuses
 API_TIMEOUT = 600  # seconds per request once it answered (imports, pushes and saves are slow)
-LOG_LINES = 15  # lines of a failed gate check's own log (traceback, command output) shown under it
 STOP_GRACE = 30  # seconds the stopped build child gets to cancel its BuildKit session before SIGKILL
 
 
@@ -168,9 +168,9 @@ class ProgressParser:
         took = "cached" if step.status == "cached" else f"{step.seconds:.1f}s"
         name = " ".join(step.name.split())
         self.out(f"  {name[:100]:<100} {took:>8}")
-        report = gate_report(step)
-        if report is not None:  # the gate step: its checks (allowed pip-check lines counted only), from its report
-            for ln in check_lines(report, allowed=False) + [gate_summary(report)]:
+        report = find_report(step.log)
+        if report is not None:  # the gate step: its checks, from its report (toolkit/gate_report.py)
+            for ln in step_lines(report):
                 self.out(f"      {ln}")
 
     def failed_step(self) -> Step | None:
@@ -243,14 +243,12 @@ def build(plan, invocation, out=print) -> str:
             raise unanswered(f"`docker buildx build` of {plan.name} (BuildKit started no step)", first.seconds)
         if rc != 0 or not os.path.exists(iidfile):
             step = parser.failed_step()
-            report = gate_report(step) if step is not None else None
+            report = find_report(step.log) if step is not None else None
             if step is not None:
                 out(f"FAILED step: {' '.join(step.name.split())}")
                 if report is not None:  # a gate step: every failed check, with the end of its own log
-                    for check, ln in zip(failed_checks(report), check_lines(report, passed=False)):
+                    for ln in failure_lines(report):
                         out(f"  | {ln}")
-                        for log_line in str(check["log"]).rstrip().splitlines()[-LOG_LINES:]:
-                            out(f"  |     {log_line}")
                 else:
                     for ln in step.log[-50:]:
                         out(f"  | {ln}")
@@ -283,30 +281,6 @@ def artifact_of(step: Step, records: dict) -> tuple | None:
         if m and m.group(1) == artifacts.stage_name(name) and "sha256" in record:
             return name, record
     return None
-
-
-def gate_report(step: Step) -> dict | None:
-    """The gate runner's JSON report in a step's log (the gate step runs it with `--json -`), or None."""
-    return find_report(step.log)
-
-
-def failed_checks(report: dict) -> list[dict]:
-    return [c for c in report["checks"] if c["status"] != "PASS"]
-
-
-def check_lines(report: dict, passed: bool | None = None, allowed: bool | None = None) -> list[str]:
-    """`STATUS  kind  target  detail` for the report's checks, filtered by passed / allowed."""
-    return [
-        f"{c['status']}  {c['kind']:<10}  {c['target']}  {' '.join(str(c['detail']).split()) or '-'}  "
-        f"({c['seconds']:.2f}s)"
-        for c in report["checks"]
-        if (passed is None or (c["status"] == "PASS") == passed) and (allowed is None or bool(c["allowed"]) == allowed)
-    ]
-
-
-def gate_summary(report: dict) -> str:
-    allowed = sum(1 for c in report["checks"] if c["allowed"])
-    return f"{report['passed']} passed, {report['failed']} failed" + (f" ({allowed} allowed)" if allowed else "")
 
 
 def stop_child(proc, signum: int) -> None:
