@@ -29,7 +29,6 @@ START_HINT = "start one with `sudo dockerd &` (or run ci/setup.sh), or point DOC
 STEP_RE = re.compile(r"^#(\d+) (.*)$")
 LOG_RE = re.compile(r"^\d+\.\d+ (.*)$")
 PING_TIMEOUT = 10  # seconds: an engine that accepts and never answers is as absent as one that refuses
-API_TIMEOUT = 600  # seconds per request once it answered (imports, pushes and saves are slow)
 STOP_GRACE = 30  # seconds the stopped build child gets to cancel its BuildKit session before SIGKILL
 
 
