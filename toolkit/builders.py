@@ -114,14 +114,14 @@ def pushes_itself(builder: Builder, platforms) -> bool:
     return len(platforms) > 1 or not builder.engine_local
 
 
-def where(builder: Builder | None, plan, contexts: tuple, cache: str | None, cache_from: str | None):
-    """The buildx arguments for this builder (None: a bake file's, chosen when it runs): `--builder`, named
-    contexts, registry cache (one ref per target)."""
+def site(builder: Builder | None, plan, contexts: tuple, cache: str | None, cache_from: str | None) -> engine.BuildSite:
+    """Where a build of `plan` runs, as buildx arguments (engine.BuildSite) for this builder (None: a bake file's,
+    chosen when it runs): `--builder`, named contexts, registry cache (one ref per target)."""
     from toolkit.bake import cache_refs
 
     ref = cache or cache_from
     pulls, pushes = cache_refs(ref, plan.variant) if ref else ([], [])
-    return engine.Where(
+    return engine.BuildSite(
         docker=tuple(builder.docker_args()) if builder else (),
         builder=tuple(builder.args()) if builder else (),
         contexts=contexts,

@@ -178,7 +178,7 @@ class ProgressParser:
 
 
 @dataclass(frozen=True)
-class Where:
+class BuildSite:
     """Where a build runs and where its image goes (toolkit/builders.py decides; every value is one argv word).
 
     docker/builder: `--context NAME` (buildx takes a docker context as a builder only when it is the current one),
@@ -266,7 +266,7 @@ def build(plan, invocation, out=print) -> str:
                 reason = " ".join(step.name.split())
             raise BuildFailed(f"build of {plan.name} failed: {reason}")
         image_id = open(iidfile).read().strip()
-        if invocation.where.push:
+        if invocation.site.push:
             with open(metadata) as f:
                 image_id = json.load(f).get("containerimage.digest") or image_id
     out(f"built {plan.name} in {time.monotonic() - started:.1f}s: {image_id[:19]}")
