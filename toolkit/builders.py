@@ -15,11 +15,9 @@ Asking a builder for what it cannot do is bad usage (exit 2), said in one line n
 from __future__ import annotations
 
 import re
-import subprocess
 from dataclasses import dataclass
 
 from toolkit import engine
-from toolkit.engine_calls import engine_timeout
 from toolkit.errors import UsageError, short
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -63,12 +61,7 @@ class Builder:
 
 
 def _context_host(name: str) -> str | None:
-    run = subprocess.run(
-        [engine.docker_cmd(), "context", "inspect", name, "--format", "{{.Endpoints.docker.Host}}"],
-        capture_output=True,
-        text=True,
-        timeout=engine_timeout(),
-    )
+    run = engine.docker("context", "inspect", name, "--format", "{{.Endpoints.docker.Host}}")
     return run.stdout.strip() or None if run.returncode == 0 else None
 
 

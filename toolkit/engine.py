@@ -69,7 +69,7 @@ def buildx_cmd() -> list:
 @functools.cache  # a failed probe raises and is not cached
 def _buildx() -> tuple:
     docker_bin = docker_cmd()
-    probe = _bounded([docker_bin, "buildx", "version"], "`docker buildx version`", engine_timeout())
+    probe = _bounded([docker_bin, "buildx", "version"], "docker buildx", ("version",))
     if probe.returncode != 0:
         raise EngineUnavailable("the docker client has no buildx plugin (Debian: docker-buildx; see ci/setup.sh)")
     return docker_bin, "buildx"
@@ -80,20 +80,27 @@ def buildx(*args: str, timeout: float | None = None, on_timeout=None) -> subproc
     bounded by `timeout` seconds (default: the engine timeout). Unanswered in time: EngineUnavailable (exit 3), one
     line naming the call (`docker buildx` and the words before the first option), or `on_timeout(seconds)`'s error
     for a caller that has its own answer to a timeout."""
+    return _bounded(buildx_cmd() + list(args), "docker buildx", args, timeout, on_timeout)
+
+
+def docker(*args: str, timeout: float | None = None) -> subprocess.CompletedProcess:
+    """`docker ARGS` (a client command the SDK has no call for: `context inspect`), bounded as `buildx` is."""
+    return _bounded([docker_cmd(), *args], "docker", args, timeout)
+
+
+def _bounded(cmd: list, prefix: str, args, timeout=None, on_timeout=None) -> subprocess.CompletedProcess:
     seconds = engine_timeout() if timeout is None else timeout
-    words = []
-    for arg in args:
-        if arg.startswith("-"):
-            break
-        words.append(arg)
-    return _bounded(buildx_cmd() + list(args), f"`docker buildx {' '.join(words)}`", seconds, on_timeout)
-
-
-def _bounded(cmd: list, call: str, seconds: float, on_timeout=None) -> subprocess.CompletedProcess:
     try:
         return subprocess.run(cmd, capture_output=True, text=True, timeout=seconds)
     except subprocess.TimeoutExpired:
-        raise (on_timeout(seconds) if on_timeout else unanswered(call, seconds)) from None
+        if on_timeout is not None:
+            raise on_timeout(seconds) from None
+        words = []
+        for arg in args:
+            if arg.startswith("-"):
+                break
+            words.append(arg)
+        raise unanswered(f"`{prefix} {' '.join(words)}`", seconds) from None
 
 
 def import_tree(folder, ref: str, tar_options: tuple = (), platform: str | None = None) -> None:
