@@ -178,9 +178,28 @@ def cmd_bake(args) -> int:
 
 
 def cmd_lock(args) -> int:
-    from toolkit.lock import cmd_lock as run
+    """Exit 0 ok (or nothing moved), 1 something moved (--check), 2 bad input, 3 a remote unusable."""
+    from toolkit import lock, lock_file
+    from toolkit.table import table
 
-    return run(args, out)
+    pins = lock.parse_pins(args.pin)
+    if args.check and (args.update or pins or args.from_release_lock):
+        raise UsageError("--check writes nothing: it takes no --update, --pin or --from-release-lock")
+    release = lock.parse_release_lock(args.from_release_lock) if args.from_release_lock else None
+    paths = [path for _, path in lock.families(args.family)]
+    if not paths:
+        out("lock: no family declares a policy (components.*.track or artifacts)")
+        return 0
+    if args.check:
+        rows, moved, errors = lock.check_families(paths)
+        out(table(["source", "locked", "upstream now", "moved?"], rows).rstrip("\n"))
+        lock.raise_first(errors, "lock --check")
+        return 1 if moved else 0
+    rows, resolved = lock.lock_families(paths, args.update, pins, release, args.from_release_lock or "")
+    out(table(["source", "locked before", "locked now", "changed?"], rows).rstrip("\n"))
+    for new, lpath, label in resolved:
+        out(f"wrote {label}" if lock_file.write(lpath, new) else f"unchanged: {label}")
+    return 0
 
 
 def cmd_lint(args) -> int:

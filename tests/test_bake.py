@@ -11,7 +11,7 @@ import pytest
 from support import MILES_COMMIT, SNAPSHOT, run_build_py
 
 from toolkit.bake import bake_file, target_name
-from toolkit.builders import where
+from toolkit.builders import site
 from toolkit.context import Context
 from toolkit.errors import UsageError
 from toolkit.invocation import Invocation
@@ -39,7 +39,7 @@ def invocations(staged, registry=None, cache=None, cache_from=None):
     return [
         (
             plan.name,
-            Invocation.of(with_registry(plan, registry), ctx, where(None, plan, (), cache, cache_from), registry),
+            Invocation.of(with_registry(plan, registry), ctx, site(None, plan, (), cache, cache_from), registry),
         )
         for plan, ctx in staged
     ]

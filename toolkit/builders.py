@@ -15,11 +15,9 @@ Asking a builder for what it cannot do is bad usage (exit 2), said in one line n
 from __future__ import annotations
 
 import re
-import subprocess
 from dataclasses import dataclass
 
 from toolkit import engine
-from toolkit.engine_calls import engine_timeout, unanswered
 from toolkit.errors import UsageError, short
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -62,21 +60,8 @@ class Builder:
         return engine.connect(self.host)
 
 
-def _buildx(*args: str) -> subprocess.CompletedProcess:
-    cmd = engine.buildx_cmd() + list(args)
-    try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=engine_timeout())
-    except subprocess.TimeoutExpired:
-        raise unanswered(f"`docker buildx {' '.join(args)}`", engine_timeout()) from None
-
-
 def _context_host(name: str) -> str | None:
-    run = subprocess.run(
-        [engine.docker_cmd(), "context", "inspect", name, "--format", "{{.Endpoints.docker.Host}}"],
-        capture_output=True,
-        text=True,
-        timeout=engine_timeout(),
-    )
+    run = engine.docker("context", "inspect", name, "--format", "{{.Endpoints.docker.Host}}")
     return run.stdout.strip() or None if run.returncode == 0 else None
 
 
@@ -87,7 +72,7 @@ def resolve(name: str | None, client=None) -> Builder:
         raise UsageError(f"--builder {short(name)}: not a builder name (letters, digits, '._-')")
     if name is None:
         return Builder(None, "docker", None, _store_of(client or engine.connect()))
-    run = _buildx("inspect", name)
+    run = engine.buildx("inspect", name)
     if run.returncode != 0:
         raise UsageError(f"--builder {short(name)}: no such buildx builder or docker context (`docker buildx ls`)")
     driver = next((ln.split(":", 1)[1].strip() for ln in run.stdout.splitlines() if ln.startswith("Driver:")), "")
@@ -122,14 +107,14 @@ def pushes_itself(builder: Builder, platforms) -> bool:
     return len(platforms) > 1 or not builder.engine_local
 
 
-def where(builder: Builder | None, plan, contexts: tuple, cache: str | None, cache_from: str | None):
-    """The buildx arguments for this builder (None: a bake file's, chosen when it runs): `--builder`, named
-    contexts, registry cache (one ref per target)."""
+def site(builder: Builder | None, plan, contexts: tuple, cache: str | None, cache_from: str | None) -> engine.BuildSite:
+    """Where a build of `plan` runs, as buildx arguments (engine.BuildSite) for this builder (None: a bake file's,
+    chosen when it runs): `--builder`, named contexts, registry cache (one ref per target)."""
     from toolkit.bake import cache_refs
 
     ref = cache or cache_from
     pulls, pushes = cache_refs(ref, plan.variant) if ref else ([], [])
-    return engine.Where(
+    return engine.BuildSite(
         docker=tuple(builder.docker_args()) if builder else (),
         builder=tuple(builder.args()) if builder else (),
         contexts=contexts,

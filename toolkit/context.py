@@ -121,7 +121,7 @@ def stage(plan, dockerfile_text: str, build_dir: Path = BUILD_DIR, scope: Scope 
     """Write a new private folder under build/<target>/: Dockerfile, bridge/, gates/ (verify/ + gates.json),
     patches/; and a second one for the local `--source` trees. Two builds at once never share one. Each folder
     joins `scope` as it is made (the command's clean-up scope, toolkit/cleanup.py); without one, a failure halfway
-    removes what was made, and the caller removes the rest (`discard`) or keeps the context (`keep`)."""
+    removes what was made, and a context made without one is the caller's to remove or keep (`keep`)."""
     own = Scope() if scope is None else None
     scope = scope or own
     assert scope is not None
@@ -144,13 +144,6 @@ def stage(plan, dockerfile_text: str, build_dir: Path = BUILD_DIR, scope: Scope 
             own.close()
         raise
     return Context(path=root, dockerfile=dockerfile, input_hash=digest, sources=sources, sources_dir=sources_dir)
-
-
-def discard(ctx: Context) -> None:
-    """Remove a staged context (and its staged sources) once its build is over (success, failure or interruption)."""
-    shutil.rmtree(ctx.path, ignore_errors=True)
-    if ctx.sources_dir is not None:
-        shutil.rmtree(ctx.sources_dir, ignore_errors=True)
 
 
 def kept(ctx: Context) -> Context:

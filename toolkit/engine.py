@@ -1,7 +1,8 @@
 """The one interface to the container engine: the docker SDK for the engine API, the buildx CLI for BuildKit.
 
-The SDK cannot drive BuildKit (secrets, bind mounts, cache export), so builds go through `docker buildx build`;
-everything else (ping, inspect, tag, push, containers) goes through the SDK.
+The SDK cannot drive BuildKit (secrets, bind mounts, cache export), so builds go through `docker buildx build`
+and every other BuildKit call (a builder's inspect, registry manifests through `imagetools`) through `buildx`,
+each bounded and named when unanswered; everything else (ping, inspect, tag, push, containers) goes through the SDK.
 """
 
 from __future__ import annotations
@@ -21,14 +22,13 @@ from dataclasses import dataclass, field
 from toolkit import artifacts
 from toolkit.engine_calls import IMPORT_TIMEOUT, FirstStep, engine_timeout, unanswered
 from toolkit.errors import BuildFailed, EngineUnavailable, Interrupted, short
+from toolkit.gate_report import failure_lines, step_lines
 from verify.report import failures, find_report
 
 START_HINT = "start one with `sudo dockerd &` (or run ci/setup.sh), or point DOCKER_HOST at a running engine"
 STEP_RE = re.compile(r"^#(\d+) (.*)$")
 LOG_RE = re.compile(r"^\d+\.\d+ (.*)$")
 PING_TIMEOUT = 10  # seconds: an engine that accepts and never answers is as absent as one that refuses
-API_TIMEOUT = 600  # seconds per request once it answered (imports, pushes and saves are slow)
-LOG_LINES = 15  # lines of a failed gate check's own log (traceback, command output) shown under it
 STOP_GRACE = 30  # seconds the stopped build child gets to cancel its BuildKit session before SIGKILL
 
 
@@ -69,15 +69,38 @@ def buildx_cmd() -> list:
 @functools.cache  # a failed probe raises and is not cached
 def _buildx() -> tuple:
     docker_bin = docker_cmd()
-    try:
-        probe = subprocess.run(
-            [docker_bin, "buildx", "version"], capture_output=True, text=True, timeout=engine_timeout()
-        )
-    except subprocess.TimeoutExpired:
-        raise unanswered("`docker buildx version`", engine_timeout()) from None
+    probe = _bounded([docker_bin, "buildx", "version"], "docker buildx", ("version",))
     if probe.returncode != 0:
         raise EngineUnavailable("the docker client has no buildx plugin (Debian: docker-buildx; see ci/setup.sh)")
     return docker_bin, "buildx"
+
+
+def buildx(*args: str, timeout: float | None = None, on_timeout=None) -> subprocess.CompletedProcess:
+    """`docker buildx ARGS` (a subcommand other than `build`: inspect, imagetools), its output captured as text,
+    bounded by `timeout` seconds (default: the engine timeout). Unanswered in time: EngineUnavailable (exit 3), one
+    line naming the call (`docker buildx` and the words before the first option), or `on_timeout(seconds)`'s error
+    for a caller that has its own answer to a timeout."""
+    return _bounded(buildx_cmd() + list(args), "docker buildx", args, timeout, on_timeout)
+
+
+def docker(*args: str, timeout: float | None = None) -> subprocess.CompletedProcess:
+    """`docker ARGS` (a client command the SDK has no call for: `context inspect`), bounded as `buildx` is."""
+    return _bounded([docker_cmd(), *args], "docker", args, timeout)
+
+
+def _bounded(cmd: list, prefix: str, args, timeout=None, on_timeout=None) -> subprocess.CompletedProcess:
+    seconds = engine_timeout() if timeout is None else timeout
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=seconds)
+    except subprocess.TimeoutExpired:
+        if on_timeout is not None:
+            raise on_timeout(seconds) from None
+        words = []
+        for arg in args:
+            if arg.startswith("-"):
+                break
+            words.append(arg)
+        raise unanswered(f"`{prefix} {' '.join(words)}`", seconds) from None
 
 
 def import_tree(folder, ref: str, tar_options: tuple = (), platform: str | None = None) -> None:
@@ -151,9 +174,9 @@ class ProgressParser:
         took = "cached" if step.status == "cached" else f"{step.seconds:.1f}s"
         name = " ".join(step.name.split())
         self.out(f"  {name[:100]:<100} {took:>8}")
-        report = gate_report(step)
-        if report is not None:  # the gate step: its checks (allowed pip-check lines counted only), from its report
-            for ln in check_lines(report, allowed=False) + [gate_summary(report)]:
+        report = find_report(step.log)
+        if report is not None:  # the gate step: its checks, from its report (toolkit/gate_report.py)
+            for ln in step_lines(report):
                 self.out(f"      {ln}")
 
     def failed_step(self) -> Step | None:
@@ -162,7 +185,7 @@ class ProgressParser:
 
 
 @dataclass(frozen=True)
-class Where:
+class BuildSite:
     """Where a build runs and where its image goes (toolkit/builders.py decides; every value is one argv word).
 
     docker/builder: `--context NAME` (buildx takes a docker context as a builder only when it is the current one),
@@ -226,14 +249,12 @@ def build(plan, invocation, out=print) -> str:
             raise unanswered(f"`docker buildx build` of {plan.name} (BuildKit started no step)", first.seconds)
         if rc != 0 or not os.path.exists(iidfile):
             step = parser.failed_step()
-            report = gate_report(step) if step is not None else None
+            report = find_report(step.log) if step is not None else None
             if step is not None:
                 out(f"FAILED step: {' '.join(step.name.split())}")
                 if report is not None:  # a gate step: every failed check, with the end of its own log
-                    for check, ln in zip(failed_checks(report), check_lines(report, passed=False)):
+                    for ln in failure_lines(report):
                         out(f"  | {ln}")
-                        for log_line in str(check["log"]).rstrip().splitlines()[-LOG_LINES:]:
-                            out(f"  |     {log_line}")
                 else:
                     for ln in step.log[-50:]:
                         out(f"  | {ln}")
@@ -252,7 +273,7 @@ def build(plan, invocation, out=print) -> str:
                 reason = " ".join(step.name.split())
             raise BuildFailed(f"build of {plan.name} failed: {reason}")
         image_id = open(iidfile).read().strip()
-        if invocation.where.push:
+        if invocation.site.push:
             with open(metadata) as f:
                 image_id = json.load(f).get("containerimage.digest") or image_id
     out(f"built {plan.name} in {time.monotonic() - started:.1f}s: {image_id[:19]}")
@@ -266,30 +287,6 @@ def artifact_of(step: Step, records: dict) -> tuple | None:
         if m and m.group(1) == artifacts.stage_name(name) and "sha256" in record:
             return name, record
     return None
-
-
-def gate_report(step: Step) -> dict | None:
-    """The gate runner's JSON report in a step's log (the gate step runs it with `--json -`), or None."""
-    return find_report(step.log)
-
-
-def failed_checks(report: dict) -> list[dict]:
-    return [c for c in report["checks"] if c["status"] != "PASS"]
-
-
-def check_lines(report: dict, passed: bool | None = None, allowed: bool | None = None) -> list[str]:
-    """`STATUS  kind  target  detail` for the report's checks, filtered by passed / allowed."""
-    return [
-        f"{c['status']}  {c['kind']:<10}  {c['target']}  {' '.join(str(c['detail']).split()) or '-'}  "
-        f"({c['seconds']:.2f}s)"
-        for c in report["checks"]
-        if (passed is None or (c["status"] == "PASS") == passed) and (allowed is None or bool(c["allowed"]) == allowed)
-    ]
-
-
-def gate_summary(report: dict) -> str:
-    allowed = sum(1 for c in report["checks"] if c["allowed"])
-    return f"{report['passed']} passed, {report['failed']} failed" + (f" ({allowed} allowed)" if allowed else "")
 
 
 def stop_child(proc, signum: int) -> None:

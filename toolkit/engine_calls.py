@@ -2,9 +2,10 @@
 one line naming the call, never a silent wait.
 
 API requests (inspect, tag, create, push, ...) wait at most MILES_ENGINE_TIMEOUT seconds (default 120) for each
-answer; streams (push, container logs) for each next message. `docker import` has IMPORT_TIMEOUT in all, the buildx
-probe the engine timeout. A build may run for hours, but BuildKit must start its first step within the engine
-timeout: before that, nothing has begun on the engine, so the client is stopped at once.
+answer; streams (push, container logs) for each next message. `docker import` has IMPORT_TIMEOUT in all; every
+buildx call but a build (the probe, `engine.buildx`) the engine timeout, unless it names its own (a registry
+lookup's). A build may run for hours, but BuildKit must start its first step within the engine timeout: before
+that, nothing has begun on the engine, so the client is stopped at once.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from toolkit.context import build_labels
-from toolkit.engine import Where
+from toolkit.engine import BuildSite
 from toolkit.registry import hash_tag
 
 
@@ -25,11 +25,11 @@ class Invocation:
     contexts: tuple  # (name, value): one named context per git component
     secrets: tuple  # (id, src): handed to BuildKit, never written into the context
     tags: tuple  # the moving tag, the input-hash tag, then upstream's names
-    where: Where = Where()  # builder, this machine's images as named contexts, registry cache, push
+    site: BuildSite = BuildSite()  # builder, this machine's images as named contexts, registry cache, push
     no_cache: bool = False
 
     @classmethod
-    def of(cls, plan, ctx, where: Where | None = None, registry=None, extra_tags=()) -> Invocation:
+    def of(cls, plan, ctx, site: BuildSite | None = None, registry=None, extra_tags=()) -> Invocation:
         """The build of `plan` on the staged context `ctx`; `plan`'s tag is already in `registry` when one is given
         (registry.with_registry), and the input-hash tag joins it there."""
         return cls(
@@ -41,7 +41,7 @@ class Invocation:
             contexts=tuple(ctx.build_contexts.items()),
             secrets=tuple(plan.secrets),
             tags=(plan.image, hash_tag(plan, ctx.short_hash, registry), *extra_tags),
-            where=where or Where(),
+            site=site or BuildSite(),
             no_cache=plan.no_cache,
         )
 
@@ -56,14 +56,14 @@ class Invocation:
 
     def pushed(self) -> Invocation:
         """The same build, pushed from the builder to every tag (the image lands in no engine)."""
-        return replace(self, where=replace(self.where, push=self.tags))
+        return replace(self, site=replace(self.site, push=self.tags))
 
     def argv(self, buildx=("docker", "buildx"), files=()) -> list:
         """The `docker buildx build` command line; `files`: options naming files only the caller knows (the
         image-id and metadata files), placed before the context."""
         docker_bin, plugin = buildx
-        cmd = [docker_bin, *self.where.docker, plugin, "build", "--progress=plain", "-f", str(self.dockerfile)]
-        cmd += ["--platform", ",".join(self.platforms)] + self.where.args()
+        cmd = [docker_bin, *self.site.docker, plugin, "build", "--progress=plain", "-f", str(self.dockerfile)]
+        cmd += ["--platform", ",".join(self.platforms)] + self.site.args()
         for sid, src in self.secrets:
             cmd += ["--secret", f"id={sid},src={src}"]
         for name, value in self.labels:
@@ -87,12 +87,12 @@ class Invocation:
             "labels": dict(self.labels),
             "tags": list(self.tags),
         }
-        if self.contexts or self.where.contexts:
-            target["contexts"] = {**dict(self.contexts), **dict(self.where.contexts)}
+        if self.contexts or self.site.contexts:
+            target["contexts"] = {**dict(self.contexts), **dict(self.site.contexts)}
         if self.secrets:
             target["secret"] = [f"id={sid},src={src}" for sid, src in self.secrets]
-        if self.where.cache_from:
-            target["cache-from"] = list(self.where.cache_from)
-        if self.where.cache_to:
-            target["cache-to"] = list(self.where.cache_to)
+        if self.site.cache_from:
+            target["cache-from"] = list(self.site.cache_from)
+        if self.site.cache_to:
+            target["cache-to"] = list(self.site.cache_to)
         return target

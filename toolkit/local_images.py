@@ -15,11 +15,9 @@ the wheelhouse's tag is a digest of its recipe.
 from __future__ import annotations
 
 import json
-import subprocess
 
 from toolkit import engine, registry
 from toolkit.base_image import base_ref, ensure_base, host_platform
-from toolkit.engine_calls import engine_timeout, unanswered
 from toolkit.errors import BuildFailed, UsageError
 from toolkit.wheelhouse import ensure_wheelhouse_image, home_platform, image_ref, recipe
 
@@ -83,17 +81,9 @@ def publish(client, variant, platforms, reg: str | None, log=print, scope=None) 
     return tuple(contexts)
 
 
-def _imagetools(*args: str) -> subprocess.CompletedProcess:
-    cmd = engine.buildx_cmd() + ["imagetools", *args]
-    try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=engine_timeout())
-    except subprocess.TimeoutExpired:
-        raise unanswered(f"`docker buildx imagetools {args[0]}`", engine_timeout()) from None
-
-
 def platforms_of(ref: str) -> dict:
     """{platform: manifest digest} of a manifest list in its registry ({} when absent or a single image)."""
-    run = _imagetools("inspect", "--raw", ref)
+    run = engine.buildx("imagetools", "inspect", "--raw", ref)
     if run.returncode != 0:
         return {}
     doc = json.loads(run.stdout)
@@ -113,6 +103,6 @@ def _list_digest(ref: str, platforms) -> str | None:
 
 
 def _create_list(ref: str, sources: list) -> None:
-    run = _imagetools("create", "-t", ref, *sources)
+    run = engine.buildx("imagetools", "create", "-t", ref, *sources)
     if run.returncode != 0:
         raise BuildFailed(f"imagetools create {ref} failed: {' '.join(run.stderr.split())[:300]}")

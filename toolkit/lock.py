@@ -1,4 +1,5 @@
-"""`build.py lock`: resolve each family's policies (toolkit/lock_policy.py) into its lock (toolkit/lock_file.py).
+"""Resolve each family's policies (toolkit/lock_policy.py) into its lock (toolkit/lock_file.py): the logic of
+`build.py lock`, whose options and printed tables are build.py's `cmd_lock`.
 
     build.py lock [--family F]... [--update [NAME]]... [--pin NAME=COMMIT]... [--from-release-lock FILE]
     build.py lock --check [--family F]...
@@ -26,19 +27,11 @@ from toolkit.lock_policy import GitPolicy, assets_fingerprint, check_locked_urls
 from toolkit.refnames import ref_name_problem
 from toolkit.spec import IMAGES_DIR, path_label, read_family
 from toolkit.spec_values import COMMIT_RE
-from toolkit.table import table
 
 ALL = "*"
 RELEASE_LOCK_SOURCES = ("sglang", "megatron")  # upstream's release-lock.json: <prefix>_repo/_branch/_commit
 WORKERS = 4
 MAX_RELEASE_LOCK_BYTES = 1 << 20  # upstream's is about 1 KB
-CHECK_HEADERS = ["source", "locked", "upstream now", "moved?"]
-LOCK_HEADERS = ["source", "locked before", "locked now", "changed?"]
-
-
-def read_spec(path: Path) -> tuple:
-    """(the family's mapping with its layers merged in, its label): the policies the lock resolves."""
-    return read_family(path)
 
 
 def families(names, images_dir: Path = IMAGES_DIR) -> list:
@@ -54,7 +47,7 @@ def families(names, images_dir: Path = IMAGES_DIR) -> list:
         return out
     found = []
     for path in sorted(images_dir.glob("*.yaml")):
-        raw, file = read_spec(path)
+        raw, file = read_family(path)
         git, artifacts, _ = policies(raw, file)
         if git or artifacts:
             found.append((path.stem, path))
@@ -158,7 +151,7 @@ def _run_all(tasks: dict) -> dict:
     return out
 
 
-def _raise_first(errors: list, what: str) -> None:
+def raise_first(errors: list, what: str) -> None:
     """One line for every failure: the worst exit code wins (bad input 2 over unreachable 3), the first is named."""
     if not errors:
         return
@@ -170,7 +163,7 @@ def _raise_first(errors: list, what: str) -> None:
 
 def lock_family(path: Path, update=(), pins=None, release=None, release_label="") -> tuple:
     """Resolve one family's lock, writing nothing: (table rows, the new lock, its path, its label)."""
-    raw, file = read_spec(path)
+    raw, file = read_family(path)
     family = raw["family"]
     git, artifacts, where = policies(raw, file)
     lpath = lock_file.lock_path(path)
@@ -214,7 +207,7 @@ def lock_family(path: Path, update=(), pins=None, release=None, release_label=""
         else:
             tasks[("artifacts", name)] = lambda p=policy: _lock_artifact(p)
     results = _run_all(tasks)
-    _raise_first([(k[1], v) for k, v in results.items() if isinstance(v, ToolkitError)], f"lock {family}")
+    raise_first([(k[1], v) for k, v in results.items() if isinstance(v, ToolkitError)], f"lock {family}")
     for (section, name), value in results.items():
         if section == "sources":
             p = git[name]
@@ -246,7 +239,7 @@ def _gpu_variants(path: Path, lock: dict | None = None) -> list:
     family that makes its base locally (or installs from a wheelhouse) has none."""
     from toolkit.spec import load_family
 
-    raw, _ = read_spec(path)
+    raw, _ = read_family(path)
     if raw.get("base_build") or raw.get("wheelhouse"):
         return []
     from toolkit.pip_index import is_gpu
@@ -291,7 +284,7 @@ def _check_artifact(policy, entry) -> tuple:
 
 def check_family(path: Path) -> tuple:
     """Resolve everything now, write nothing: (table rows, anything moved?, [(name, error)])."""
-    raw, file = read_spec(path)
+    raw, file = read_family(path)
     family = raw["family"]
     git, artifacts, _ = policies(raw, file)
     lpath = lock_file.lock_path(path)
@@ -321,29 +314,25 @@ def check_family(path: Path) -> tuple:
     return rows, moved, errors
 
 
-def cmd_lock(args, out) -> int:
-    """The CLI: exit 0 ok (or nothing moved), 1 something moved (--check), 2 bad input, 3 a remote unusable."""
-    pins = parse_pins(args.pin)
-    if args.check and (args.update or pins or args.from_release_lock):
-        raise UsageError("--check writes nothing: it takes no --update, --pin or --from-release-lock")
-    release = parse_release_lock(args.from_release_lock) if args.from_release_lock else None
-    todo = families(args.family)
-    if not todo:
-        out("lock: no family declares a policy (components.*.track or artifacts)")
-        return 0
-    if args.check:
-        rows: list = []
-        errors: list = []
-        moved = False
-        for _, path in todo:
-            r, m, e = check_family(path)
-            rows, moved, errors = rows + r, moved or m, errors + e
-        out(table(CHECK_HEADERS, rows).rstrip("\n"))
-        _raise_first(errors, "lock --check")
-        return 1 if moved else 0
-    declared = {path: policies(*read_spec(path)) for _, path in todo}
+def check_families(paths) -> tuple:
+    """`lock --check` of several families, writing nothing: (table rows, anything moved?, [(name, error)])."""
+    rows: list = []
+    errors: list = []
+    moved = False
+    for path in paths:
+        r, m, e = check_family(path)
+        rows, moved, errors = rows + r, moved or m, errors + e
+    return rows, moved, errors
+
+
+def lock_families(paths, update=(), pins=None, release=None, release_label="") -> tuple:
+    """Resolve several families' locks, writing nothing: (table rows, [(new lock, its path, its label)]). Every
+    family is resolved before any is written (one failure, no lock touched); a --pin or --update name must be a
+    source some family tracks, and an artifact is never pinned."""
+    pins = dict(pins or {})
+    declared = {path: policies(*read_family(path)) for path in paths}
     owners = {n for git, artifacts, _ in declared.values() for n in (*git, *artifacts)}
-    for option, names in (("--pin", pins), ("--update", [u for u in args.update if u != ALL])):
+    for option, names in (("--pin", pins), ("--update", [u for u in update if u != ALL])):
         for name in names:
             if name not in owners:
                 raise UsageError(f"{option} {short(name)}: no family here tracks a source of that name")
@@ -352,14 +341,11 @@ def cmd_lock(args, out) -> int:
         if name in artifact_names:
             raise UsageError(f"--pin {short(name)}: an artifact is pinned by its digest, which `lock` downloads")
     resolved, rows = [], []
-    for _, path in todo:  # every family resolved before any is written: one failure, no lock touched
+    for path in paths:
         git, artifacts = declared[path][:2]
         mine = {n: c for n, c in pins.items() if n in git}
-        update = [u for u in args.update if u == ALL or u in git or u in artifacts]
-        r, new, lpath, label = lock_family(path, update, mine, release, args.from_release_lock or "")
+        theirs = [u for u in update if u == ALL or u in git or u in artifacts]
+        r, new, lpath, label = lock_family(path, theirs, mine, release, release_label)
         rows += r
         resolved.append((new, lpath, label))
-    out(table(LOCK_HEADERS, rows).rstrip("\n"))
-    for new, lpath, label in resolved:
-        out(f"wrote {label}" if lock_file.write(lpath, new) else f"unchanged: {label}")
-    return 0
+    return rows, resolved

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import subprocess
 
 from toolkit import engine
 from toolkit.retry import retried, transient
@@ -62,11 +61,15 @@ def remote_digest(ref: str, timeout: float = 120) -> str | None:
 
 
 def _remote_digest(ref: str, timeout: float) -> str | None:
-    cmd = engine.buildx_cmd() + ["imagetools", "inspect", "--format", "{{json .Manifest}}", ref]
-    try:
-        run = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise LookupFailed(f"registry lookup of {ref} timed out after {timeout:.0f}s") from None
+    run = engine.buildx(
+        "imagetools",
+        "inspect",
+        "--format",
+        "{{json .Manifest}}",
+        ref,
+        timeout=timeout,
+        on_timeout=lambda seconds: LookupFailed(f"registry lookup of {ref} timed out after {seconds:.0f}s"),
+    )
     if run.returncode == 0:
         try:
             return json.loads(run.stdout)["digest"]

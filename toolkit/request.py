@@ -139,9 +139,9 @@ def prepare(request: BuildRequest, scope, log=print) -> Prepared:
                 images = local_images.publish(client, plan.variant, platforms, request.registry, log=log, scope=scope)
         elif local_images.names(plan.variant):
             local_images.ensure(client, plan.variant, platforms, log=log, scope=scope)
-        where = builders.where(builder, plan, images, request.cache, request.cache_from)
+        site = builders.site(builder, plan, images, request.cache, request.cache_from)
         named = ctx if request.runs else kept(ctx)  # a bake file names each context where it will be kept
-        invocation = Invocation.of(plan, named, where, request.registry, extra)
+        invocation = Invocation.of(plan, named, site, request.registry, extra)
         targets.append(Target(plan, ctx, invocation))
     return Prepared(tuple(targets), builder, client)
 

@@ -47,18 +47,18 @@ def test_builder_names_are_checked_before_buildx_sees_them():
 def test_buildx_arguments_of_a_fleet_build():
     plan = make_plan(load_catalog().resolve("smoke"))
     contexts = (("miles-base:t", "docker-image://127.0.0.1:5000/miles-base@sha256:" + "a" * 64),)
-    where = builders.where(CONTAINERD, plan, contexts, "127.0.0.1:5000/cache", None)
-    assert where.docker == ("--context", "fleet-b")  # a docker context builds as the current context only
-    assert builders.where(REMOTE, plan, (), None, None).args() == ["--builder", "fleet"]
-    assert where.args() == [
+    site = builders.site(CONTAINERD, plan, contexts, "127.0.0.1:5000/cache", None)
+    assert site.docker == ("--context", "fleet-b")  # a docker context builds as the current context only
+    assert builders.site(REMOTE, plan, (), None, None).args() == ["--builder", "fleet"]
+    assert site.args() == [
         "--build-context", f"miles-base:t={contexts[0][1]}",
         "--cache-from", "type=registry,ref=127.0.0.1:5000/cache:smoke",
         "--cache-to", "type=registry,ref=127.0.0.1:5000/cache:smoke,mode=max",
     ]  # fmt: skip
-    imports_only = builders.where(CLASSIC, plan, (), None, "127.0.0.1:5000/cache").args()
+    imports_only = builders.site(CLASSIC, plan, (), None, "127.0.0.1:5000/cache").args()
     assert imports_only == ["--cache-from", "type=registry,ref=127.0.0.1:5000/cache:smoke"]
     arm = make_plan(load_catalog().resolve("smoke-arm64"))  # a variant also reads its family default's cache
-    assert builders.where(CLASSIC, arm, (), None, "r/c").cache_from == (
+    assert builders.site(CLASSIC, arm, (), None, "r/c").cache_from == (
         "type=registry,ref=r/c:smoke-arm64",
         "type=registry,ref=r/c:smoke",
     )

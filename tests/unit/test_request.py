@@ -14,7 +14,7 @@ import pytest
 from toolkit import builders, engine, local_images
 from toolkit.cleanup import Scope
 from toolkit.context import Context
-from toolkit.engine import Where
+from toolkit.engine import BuildSite
 from toolkit.errors import UsageError
 from toolkit.invocation import Invocation
 from toolkit.plan import make_plan
@@ -30,9 +30,9 @@ def invocation(tmp_path) -> Invocation:
     """Every field set: named contexts of both kinds, a secret, two platforms, registry cache, an extra tag."""
     plan = make_plan(load_catalog().resolve("rocm"), secrets=[("pip-ca", "/ca.pem")], revision="r" * 40)
     ctx = Context(path=tmp_path / "ctx", dockerfile=tmp_path / "ctx" / "Dockerfile", input_hash=HASH)
-    where = builders.where(None, plan, (IMAGE,), "r.example/cache", None)
+    site = builders.site(None, plan, (IMAGE,), "r.example/cache", None)
     built = Invocation.of(
-        with_registry(plan, "r.example/ns"), ctx, where, "r.example/ns", extra_tags=("r.example/ns/miles:dev",)
+        with_registry(plan, "r.example/ns"), ctx, site, "r.example/ns", extra_tags=("r.example/ns/miles:dev",)
     )
     return replace(built, platforms=("linux/amd64", "linux/arm64"), contexts=(("src-x", "y"),))
 
@@ -135,4 +135,4 @@ def test_a_source_and_a_set_reach_the_dockerfile_and_the_invocation(tmp_path, mo
         assert f"src-miles={staged_tree}" in options(argv, "--build-context")
         assert argv[-1] == str(target.ctx.path)
     assert made == (["miles-cpu"] if local_images.names(target.plan.variant) else [])
-    assert target.invocation.where == Where()
+    assert target.invocation.site == BuildSite()

@@ -1,10 +1,12 @@
-"""toolkit/engine.py reads the gate step's outcome from the runner's JSON report in the BuildKit log, never from
-the runner's text lines: fed a plain-progress stream whose text and report disagree, it prints the report's."""
+"""toolkit/engine.py (with toolkit/gate_report.py) reads the gate step's outcome from the runner's JSON report in
+the BuildKit log, never from the runner's text lines: fed a plain-progress stream whose text and report disagree,
+it prints the report's."""
 
 import json
 
-from toolkit.engine import ProgressParser, check_lines, failed_checks, gate_report
-from verify.report import failures
+from toolkit.engine import ProgressParser
+from toolkit.gate_report import check_lines, failed_checks, failure_lines
+from verify.report import failures, find_report
 
 
 def _report(*checks):
@@ -44,7 +46,7 @@ def test_the_gate_step_is_printed_from_its_report():
     assert "PASS  import      sglang_attn_bridge  0.1.0 /site/sglang_attn_bridge  (0.50s)" in text
     assert "allowed (why)" not in text  # allowed pip-check lines are counted, not listed
     assert out[-1].strip() == "3 passed, 0 failed (1 allowed)"
-    assert gate_report(parser.steps["9"]) == report
+    assert find_report(parser.steps["9"].log) == report
 
 
 def test_a_failed_gate_names_each_failed_check_in_one_line():
@@ -55,6 +57,8 @@ def test_a_failed_gate_names_each_failed_check_in_one_line():
     )
     assert [c["target"] for c in failed_checks(report)] == ["bridge-attention", "miles"]
     assert check_lines(report, passed=False)[1].startswith("FAIL  import      miles  ModuleNotFoundError")
+    failed = check_lines(report, passed=False)
+    assert failure_lines(report) == [failed[0], "    T", failed[1]]  # each failed check, then its own log's end
     line = failures(report)
     assert line.startswith("2 of 3 gate checks failed: command bridge-attention: exit 1: FAIL triton attention")
     assert "; import miles: ModuleNotFoundError: No module named 'miles'" in line
@@ -63,4 +67,4 @@ def test_a_failed_gate_names_each_failed_check_in_one_line():
 
 def test_a_step_without_a_report_is_not_a_gate_step():
     out, parser = _feed({"runner": "something else", "checks": []})
-    assert gate_report(parser.steps["9"]) is None and len(out) == 1
+    assert find_report(parser.steps["9"].log) is None and len(out) == 1
