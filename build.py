@@ -13,16 +13,17 @@ import json
 import signal
 import sys
 
-from toolkit import engine, registry
 from toolkit.cleanup import Scope
 from toolkit.cli import empty_option, parse
-from toolkit.engine_calls import as_engine_error, engine_timeout
+from toolkit.engine import docker_engine as engine
+from toolkit.engine import registry
+from toolkit.engine.calls import as_engine_error, engine_timeout
 from toolkit.errors import Interrupted, ToolkitError, UsageError, short
 from toolkit.outputs import check_output, write_output
-from toolkit.plan import make_plan
-from toolkit.render import render
-from toolkit.spec import load_catalog
-from toolkit.spec_values import reference_problem, target_problem
+from toolkit.plan.build_plan import make_plan
+from toolkit.render.dockerfile import render
+from toolkit.spec.catalog import load_catalog
+from toolkit.spec.values import reference_problem, target_problem
 
 
 def out(line: str) -> None:
@@ -65,7 +66,7 @@ def cmd_build(args) -> int:
 
 def build_prepared(request, builder, client, target) -> int:
     """Skip, build, tag, push: everything that runs on a prepared target (cmd_build's scope removes it afterwards)."""
-    from toolkit import builders
+    from toolkit.engine import builders
 
     plan, ctx, invocation = target.plan, target.ctx, target.invocation
     hash_tag, refs = invocation.hash_tag, invocation.tags
@@ -111,14 +112,14 @@ def cmd_verify(args) -> int:
         if getattr(args, option):
             check_output("--" + option.replace("_", "-"), getattr(args, option))
     if args.export_cst:
-        from toolkit.cst_export import write_cst
+        from toolkit.gates.cst_export import write_cst
 
         write_cst(variant.gates, variant.python, args.export_cst)
         out(f"wrote {args.export_cst}: container-structure-test config for {variant.name}")
         return 0
     if args.base:
         return _verify_base(variant, args)
-    from toolkit.verify_image import by_platform, verify_image
+    from toolkit.gates.verify_image import by_platform, verify_image
 
     image = args.image or f"{variant.repository}:{variant.tag_suffix}"
     problem = reference_problem(image)
@@ -139,8 +140,8 @@ def cmd_verify(args) -> int:
 
 def _verify_base(variant, args) -> int:
     """The variant's base file (images/bases/) against the real base image: one line per fact that differs."""
-    from toolkit.base_check import check_base
-    from toolkit.bases import load_base
+    from toolkit.gates.base_check import check_base
+    from toolkit.spec.bases import load_base
 
     base = load_base(variant.base)
     differences = check_base(engine.connect(), base, image=args.image, platform=args.platform)
@@ -152,8 +153,8 @@ def _verify_base(variant, args) -> int:
 
 
 def cmd_bake(args) -> int:
-    from toolkit.bake import bake_file
-    from toolkit.context import keep, kept
+    from toolkit.engine.bake import bake_file
+    from toolkit.render.context import keep, kept
     from toolkit.request import BuildRequest, prepare
 
     log = out if args.output else (lambda line: print(line, file=sys.stderr, flush=True))
@@ -179,7 +180,8 @@ def cmd_bake(args) -> int:
 
 def cmd_lock(args) -> int:
     """Exit 0 ok (or nothing moved), 1 something moved (--check), 2 bad input, 3 a remote unusable."""
-    from toolkit import lock, lock_file
+    from toolkit.lock import file as lock_file
+    from toolkit.lock import resolve as lock
     from toolkit.table import table
 
     pins = lock.parse_pins(args.pin)
@@ -203,7 +205,7 @@ def cmd_lock(args) -> int:
 
 
 def cmd_lint(args) -> int:
-    from toolkit.lint import lint
+    from toolkit.render.lint import lint
 
     findings = lint(args.paths)
     for finding in findings:

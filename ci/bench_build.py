@@ -35,9 +35,9 @@ def timed(cmd, cwd) -> float:
 
 def render_all_seconds(repeat: int = 5) -> tuple[float, float]:
     """In-process render of every target (spec load included), and the same through the CLI (process start)."""
-    from toolkit.plan import make_plan
-    from toolkit.render import render
-    from toolkit.spec import load_catalog
+    from toolkit.plan.build_plan import make_plan
+    from toolkit.render.dockerfile import render
+    from toolkit.spec.catalog import load_catalog
 
     inproc = []
     for _ in range(repeat):
@@ -68,9 +68,9 @@ def main() -> int:
 
     import docker
 
-    from toolkit.context import PROJECT_ITEMS
-    from toolkit.spec import load_catalog
-    from toolkit.wheelhouse import image_ref
+    from toolkit.plan.wheelhouse import image_ref
+    from toolkit.render.context import PROJECT_ITEMS
+    from toolkit.spec.catalog import load_catalog
 
     client = docker.from_env()
     smoke = load_catalog().resolve("smoke")

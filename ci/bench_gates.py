@@ -18,7 +18,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from toolkit import gate_bundle as bundle
+from toolkit.render import gate_bundle as bundle
 from verify.config import load_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,7 +66,7 @@ def main(argv=None) -> int:
         load_config(args.config)  # fail early, one line, on a bad config
         gates = json.loads(Path(args.config).read_text())
     else:  # the target's own gate list, from its spec
-        from toolkit.spec import load_catalog
+        from toolkit.spec.catalog import load_catalog
 
         gates = load_catalog().resolve(args.target).gates
     modules = gates.get("imports") or []

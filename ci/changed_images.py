@@ -31,10 +31,10 @@ from pathlib import Path
 # hash.
 DRIVER = r"""
 import json, sys
-from toolkit.context import plan_hash
-from toolkit.plan import host_pip_ca, make_plan
-from toolkit.render import render
-from toolkit.spec import load_catalog
+from toolkit.render.context import plan_hash
+from toolkit.plan.build_plan import host_pip_ca, make_plan
+from toolkit.render.dockerfile import render
+from toolkit.spec.catalog import load_catalog
 
 pip_ca = host_pip_ca()
 hashes = {}

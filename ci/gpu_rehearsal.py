@@ -8,16 +8,16 @@ Two halves, because the GPU host has no network and this one has no GPU:
         --env MAX_JOBS=8 --arch-list 9.0 -o .rehearsal
     python3 -m ci.gpu_rehearsal run .rehearsal --out DIR          # there: offline, bash, the host's torch
 
-`prepare` renders the variant, takes each selected step's RUN instruction exactly as `toolkit.render` writes it,
-maps its BuildKit mounts (`--mount=type=bind,from=src-NAME,target=T` becomes the component's source, staged into
-the folder; the pip-ca secret mount is dropped, an absent secret is what the step already allows), downloads the
-sdists of its pip pins from the index the host's pip is configured with, and writes `plan.json`. `run` unpacks each
-mount's source at its target, runs the step's shell text verbatim with the Dockerfile's SHELL (bash -o pipefail)
-into a scratch prefix (`PIP_PREFIX`: the host's python is itself a virtual environment holding torch, so a nested
-venv's system site would not see torch; a prefix keeps the host's python and torch and installs only what the step
-builds), pip offline against the carried sdists, then imports each module the step produced in a fresh process
-(bare, and after torch, as miles imports it) and runs the step's probes. Shrink knobs (`--env`, `--step-env`,
-`--arch-list`) are explicit and printed with every result; nothing else differs from the image's step.
+`prepare` renders the variant, takes each selected step's RUN instruction exactly as `toolkit.render.dockerfile` writes
+it, maps its BuildKit mounts (`--mount=type=bind,from=src-NAME,target=T` becomes the component's source, staged into the
+folder; the pip-ca secret mount is dropped, an absent secret is what the step already allows), downloads the sdists of
+its pip pins from the index the host's pip is configured with, and writes `plan.json`. `run` unpacks each mount's source
+at its target, runs the step's shell text verbatim with the Dockerfile's SHELL (bash -o pipefail) into a scratch prefix
+(`PIP_PREFIX`: the host's python is itself a virtual environment holding torch, so a nested venv's system site would not
+see torch; a prefix keeps the host's python and torch and installs only what the step builds), pip offline against the
+carried sdists, then imports each module the step produced in a fresh process (bare, and after torch, as miles imports
+it) and runs the step's probes. Shrink knobs (`--env`, `--step-env`, `--arch-list`) are explicit and printed with
+every result; nothing else differs from the image's step.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def names_of(view: dict) -> list[str]:
 
 def step_texts(plan) -> list[tuple[dict, str]]:
     """Each step's text as the family template writes it: the lines its kind emits with render()'s own context."""
-    from toolkit.render import context
+    from toolkit.render.dockerfile import context
 
     return [(view, "\n".join(view["lines"]).strip("\n")) for view in context(plan)["steps"]]
 
@@ -158,16 +158,16 @@ def parse_pairs(items: list[str], flag: str) -> dict:
 
 
 def load_variant(target: str):
-    from toolkit.spec import load_catalog
+    from toolkit.spec.catalog import load_catalog
 
     return load_catalog().resolve(target)
 
 
 def build_plan(target: str, selectors: list[str], env=(), step_env=(), arch_list=None, timeout=540) -> dict:
     """The plan without staging: what each selected step runs, from the render, and the knobs over it."""
-    from toolkit.plan import make_plan
-    from toolkit.render import render
-    from toolkit.spec import load_catalog
+    from toolkit.plan.build_plan import make_plan
+    from toolkit.render.dockerfile import render
+    from toolkit.spec.catalog import load_catalog
 
     plan = make_plan(load_catalog().resolve(target), revision="rehearsal")
     full = render(plan)

@@ -28,14 +28,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from xml.sax.saxutils import escape
 
-from toolkit import builders, registry
-from toolkit.bake import target_name
 from toolkit.cli import parse
-from toolkit.context import INPUT_HASH_LABEL
+from toolkit.engine import builders, registry
+from toolkit.engine.bake import target_name
 from toolkit.errors import ToolkitError
-from toolkit.plan import make_plan
-from toolkit.render import render
-from toolkit.spec import load_catalog
+from toolkit.plan.build_plan import make_plan
+from toolkit.render.context import INPUT_HASH_LABEL
+from toolkit.render.dockerfile import render
+from toolkit.spec.catalog import load_catalog
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -132,7 +132,7 @@ def junit_failure(path: Path, target: str, message: str, text: str) -> None:
 
 def bake_cmd(builder) -> list:
     """`docker [--context NAME] buildx bake [--builder NAME]`: buildx runs a docker context's builder only as the
-    current context (toolkit/builders.py)."""
+    current context (toolkit/engine/builders.py)."""
     if builder is None:
         return ["docker", "buildx", "bake"]
     return ["docker", *builder.docker_args(), "buildx", "bake", *builder.args()]

@@ -24,12 +24,12 @@ import re
 import sys
 from pathlib import Path
 
-from toolkit import remote
 from toolkit.errors import ToolkitError, UsageError, short
-from toolkit.refnames import ref_name_problem
-from toolkit.sources import git_components
-from toolkit.spec import load_catalog
-from toolkit.spec_values import COMMIT_RE
+from toolkit.lock import remote
+from toolkit.plan.sources import git_components
+from toolkit.spec.catalog import load_catalog
+from toolkit.spec.refnames import ref_name_problem
+from toolkit.spec.values import COMMIT_RE
 
 DIRECTIVES = {"ci-sglang-pr": "sglang_miles", "ci-megatron-pr": "megatron_lm"}
 LINE_RE = re.compile(r"(ci-[a-z]+-pr):[ \t]*(.*?)[ \t]*")

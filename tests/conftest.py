@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from support import ROOT, run_build_py
 
-from toolkit.context import PROJECT_ITEMS
+from toolkit.render.context import PROJECT_ITEMS
 
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build", ".pytest_cache", "tests", "bench")
 

@@ -12,7 +12,7 @@ UPSTREAM = ROOT.parent / "shared" / "upstream"
 
 
 def _miles_commit() -> str:
-    from toolkit.spec import load_catalog
+    from toolkit.spec.catalog import load_catalog
 
     return load_catalog().resolve("miles-cpu").components["miles"]["ref"]
 
@@ -36,7 +36,7 @@ SNAPSHOT = snapshot_of(MILES_COMMIT) or UPSTREAM / f"miles-{MILES_COMMIT[:9]}.ta
 
 
 def _megatron_commit() -> str:
-    from toolkit.spec import load_catalog
+    from toolkit.spec.catalog import load_catalog
 
     return load_catalog().resolve("miles-cpu").components["megatron_lm"]["ref"]
 

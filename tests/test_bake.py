@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 from support import MILES_COMMIT, SNAPSHOT, run_build_py
 
-from toolkit.bake import bake_file, target_name
-from toolkit.builders import site
-from toolkit.context import Context
+from toolkit.engine.bake import bake_file, target_name
+from toolkit.engine.builders import site
+from toolkit.engine.invocation import Invocation
+from toolkit.engine.registry import with_registry
 from toolkit.errors import UsageError
-from toolkit.invocation import Invocation
-from toolkit.plan import make_plan
-from toolkit.registry import with_registry
-from toolkit.spec import load_catalog
+from toolkit.plan.build_plan import make_plan
+from toolkit.render.context import Context
+from toolkit.spec.catalog import load_catalog
 
 HASH = "0123456789ab" + "c" * 52
 

@@ -1,4 +1,4 @@
-"""toolkit/base_check.py against a real image: the smoke family's debootstrapped base plus a virtual environment
+"""toolkit/gates/base_check.py against a real image: the smoke family's debootstrapped base plus a virtual environment
 (pip and setuptools from Debian's own wheels) and a CUDA-style stub path, described by a base file written here."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ import pytest
 import yaml
 from support import remove_images
 
-from toolkit.base_check import RUN_LABEL, check_base
-from toolkit.base_image import ensure_base
-from toolkit.bases import file_name, load_file
+from toolkit.engine.base_image import ensure_base
 from toolkit.errors import UsageError
-from toolkit.spec import load_catalog
+from toolkit.gates.base_check import RUN_LABEL, check_base
+from toolkit.spec.bases import file_name, load_file
+from toolkit.spec.catalog import load_catalog
 
 IMAGE = f"miles-base-check:probe-{os.getpid()}"
 STUB = "/usr/local/cuda/lib64/stubs/libcuda.so"

@@ -1,5 +1,6 @@
 """What a builder cannot do is refused before anything is built: exit 2, one line naming the builder or option
-(toolkit/builders.py), and nothing tagged. The fleet tier (tests/test_fleet.py) runs what a capable builder can."""
+(toolkit/engine/builders.py), and nothing tagged. The fleet tier (tests/test_fleet.py) runs what a capable builder
+can."""
 
 from __future__ import annotations
 

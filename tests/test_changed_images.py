@@ -14,7 +14,7 @@ import yaml
 from support import ROOT, run_build_py
 from support import git as run_git
 
-from toolkit.spec import load_catalog
+from toolkit.spec.catalog import load_catalog
 
 SCRIPT = ROOT / "ci" / "changed_images.py"
 ALL = sorted(load_catalog().variants)
@@ -64,7 +64,9 @@ def test_readme_and_tests_only_change_rebuilds_nothing(repo):
     base = git(repo, "rev-parse", "HEAD")
     (repo / "README.md").write_text("# miles images\n\nMore words.\n")
     (repo / "tests" / "test_example.py").write_text("def test_ok():\n    assert 1 + 1 == 2\n")
-    (repo / "toolkit" / "engine.py").write_text((repo / "toolkit" / "engine.py").read_text() + "\n# a comment\n")
+    (repo / "toolkit" / "engine" / "docker_engine.py").write_text(
+        (repo / "toolkit" / "engine" / "docker_engine.py").read_text() + "\n# a comment\n"
+    )
     # Under bridge/, but not shipped to any image (the staged context leaves the bridge's tests out):
     # a path glob like `bridge/**` would rebuild everything here; the input hash rebuilds nothing.
     (repo / "bridge" / "tests" / "test_bridge.py").write_text("def test_ok():\n    assert 2 > 1\n")

@@ -7,7 +7,7 @@ import os
 
 from support import run_build_py
 
-from toolkit.engine import ProgressParser
+from toolkit.engine.docker_engine import ProgressParser
 
 
 def test_list_names_every_target_and_alias():

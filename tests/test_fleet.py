@@ -27,7 +27,7 @@ from fleet_engine import CONTEXT, SecondEngine
 from registry_fixture import available, local_registry
 from support import ROOT, run_build_py
 
-from toolkit.local_images import platforms_of
+from toolkit.engine.local_images import platforms_of
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.fleet]
 

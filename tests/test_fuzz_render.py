@@ -25,12 +25,12 @@ import urllib.parse
 import pytest
 from dockerfile_parse import DockerfileParser
 
-from toolkit import artifacts
 from toolkit.errors import SpecError, UsageError
-from toolkit.plan import make_plan
-from toolkit.render import render
-from toolkit.spec import load_catalog
-from toolkit.spec_values import CONTROL_RE, IDENT_RE, check_abs_path, reference_problem
+from toolkit.plan import artifacts
+from toolkit.plan.build_plan import make_plan
+from toolkit.render.dockerfile import render
+from toolkit.spec.catalog import load_catalog
+from toolkit.spec.values import CONTROL_RE, IDENT_RE, check_abs_path, reference_problem
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "10000"))
 SHELLISH = list("\"'\\$`;&|<>(){}[]*?!~#=:,./ -_\n\t\r\x00aZ09") + ["&&", "||", "$(", "<<EOF", "\\\n", "${X}"]

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from support import git, git_init
 
-from toolkit.plan import make_plan
-from toolkit.render import render
-from toolkit.spec import load_catalog
+from toolkit.plan.build_plan import make_plan
+from toolkit.render.dockerfile import render
+from toolkit.spec.catalog import load_catalog
 
 ROOT = Path(__file__).resolve().parents[1]
 CATALOG = load_catalog()

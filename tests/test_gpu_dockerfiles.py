@@ -10,10 +10,10 @@ import re
 import pytest
 from dockerfile_parse import DockerfileParser
 
-from toolkit.context import context_files
-from toolkit.plan import make_plan
-from toolkit.render import render
-from toolkit.spec import load_catalog
+from toolkit.plan.build_plan import make_plan
+from toolkit.render.context import context_files
+from toolkit.render.dockerfile import render
+from toolkit.spec.catalog import load_catalog
 from toolkit.steps import applies
 
 CATALOG = load_catalog()

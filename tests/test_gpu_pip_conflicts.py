@@ -17,8 +17,8 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from support import sglang_wheel
 
-from toolkit.bases import load_base
-from toolkit.spec import load_catalog
+from toolkit.spec.bases import load_base
+from toolkit.spec.catalog import load_catalog
 from verify.config import from_dict
 from verify.kinds.pip_check import PipLine
 

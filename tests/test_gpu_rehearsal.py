@@ -19,9 +19,9 @@ import pytest
 
 from ci import gpu_rehearsal as reh
 from toolkit.errors import UsageError
-from toolkit.plan import make_plan
-from toolkit.render import render
-from toolkit.spec import load_catalog
+from toolkit.plan.build_plan import make_plan
+from toolkit.render.dockerfile import render
+from toolkit.spec.catalog import load_catalog
 
 TARGET = "cu13-x86"
 # selector -> a string only that step's RUN instruction holds

@@ -19,7 +19,7 @@ import yaml
 from dockerfile_parse import DockerfileParser
 from support import ROOT, no_engine, one_line, run_build_py
 
-from toolkit.spec import load_catalog
+from toolkit.spec.catalog import load_catalog
 
 
 def edit(project, family, fn):

@@ -250,13 +250,13 @@ def test_an_engine_that_hangs_after_the_ping_is_exit_3_naming_the_call(hanging_e
 
 
 def test_a_build_whose_engine_hangs_is_stopped_within_the_bound(hanging_engine, tmp_path, monkeypatch):
-    from toolkit import engine
-    from toolkit.context import stage
+    from toolkit.engine import docker_engine as engine
+    from toolkit.engine.invocation import Invocation
     from toolkit.errors import EngineUnavailable
-    from toolkit.invocation import Invocation
-    from toolkit.plan import make_plan
-    from toolkit.render import render
-    from toolkit.spec import load_catalog
+    from toolkit.plan.build_plan import make_plan
+    from toolkit.render.context import stage
+    from toolkit.render.dockerfile import render
+    from toolkit.spec.catalog import load_catalog
 
     plan = make_plan(load_catalog().resolve("smoke"), revision="r")
     ctx = stage(plan, render(plan), build_dir=tmp_path / "build")
@@ -284,7 +284,7 @@ def test_skip_existing_honours_the_tag(smoke_image, docker_client):
 
 
 def test_verify_on_an_image_without_the_targets_python_is_one_line(docker_client, tmp_path):
-    from toolkit.engine import import_tree
+    from toolkit.engine.docker_engine import import_tree
 
     ref = f"harden-nopy-{secrets.token_hex(3)}:1"
     (tmp_path / "img").mkdir()

@@ -156,7 +156,7 @@ def test_runtime_env_is_judged_by_the_gates(project_copy, docker_client):
 
 
 def _tiny_image(tmp_path, ref: str) -> str:
-    from toolkit.engine import import_tree
+    from toolkit.engine.docker_engine import import_tree
 
     folder = tmp_path / ref.replace(":", "-")
     folder.mkdir()
@@ -173,7 +173,7 @@ def docker_client_id(ref: str) -> str:
 
 def test_tags_move_together_or_not_at_all(docker_client, tmp_path):
     """The CLI validates tags first (test_hardening); should the engine still refuse one, none has moved."""
-    from toolkit.engine import tag_all
+    from toolkit.engine.docker_engine import tag_all
     from toolkit.errors import BuildFailed
 
     token = secrets.token_hex(3)

@@ -19,7 +19,7 @@ import pytest
 from support import no_engine, one_line, run_build_py
 
 from toolkit.errors import UsageError
-from toolkit.sources import stage_local, tree_digest
+from toolkit.plan.sources import stage_local, tree_digest
 
 
 def left_under(project: Path) -> list:

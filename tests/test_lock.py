@@ -16,7 +16,7 @@ import yaml
 from local_servers import ArtifactServer, GitServer, env_for
 from support import ROOT, run_build_py
 
-from toolkit.spec import load_family
+from toolkit.spec.catalog import load_family
 
 FAMILY = "lockt"
 WHEEL = b"a wheel's bytes\n" * 1000
@@ -151,9 +151,9 @@ def test_artifact_digests_are_recorded_and_enter_labels_and_hash(project_copy, s
         rec = data["wheels"]["assets"][name]
         assert rec["sha256"] == hashlib.sha256(body).hexdigest() and rec["size"] == len(body)
 
-    from toolkit.context import build_labels, plan_hash, stage
-    from toolkit.plan import make_plan
-    from toolkit.render import render
+    from toolkit.plan.build_plan import make_plan
+    from toolkit.render.context import build_labels, plan_hash, stage
+    from toolkit.render.dockerfile import render
 
     def hashed():
         plan = make_plan(load_family(spec)[FAMILY], revision="r")

@@ -9,7 +9,7 @@ import tarfile
 import pytest
 from support import ROOT, git, snapshot_of
 
-from toolkit.spec import load_catalog
+from toolkit.spec.catalog import load_catalog
 
 CATALOG = load_catalog()
 # A patch's tree in the image -> the component whose pinned tree it is.

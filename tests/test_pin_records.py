@@ -13,7 +13,7 @@ import tarfile
 import pytest
 from support import SNAPSHOT, snapshot_of
 
-from toolkit.spec import load_catalog
+from toolkit.spec.catalog import load_catalog
 
 CATALOG = load_catalog()
 PINS = sorted(

@@ -1,4 +1,4 @@
-"""Every exact pin of a GPU variant meets its index (toolkit/pip_index.py).
+"""Every exact pin of a GPU variant meets its index (toolkit/lock/pip_index.py).
 
 The failure cases run against a real index server on 127.0.0.1 (PEP 503 pages and real wheel files, built here),
 so each way a pin can be unbuildable is shown to fail naming the variant, step and pin. The slow test asks the real
@@ -14,8 +14,8 @@ import types
 import pytest
 from local_servers import LocalIndex, wheel_file
 
-from toolkit import pip_index
-from toolkit.spec import load_catalog
+from toolkit.lock import pip_index
+from toolkit.spec.catalog import load_catalog
 
 CATALOG = load_catalog()
 BASE = types.SimpleNamespace(python_version="3.12", glibc="2.35")

@@ -1,4 +1,4 @@
-"""The lock records each exact pip pin's file (toolkit/pip_lock.py); `lock --check` sees a file change or go.
+"""The lock records each exact pip pin's file (toolkit/lock/pip_lock.py); `lock --check` sees a file change or go.
 
 Against a real index server on 127.0.0.1 (the host's index for these calls, as PIP_INDEX_URL points pip at one)."""
 
@@ -9,9 +9,10 @@ import dataclasses
 import pytest
 from local_servers import LocalIndex, wheel_file
 
-from toolkit import lock_file, pip_lock
 from toolkit.errors import SpecError
-from toolkit.spec import load_catalog
+from toolkit.lock import file as lock_file
+from toolkit.lock import pip_lock
+from toolkit.spec.catalog import load_catalog
 
 CATALOG = load_catalog()
 
@@ -92,9 +93,9 @@ def test_a_hand_edited_pip_section_is_refused_naming_the_key():
 
 def test_the_committed_cuda_lock_records_every_pin_of_every_cuda_variant():
     """`build.py lock` was run: each exact pin each CUDA variant installs has a record for each platform."""
-    from toolkit import lock as lock_cmd
-    from toolkit.pip_index import pin_uses
-    from toolkit.spec import IMAGES_DIR
+    from toolkit.lock import resolve as lock_cmd
+    from toolkit.lock.pip_index import pin_uses
+    from toolkit.spec.catalog import IMAGES_DIR
 
     locked = lock_file.load(IMAGES_DIR / "cuda.lock.json", "cuda.lock.json", "cuda")["pip"]
     for v in lock_cmd._gpu_variants(IMAGES_DIR / "cuda.yaml"):

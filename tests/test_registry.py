@@ -11,10 +11,10 @@ import pytest
 from registry_fixture import available, local_registry, shared_registry
 from support import run_build_py
 
-from toolkit import registry as reg
-from toolkit.base_image import ensure_base
-from toolkit.plan import make_plan
-from toolkit.spec import load_catalog
+from toolkit.engine import registry as reg
+from toolkit.engine.base_image import ensure_base
+from toolkit.plan.build_plan import make_plan
+from toolkit.spec.catalog import load_catalog
 
 DIGEST_LINE = re.compile(r"^digest: (\S+)@(sha256:[0-9a-f]{64})$", re.M)
 

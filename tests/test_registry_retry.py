@@ -13,7 +13,9 @@ import time
 import pytest
 from registry_fixture import FlakyProxy, available, local_registry
 
-from toolkit import engine, registry, retry
+from toolkit import retry
+from toolkit.engine import docker_engine as engine
+from toolkit.engine import registry
 
 pytestmark = [
     pytest.mark.docker,

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from support import ROOT, run_build_py
 
-from toolkit.plan import make_plan
-from toolkit.render import render
-from toolkit.spec import load_catalog
+from toolkit.plan.build_plan import make_plan
+from toolkit.render.dockerfile import render
+from toolkit.spec.catalog import load_catalog
 
 GOLDEN = Path(__file__).parent / "golden"
 TARGETS = sorted(load_catalog().variants)

@@ -13,7 +13,7 @@ import sys
 import pytest
 from support import ROOT, sglang_wheel
 
-from toolkit.bases import all_bases
+from toolkit.spec.bases import all_bases
 
 VERSIONS = sorted({b.sglang_version for b in all_bases().values() if b.sglang_version})
 PROGRAM = """

@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 from support import MEGATRON_COMMIT, MILES_COMMIT, ROOT, SNAPSHOT, git, run_build_py
 
-from toolkit.bake import bake_file
-from toolkit.context import build_labels, keep, plan_hash, stage
+from toolkit.engine.bake import bake_file
+from toolkit.engine.invocation import Invocation
 from toolkit.errors import UsageError
-from toolkit.invocation import Invocation
-from toolkit.plan import make_plan
-from toolkit.render import render
-from toolkit.sources import overrides_for, parse_overrides, stage_local, tree_digest
-from toolkit.spec import load_catalog
+from toolkit.plan.build_plan import make_plan
+from toolkit.plan.sources import overrides_for, parse_overrides, stage_local, tree_digest
+from toolkit.render.context import build_labels, keep, plan_hash, stage
+from toolkit.render.dockerfile import render
+from toolkit.spec.catalog import load_catalog
 
 COMMIT = MILES_COMMIT
 MEGATRON = f"https://github.com/radixark/Megatron-LM.git#{MEGATRON_COMMIT}"

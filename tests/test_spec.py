@@ -9,7 +9,7 @@ import pytest
 from support import ROOT, edited_spec, run_build_py
 
 from toolkit.errors import SpecError, UsageError
-from toolkit.spec import load_catalog
+from toolkit.spec.catalog import load_catalog
 
 CASES = [
     (

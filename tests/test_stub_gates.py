@@ -10,7 +10,7 @@ import subprocess
 import pytest
 from support import ROOT
 
-from toolkit.spec import load_catalog
+from toolkit.spec.catalog import load_catalog
 from verify.config import from_dict
 
 STUB = "/usr/local/cuda/lib64/stubs/libcuda.so"  # the CUDA bases' toolkit (CUDA_HOME=/usr/local/cuda)

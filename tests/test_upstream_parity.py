@@ -15,7 +15,7 @@ import pytest
 from dockerfile_parse import DockerfileParser
 from support import SNAPSHOT
 
-from toolkit.spec import ROOT
+from toolkit.spec.catalog import ROOT
 
 SNAPSHOT_ENV = "MILES_UPSTREAM_SNAPSHOT"
 DOC = ROOT / "docs" / "upstream-parity.md"

@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 import pytest
 from support import run_build_py
 
-from toolkit.verify_image import RUN_LABEL
+from toolkit.gates.verify_image import RUN_LABEL
 
 
 @pytest.mark.docker
@@ -43,8 +43,8 @@ def test_missing_image_is_a_usage_error():
 
 @pytest.mark.parametrize("target", ["smoke", "rocm"])
 def test_export_cst_writes_the_targets_gates(tmp_path, target):
-    from toolkit.cst_export import to_cst
-    from toolkit.spec import load_catalog
+    from toolkit.gates.cst_export import to_cst
+    from toolkit.spec.catalog import load_catalog
 
     dest = tmp_path / "cst.json"
     proc = run_build_py("verify", "--target", target, "--export-cst", str(dest))

@@ -115,7 +115,7 @@ def test_check_upstream_checks_on_a_schedule_and_only_a_moved_pin_may_write():
 
 def test_matrix_covers_every_target_once_with_runner_labels_actionlint_knows():
     from ci import pipeline
-    from toolkit.spec import load_catalog
+    from toolkit.spec.catalog import load_catalog
 
     jobs = pipeline.matrix()
     targets = [t for j in jobs for t in j["targets"].split()]

@@ -5,22 +5,23 @@
 without wheels, bad tags and cache references), render, stage; only then the engine (its ping, buildx, the
 builder and what it can do, this machine's images). So a `--source` that cannot be staged is exit 2 on any
 machine, whatever the command. What comes back is what the engine needs: one `Invocation` per target
-(toolkit/invocation.py), the builder and the engine's client.
+(toolkit/engine/invocation.py), the builder and the engine's client.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from toolkit import builders, engine, local_images, registry
-from toolkit.context import Context, kept, stage
+from toolkit.engine import builders, local_images, registry
+from toolkit.engine import docker_engine as engine
+from toolkit.engine.invocation import Invocation
 from toolkit.errors import UsageError, short
-from toolkit.invocation import Invocation
-from toolkit.plan import Plan, host_pip_ca, make_plan, parse_secret
-from toolkit.render import render
-from toolkit.sources import overrides_for, refs_for
-from toolkit.spec import load_catalog
-from toolkit.spec_values import TAG_RE, moving_tag_problem, reference_problem
+from toolkit.plan.build_plan import Plan, host_pip_ca, make_plan, parse_secret
+from toolkit.plan.sources import overrides_for, refs_for
+from toolkit.render.context import Context, kept, stage
+from toolkit.render.dockerfile import render
+from toolkit.spec.catalog import load_catalog
+from toolkit.spec.values import TAG_RE, moving_tag_problem, reference_problem
 
 
 @dataclass(frozen=True)
@@ -148,7 +149,7 @@ def prepare(request: BuildRequest, scope, log=print) -> Prepared:
 
 def refuse_zero_context(plan) -> None:
     """A patch with a zero-context hunk can land anywhere (docs/architecture.md): no build starts with one."""
-    from toolkit.lint import zero_context_findings
+    from toolkit.render.lint import zero_context_findings
 
     refused = zero_context_findings(plan.variant)
     if refused:
@@ -184,7 +185,7 @@ def tags_asked(request: BuildRequest, plan) -> tuple:
             )
     if not request.image_tag:
         return ()
-    from toolkit.upstream_tags import upstream_tags
+    from toolkit.spec.upstream_tags import upstream_tags
 
     refs = [
         registry.qualify(t, request.registry)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from toolkit.spec import load_family
+from toolkit.spec.catalog import load_family
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 

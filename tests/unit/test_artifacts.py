@@ -8,12 +8,12 @@ from __future__ import annotations
 import pytest
 from support import wheel_bytes
 
-from toolkit import lock_file
-from toolkit.context import build_labels, plan_hash
 from toolkit.errors import SpecError, UsageError
-from toolkit.plan import make_plan
-from toolkit.render import render
-from toolkit.spec import load_family
+from toolkit.lock import file as lock_file
+from toolkit.plan.build_plan import make_plan
+from toolkit.render.context import build_labels, plan_hash
+from toolkit.render.dockerfile import render
+from toolkit.spec.catalog import load_family
 
 WHEEL = "torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl"
 URL = f"https://example.com/wheels/{WHEEL}"

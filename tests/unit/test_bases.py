@@ -8,9 +8,9 @@ import shutil
 import pytest
 import yaml
 
-from toolkit.bases import BASES_DIR, all_bases, file_name, load_base, load_file
 from toolkit.errors import SpecError, UsageError
-from toolkit.spec import load_catalog
+from toolkit.spec.bases import BASES_DIR, all_bases, file_name, load_base, load_file
+from toolkit.spec.catalog import load_catalog
 
 CATALOG = load_catalog()
 GPU = sorted(n for n, v in CATALOG.variants.items() if v.template == "gpu.Dockerfile.j2")

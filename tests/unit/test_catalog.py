@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from toolkit.errors import SpecError, UsageError
-from toolkit.spec import load_catalog
+from toolkit.spec.catalog import load_catalog
 
 
 def test_the_family_name_and_its_alias_resolve_to_the_default(write_spec, demo_text, images_dir):

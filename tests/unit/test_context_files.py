@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from support import ROOT
 
-from toolkit.context import INPUT_HASH_LABEL, Context, build_labels, context_files
-from toolkit.plan import make_plan
-from toolkit.sources import LABEL_PREFIX, remote
-from toolkit.spec import load_catalog
+from toolkit.plan.build_plan import make_plan
+from toolkit.plan.sources import LABEL_PREFIX, remote
+from toolkit.render.context import INPUT_HASH_LABEL, Context, build_labels, context_files
+from toolkit.spec.catalog import load_catalog
 
 
 @pytest.fixture(scope="module")

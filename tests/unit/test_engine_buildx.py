@@ -5,7 +5,8 @@ import subprocess
 
 import pytest
 
-from toolkit import builders, engine, local_images, registry
+from toolkit.engine import builders, local_images, registry
+from toolkit.engine import docker_engine as engine
 from toolkit.errors import EngineUnavailable
 
 

@@ -7,11 +7,12 @@ from datetime import UTC, datetime
 
 import pytest
 
-from toolkit import builders, wheelhouse
+from toolkit.engine import builders
 from toolkit.errors import SpecError, UsageError
-from toolkit.plan import make_plan
-from toolkit.spec import load_catalog
-from toolkit.upstream_tags import upstream_tags
+from toolkit.plan import wheelhouse
+from toolkit.plan.build_plan import make_plan
+from toolkit.spec.catalog import load_catalog
+from toolkit.spec.upstream_tags import upstream_tags
 
 CLASSIC = builders.Builder(None, "docker", None, containerd_store=False)
 CONTAINERD = builders.Builder("fleet-b", "docker", "unix:///tmp/b.sock", containerd_store=True)

@@ -10,12 +10,12 @@ import pytest
 import yaml
 from support import ROOT
 
-from toolkit import render as render_mod
-from toolkit.context import plan_hash
-from toolkit.plan import make_plan
-from toolkit.render import render
-from toolkit.sources import remote
-from toolkit.spec import load_catalog, load_family
+from toolkit.plan.build_plan import make_plan
+from toolkit.plan.sources import remote
+from toolkit.render import dockerfile as render_mod
+from toolkit.render.context import plan_hash
+from toolkit.render.dockerfile import render
+from toolkit.spec.catalog import load_catalog, load_family
 
 OTHER_COMMIT = "fedcba9876543210fedcba9876543210fedcba98"
 

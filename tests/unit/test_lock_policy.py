@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from toolkit import lock_file
-from toolkit.context import build_labels, plan_hash
 from toolkit.errors import SpecError
-from toolkit.plan import make_plan
-from toolkit.render import render
-from toolkit.sources import apply_refs
-from toolkit.spec import load_family
+from toolkit.lock import file as lock_file
+from toolkit.plan.build_plan import make_plan
+from toolkit.plan.sources import apply_refs
+from toolkit.render.context import build_labels, plan_hash
+from toolkit.render.dockerfile import render
+from toolkit.spec.catalog import load_family
 
 URL = "https://example.com/org/lib.git"
 C1, C2 = "c1" * 20, "c2" * 20

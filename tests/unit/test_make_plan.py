@@ -6,9 +6,9 @@ import re
 
 import pytest
 
+from toolkit.engine.registry import hash_tag
 from toolkit.errors import UsageError, short
-from toolkit.plan import SECRET_PIP_CA, make_plan, parse_secret
-from toolkit.registry import hash_tag
+from toolkit.plan.build_plan import SECRET_PIP_CA, make_plan, parse_secret
 
 
 def test_the_image_is_the_repository_and_tag_suffix_unless_a_tag_is_given(demo):

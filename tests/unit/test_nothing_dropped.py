@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from toolkit.errors import ToolkitError
-from toolkit.plan import make_plan
-from toolkit.render import render
-from toolkit.spec import load_catalog
+from toolkit.plan.build_plan import make_plan
+from toolkit.render.dockerfile import render
+from toolkit.spec.catalog import load_catalog
 
 CATALOG = load_catalog()
 COMMIT = "0123456789abcdef0123456789abcdef01234567"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from toolkit.errors import SpecError, UsageError
-from toolkit.plan import apply_sets
+from toolkit.plan.build_plan import apply_sets
 
 COMMIT = "89abcdef0123456789abcdef0123456789abcdef"
 

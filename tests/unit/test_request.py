@@ -11,16 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from toolkit import builders, engine, local_images
 from toolkit.cleanup import Scope
-from toolkit.context import Context
-from toolkit.engine import BuildSite
+from toolkit.engine import builders, local_images
+from toolkit.engine import docker_engine as engine
+from toolkit.engine.docker_engine import BuildSite
+from toolkit.engine.invocation import Invocation
+from toolkit.engine.registry import with_registry
 from toolkit.errors import UsageError
-from toolkit.invocation import Invocation
-from toolkit.plan import make_plan
-from toolkit.registry import with_registry
+from toolkit.plan.build_plan import make_plan
+from toolkit.render.context import Context
 from toolkit.request import BuildRequest, prepare
-from toolkit.spec import load_catalog
+from toolkit.spec.catalog import load_catalog
 
 HASH = "0123456789ab" + "c" * 52
 IMAGE = ("miles-base:t", "docker-image://127.0.0.1:5000/miles-base@sha256:" + "a" * 64)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from toolkit.errors import SpecError
-from toolkit.schema import check
-from toolkit.spec import check_pins
-from toolkit.spec_values import check_image_ref
-from toolkit.variant import FAMILY, VARIANT
+from toolkit.spec.catalog import check_pins
+from toolkit.spec.schema import check
+from toolkit.spec.values import check_image_ref
+from toolkit.spec.variant import FAMILY, VARIANT
 
 F = "images/demo.yaml"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"

@@ -8,8 +8,8 @@ import re
 import pytest
 
 from toolkit.errors import SpecError
-from toolkit.spec import MAX_SPEC_BYTES, load_family, merge
-from toolkit.variant import REQUIRED_FAMILY
+from toolkit.spec.catalog import MAX_SPEC_BYTES, load_family, merge
+from toolkit.spec.variant import REQUIRED_FAMILY
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 

@@ -1,4 +1,4 @@
-"""The GPU families gate what miles imports on its start paths (toolkit/start_imports.py over the derived file)."""
+"""The GPU families gate what miles imports on its start paths (toolkit/spec/start_imports.py over the derived file)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from toolkit import start_imports
 from toolkit.errors import SpecError
-from toolkit.pip_index import gpu_variants
-from toolkit.spec import ROOT, load_catalog, read_family
+from toolkit.lock.pip_index import gpu_variants
+from toolkit.spec import start_imports
+from toolkit.spec.catalog import ROOT, load_catalog, read_family
 
 CATALOG = load_catalog()
 DERIVED = json.loads((ROOT / "images" / "miles-start-imports.json").read_text())["gate"]

@@ -3,8 +3,8 @@ lines). The docs' reference is generated from the classes."""
 
 from __future__ import annotations
 
-from toolkit.render import TEMPLATES
-from toolkit.spec import ROOT
+from toolkit.render.dockerfile import TEMPLATES
+from toolkit.spec.catalog import ROOT
 from toolkit.steps import KINDS, Kind, reference
 
 

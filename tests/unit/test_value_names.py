@@ -10,11 +10,12 @@ import zipfile
 import pytest
 from support import wheel_bytes
 
-from toolkit import artifacts, lock_file
 from toolkit.errors import SpecError, UsageError
-from toolkit.plan import make_plan
-from toolkit.render import render
-from toolkit.spec import load_family
+from toolkit.lock import file as lock_file
+from toolkit.plan import artifacts
+from toolkit.plan.build_plan import make_plan
+from toolkit.render.dockerfile import render
+from toolkit.spec.catalog import load_family
 
 SHA = "a" * 64
 WHEEL = "torch-2.13.0-py3-none-any.whl"

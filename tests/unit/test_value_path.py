@@ -10,7 +10,8 @@ import pytest
 from value_path import entries
 
 import build
-from toolkit import builders, engine, local_images
+from toolkit.engine import builders, local_images
+from toolkit.engine import docker_engine as engine
 
 MARK = "VALUE_PATH_MARK"
 

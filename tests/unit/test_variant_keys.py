@@ -1,4 +1,4 @@
-"""A variant's shape is declared once, on its fields (toolkit/variant.py): the schemas, the settable keys, what the
+"""A variant's shape is declared once, on its fields (toolkit/spec/variant.py): the schemas, the settable keys, what the
 digest covers and `from_spec` all follow from the Keys, and a --set value is checked once, where it enters."""
 
 from __future__ import annotations
@@ -7,10 +7,12 @@ import dataclasses
 
 import pytest
 
-from toolkit import plan, spec, variant
 from toolkit.errors import SpecError, UsageError
-from toolkit.plan import apply_sets
-from toolkit.variant import FAMILY_FILE, KEYS, LAYER_FILE, VARIANT_ENTRY, Key, Variant
+from toolkit.plan import build_plan as plan
+from toolkit.plan.build_plan import apply_sets
+from toolkit.spec import catalog as spec
+from toolkit.spec import variant
+from toolkit.spec.variant import FAMILY_FILE, KEYS, LAYER_FILE, VARIANT_ENTRY, Key, Variant
 
 FIELDS = [f.name for f in dataclasses.fields(Variant)]
 

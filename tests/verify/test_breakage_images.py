@@ -14,8 +14,8 @@ import textwrap
 
 import pytest
 
-from toolkit import gate_bundle as bundle
-from toolkit.cst_export import write_cst
+from toolkit.gates.cst_export import write_cst
+from toolkit.render import gate_bundle as bundle
 
 pytestmark = pytest.mark.docker
 

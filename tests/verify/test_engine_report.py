@@ -1,11 +1,11 @@
-"""toolkit/engine.py (with toolkit/gate_report.py) reads the gate step's outcome from the runner's JSON report in
-the BuildKit log, never from the runner's text lines: fed a plain-progress stream whose text and report disagree,
-it prints the report's."""
+"""toolkit/engine/docker_engine.py (with toolkit/gates/report.py) reads the gate step's outcome from the runner's JSON
+report in the BuildKit log, never from the runner's text lines: fed a plain-progress stream whose text and report
+disagree, it prints the report's."""
 
 import json
 
-from toolkit.engine import ProgressParser
-from toolkit.gate_report import check_lines, failed_checks, failure_lines
+from toolkit.engine.docker_engine import ProgressParser
+from toolkit.gates.report import check_lines, failed_checks, failure_lines
 from verify.report import failures, find_report
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.spec import load_catalog
+from toolkit.spec.catalog import load_catalog
 from verify.config import ConfigError, from_dict
 from verify.kinds.pip_check import AllowRule, PipLine, counterexamples
 

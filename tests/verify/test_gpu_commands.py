@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.cst_export import to_cst
+from toolkit.gates.cst_export import to_cst
 from verify.config import ConfigError, from_dict
 from verify.kinds.gpu_import import gpu_driver
 

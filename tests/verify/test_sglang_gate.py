@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from support import result_lines, sglang_wheel
 
-from toolkit.spec import ROOT as REPO
-from toolkit.spec import load_catalog
+from toolkit.spec.catalog import ROOT as REPO
+from toolkit.spec.catalog import load_catalog
 
 BRIDGE_SRC = REPO / "bridge" / "src"
 NEWEST = ("0.5.22", "0.5.23")
@@ -257,7 +257,7 @@ def test_cst_export_keeps_the_resolve_entry(unpacked):
     import os
     import subprocess
 
-    from toolkit.cst_export import to_cst
+    from toolkit.gates.cst_export import to_cst
 
     gates = {"signatures": _gpu_variants()[DEFAULT].gates["signatures"]}
     test = to_cst(gates, sys.executable)["commandTests"][0]

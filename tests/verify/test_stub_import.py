@@ -14,7 +14,7 @@ import sys
 import pytest
 from support import ROOT
 
-from toolkit.cst_export import to_cst
+from toolkit.gates.cst_export import to_cst
 from verify.config import ConfigError, from_dict
 from verify.kinds.stub_import import cuda_driver
 

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from toolkit.cst_export import to_cst
+from toolkit.gates.cst_export import to_cst
 
 torch = pytest.importorskip("torch")
 EXT = "tiny_torch_ext"

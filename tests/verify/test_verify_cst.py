@@ -1,4 +1,5 @@
-"""toolkit.cst_export without Docker: the shape of the export, and its embedded runner executed for real on the host."""
+"""toolkit.gates.cst_export without Docker: the shape of the export, and its embedded runner executed for real
+on the host."""
 
 import json
 import subprocess
@@ -7,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.cst_export import to_cst, write_cst
+from toolkit.gates.cst_export import to_cst, write_cst
 from verify.config import ConfigError
 
 GATES = {
@@ -71,7 +72,7 @@ def test_embedded_runner_really_runs_each_gate():
 
 
 def test_runner_dir_mode_does_not_embed(tmp_path):
-    from toolkit.gate_bundle import RUNNER_DIR
+    from toolkit.render.gate_bundle import RUNNER_DIR
 
     runner_dir = str(RUNNER_DIR.parent)
     cst = to_cst({"compile": ["json"]}, sys.executable, runner_dir=runner_dir)

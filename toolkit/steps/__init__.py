@@ -7,7 +7,7 @@ carry `why:` (rendered as a comment above it) and `when: {ARG: VALUE}` (rendered
 args have those values; what it names still counts as used, since the spec says when). Each kind is one module of this
 package, found here: its class's docstring is the kind's contract (what it reads from the spec, what it leaves in
 the image, what it may not do). Its Dockerfile text is what its `lines` return, built in Python with the quoting
-of toolkit/quoting.py; templates/partials/steps_list.j2 only places it, and nothing else writes that text.
+of toolkit/render/quoting.py; templates/partials/steps_list.j2 only places it, and nothing else writes that text.
 docs/step-kinds.md is generated from these docstrings (`python3 -m toolkit.steps`; a test keeps it current).
 
 Values may name a build arg of the variant as `${NAME}` (a compiler's target list, a CUDA major in a package name):
@@ -20,8 +20,8 @@ import importlib
 import pkgutil
 
 from toolkit.errors import SpecError, short
-from toolkit.schema import STR_MAP, check
-from toolkit.spec_values import CONTROL_RE
+from toolkit.spec.schema import STR_MAP, check
+from toolkit.spec.values import CONTROL_RE
 from toolkit.steps.base import ARG_REF_RE, Kind, Out, Where, expand
 
 

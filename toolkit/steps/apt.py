@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from toolkit.errors import short
-from toolkit.schema import STR_LIST
-from toolkit.spec_values import DEBIAN_NAME_RE
+from toolkit.spec.schema import STR_LIST
+from toolkit.spec.values import DEBIAN_NAME_RE
 from toolkit.steps.base import Kind, check_refs, expand, run
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 
-from toolkit import artifacts as art
 from toolkit.errors import short
-from toolkit.spec_values import check_abs_path
+from toolkit.plan import artifacts as art
+from toolkit.spec.values import check_abs_path
 from toolkit.steps.base import Kind, need_artifact, run
 
 

@@ -8,9 +8,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from toolkit import artifacts as art
 from toolkit.errors import SpecError, short
-from toolkit.spec_values import CONTROL_RE, IDENT_RE
+from toolkit.plan import artifacts as art
+from toolkit.spec.values import CONTROL_RE, IDENT_RE
 
 ARG_REF_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 # An extra package index a pip step declares (a vendor's wheel index): https, a host name, plain path segments.
@@ -90,12 +90,12 @@ class Out:
     wheels_dir: str
 
     def word(self, value) -> str:
-        from toolkit.quoting import shell_word
+        from toolkit.render.quoting import shell_word
 
         return shell_word(value, self.args)
 
     def dfword(self, value) -> str:
-        from toolkit.quoting import dockerfile_word
+        from toolkit.render.quoting import dockerfile_word
 
         return dockerfile_word(value, self.args)
 
@@ -206,7 +206,7 @@ def check_prebuilt(step: dict, v: dict, where: Where) -> None:
 
 
 def with_prebuilt(step: dict, v: dict, target: str) -> dict:
-    """A step's view with its prebuilt choice (toolkit/artifacts.py) and the artifact it then reads."""
+    """A step's view with its prebuilt choice (toolkit/plan/artifacts.py) and the artifact it then reads."""
     choice = art.prebuilt_choice(step, v.get("artifacts") or {}, v.get("wheels") or ())
     if choice is None:
         return step

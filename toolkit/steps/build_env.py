@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from toolkit.errors import short
-from toolkit.schema import STR_MAP
-from toolkit.spec_values import IDENT_RE
+from toolkit.spec.schema import STR_MAP
+from toolkit.spec.values import IDENT_RE
 from toolkit.steps.base import Kind, check_refs
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 
-from toolkit import artifacts as art
 from toolkit.errors import short
-from toolkit.schema import STR_LIST, STR_MAP
-from toolkit.spec_values import PLATFORM_MACHINES, check_abs_path, check_rel_path
+from toolkit.plan import artifacts as art
+from toolkit.spec.schema import STR_LIST, STR_MAP
+from toolkit.spec.values import PLATFORM_MACHINES, check_abs_path, check_rel_path
 from toolkit.steps.base import Kind, need_artifact, need_component, run
 
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from toolkit.errors import short
-from toolkit.quoting import shell_glob
-from toolkit.schema import STR_MAP
-from toolkit.spec_values import IDENT_RE, check_abs_path
+from toolkit.render.quoting import shell_glob
+from toolkit.spec.schema import STR_MAP
+from toolkit.spec.values import IDENT_RE, check_abs_path
 from toolkit.steps.base import GLOB_RE, Kind, check_refs, need_component, run
 
 

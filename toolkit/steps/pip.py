@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from toolkit import artifacts as art
 from toolkit.errors import short
-from toolkit.quoting import hash_option
-from toolkit.schema import STR_LIST, STR_MAP
-from toolkit.spec_values import DEBIAN_NAME_RE
+from toolkit.plan import artifacts as art
+from toolkit.render.quoting import hash_option
+from toolkit.spec.schema import STR_LIST, STR_MAP
+from toolkit.spec.values import DEBIAN_NAME_RE
 from toolkit.steps.base import (
     INDEX_URL_RE,
     Kind,
@@ -29,7 +29,7 @@ class Pip(Kind):
     Reads: names in the `pip` table (the versions live there, once); options `flags` (no-deps, no-build-isolation,
     force-reinstall), `env` (variables for this pip run only; `${NAME}` references allowed) and `replaces_apt`
     (apt packages the wheels replace, purged first in the same step, so the loader never mixes the two);
-    `prebuilt` (a wheel artifact installed instead of building the one pin from source: toolkit/artifacts.py);
+    `prebuilt` (a wheel artifact installed instead of building the one pin from source: toolkit/plan/artifacts.py);
     `extra_index` (https URLs of vendor wheel indexes searched besides the default one, `${NAME}` references
     allowed: flashinfer publishes its cubin and JIT-cache wheels only there; the index check and the lock read them).
     A `no-deps` step installs exactly the files the family's lock records (`--require-hashes`), or says in a comment

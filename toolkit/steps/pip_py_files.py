@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from toolkit.errors import short
-from toolkit.spec_values import IDENT_RE
+from toolkit.spec.values import IDENT_RE
 from toolkit.steps.base import Kind, need_pin, run
 
 

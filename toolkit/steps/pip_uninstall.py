@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from toolkit.schema import STR_LIST
-from toolkit.spec_values import pip_name_problem
+from toolkit.spec.schema import STR_LIST
+from toolkit.spec.values import pip_name_problem
 from toolkit.steps.base import Kind
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 
 from toolkit.errors import short
-from toolkit.quoting import shell_glob
-from toolkit.schema import STR_LIST
+from toolkit.render.quoting import shell_glob
+from toolkit.spec.schema import STR_LIST
 from toolkit.steps.base import Kind, check_flags_env, flag_words, need_component, run
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 
 from toolkit.errors import short
-from toolkit.schema import STR_LIST, STR_MAP
-from toolkit.spec_values import EXTRAS_RE, check_abs_path, check_rel_path
+from toolkit.spec.schema import STR_LIST, STR_MAP
+from toolkit.spec.values import EXTRAS_RE, check_abs_path, check_rel_path
 from toolkit.steps.base import (
     MANIFEST_RE,
     REQ_TEXT_RE,
@@ -33,7 +33,7 @@ class Source(Kind):
     in editable mode; needs `into`); `version` (the PEP 440 version to build the tree as, for a tree whose version
     would come from git tags it does not carry);
     `install: false` (with `into`: copy the tree in, install nothing); `prebuilt` (without `into`: a wheel artifact
-    installed instead of the build, toolkit/artifacts.py);
+    installed instead of the build, toolkit/plan/artifacts.py);
     `pyproject` (another manifest of the package's folder that becomes its `pyproject.toml` before the install, e.g.
     sglang's `pyproject_other.toml` for ROCm) and `pyproject_replace` (`{OLD: NEW}` literal rewrites of that
     manifest's requirement text, each of which must match: image_tools/pyproject.py), so the installed metadata is

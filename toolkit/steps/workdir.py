@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from toolkit.spec_values import check_abs_path
+from toolkit.spec.values import check_abs_path
 from toolkit.steps.base import Kind
 
 

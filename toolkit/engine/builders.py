@@ -1,0 +1,123 @@
+"""Which BuildKit builder runs a build, and what it can do.
+
+A builder is anything `docker buildx` accepts as `--builder`: a buildx builder (docker-container, remote or
+kubernetes driver) or a docker context (the `docker` driver: the engine's built-in BuildKit). What it can do
+decides the build's shape, before anything runs:
+
+- `docker` driver, classic image store (the default engine here): one platform per build, the image lands in that
+  engine (tags move there), registry cache can be imported but not exported.
+- `docker` driver, containerd image store: also several platforms at once and cache export.
+- any other driver: several platforms and cache export; the image exists only where it is pushed.
+
+Asking a builder for what it cannot do is bad usage (exit 2), said in one line naming the builder and the reason.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from toolkit.engine import docker_engine as engine
+from toolkit.errors import UsageError, short
+
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+CONTAINERD_STORE = "io.containerd.snapshotter.v1"  # `docker info`'s driver-type when the engine uses containerd
+
+
+@dataclass(frozen=True)
+class Builder:
+    name: str | None  # None: buildx's default (the engine DOCKER_HOST points at)
+    driver: str
+    host: str | None = None  # docker driver: the engine's API address (None: DOCKER_HOST)
+    containerd_store: bool = False
+
+    @property
+    def label(self) -> str:
+        return self.name or "default"
+
+    @property
+    def engine_local(self) -> bool:
+        """The built image lands in an engine's image store, where the SDK can tag and push it."""
+        return self.driver == "docker"
+
+    @property
+    def multi_platform(self) -> bool:
+        return self.driver != "docker" or self.containerd_store
+
+    @property
+    def cache_export(self) -> bool:
+        return self.driver != "docker" or self.containerd_store
+
+    def docker_args(self) -> list:
+        """Global docker options: buildx runs a docker context's builder only as the current context."""
+        return ["--context", self.name] if self.name and self.driver == "docker" else []
+
+    def args(self) -> list:
+        return ["--builder", self.name] if self.name and self.driver != "docker" else []
+
+    def client(self):
+        """A docker SDK client for the engine of a docker-driver builder."""
+        return engine.connect(self.host)
+
+
+def _context_host(name: str) -> str | None:
+    run = engine.docker("context", "inspect", name, "--format", "{{.Endpoints.docker.Host}}")
+    return run.stdout.strip() or None if run.returncode == 0 else None
+
+
+def resolve(name: str | None, client=None) -> Builder:
+    """The builder `name` names (None: the default engine, `client` when the caller holds one), with its driver and
+    image store, else exit 2/3."""
+    if name is not None and not NAME_RE.fullmatch(name):
+        raise UsageError(f"--builder {short(name)}: not a builder name (letters, digits, '._-')")
+    if name is None:
+        return Builder(None, "docker", None, _store_of(client or engine.connect()))
+    run = engine.buildx("inspect", name)
+    if run.returncode != 0:
+        raise UsageError(f"--builder {short(name)}: no such buildx builder or docker context (`docker buildx ls`)")
+    driver = next((ln.split(":", 1)[1].strip() for ln in run.stdout.splitlines() if ln.startswith("Driver:")), "")
+    if driver != "docker":
+        return Builder(name, driver or "unknown")
+    host = _context_host(name)
+    return Builder(name, "docker", host, _store_of(engine.connect(host)))
+
+
+def _store_of(client) -> bool:
+    status = dict(tuple(pair) for pair in client.info().get("DriverStatus") or [] if len(pair) == 2)
+    return status.get("driver-type") == CONTAINERD_STORE
+
+
+def check(builder: Builder, platforms, push: bool, cache_export: bool) -> None:
+    """Refuse (exit 2) what `builder` cannot do, before anything is built."""
+    where = f"builder {builder.label} ({builder.driver} driver{', classic image store' * (not builder.multi_platform)})"
+    if len(platforms) > 1 and not builder.multi_platform:
+        raise UsageError(
+            f"{where} builds one platform at a time; {','.join(platforms)} needs the containerd image store "
+            "or another driver (docs/remote-buildkit.md)"
+        )
+    if cache_export and not builder.cache_export:
+        raise UsageError(f"{where} cannot export cache; use --cache-from to import only, or another builder")
+    if not push and pushes_itself(builder, platforms):
+        what = "an image of several platforms" if len(platforms) > 1 else f"an image built by {where}"
+        raise UsageError(f"{what} exists only in a registry: add --push (with --registry)")
+
+
+def pushes_itself(builder: Builder, platforms) -> bool:
+    """The image goes from the builder straight to the registry (it can land in no engine's image store)."""
+    return len(platforms) > 1 or not builder.engine_local
+
+
+def site(builder: Builder | None, plan, contexts: tuple, cache: str | None, cache_from: str | None) -> engine.BuildSite:
+    """Where a build of `plan` runs, as buildx arguments (engine.BuildSite) for this builder (None: a bake file's,
+    chosen when it runs): `--builder`, named contexts, registry cache (one ref per target)."""
+    from toolkit.engine.bake import cache_refs
+
+    ref = cache or cache_from
+    pulls, pushes = cache_refs(ref, plan.variant) if ref else ([], [])
+    return engine.BuildSite(
+        docker=tuple(builder.docker_args()) if builder else (),
+        builder=tuple(builder.args()) if builder else (),
+        contexts=contexts,
+        cache_from=tuple(pulls),
+        cache_to=tuple(pushes) if cache else (),
+    )

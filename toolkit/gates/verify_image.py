@@ -1,0 +1,120 @@
+"""Run a target's gates inside an existing image (a pulled production image, say), through the docker SDK.
+
+verify/ and the gate config are copied into a fresh container with no network; the runner runs with the image's
+own python; reports are copied back; the container is always removed.
+"""
+
+from __future__ import annotations
+
+import io
+import tarfile
+
+from toolkit.errors import BuildFailed, UsageError, short
+from toolkit.outputs import write_output
+
+WORKDIR = "/tmp/miles-gates"
+RUN_LABEL = "io.miles.gate-run"  # marks the throwaway container a verify run makes (it is always removed)
+
+
+def _gates_tar(gates: dict) -> bytes:
+    """miles-gates/verify/, miles-gates/probes/ and miles-gates/gates.json."""
+    from toolkit.render.gate_bundle import config_text, payload_bytes, tar_of
+
+    files = {f"miles-gates/{name}": data for name, data in payload_bytes().items()}
+    files["miles-gates/gates.json"] = config_text(gates).encode()
+    return tar_of(files)
+
+
+def _read_back(container, path: str) -> bytes | None:
+    import docker.errors
+
+    try:
+        stream, _ = container.get_archive(path)
+    except docker.errors.NotFound:
+        return None
+    with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+        member = tar.getmembers()[0]
+        fh = tar.extractfile(member)
+        assert fh is not None  # a regular file
+        return fh.read()
+
+
+def by_platform(client, image: str, platform: str | None = None) -> list:
+    """[(platform, ref)] to verify. An image present on this engine is verified as it is. Otherwise it is read
+    from its registry: a manifest list gives one by-digest reference per platform (each pulled for its
+    platform: under binfmt emulation where the engine's machine is another), a single image gives itself."""
+    import docker.errors
+
+    from toolkit.engine.local_images import platforms_of
+    from toolkit.engine.registry import names_registry, repository_of
+
+    local_platform = None
+    try:
+        local = client.images.get(image)
+        local_platform = f"{local.attrs.get('Os')}/{local.attrs.get('Architecture')}"
+        if platform in (None, local_platform):
+            return [(platform, image)]
+    except docker.errors.ImageNotFound:
+        pass
+    if not (names_registry(image) or "@" in image):  # a local name: no registry is asked (Docker Hub least)
+        if local_platform is not None:
+            raise UsageError(f"image {image} is {local_platform} on this engine, not {platform}")
+        raise UsageError(f"image {image} is not present on this engine (pull or load it first)")
+    repo = repository_of(image.split("@", 1)[0])
+    listed = platforms_of(image)
+    if listed and platform is not None and platform not in listed:
+        raise UsageError(f"{image} holds no {platform} image (it holds: {', '.join(listed)})")
+    refs = [(p, f"{repo}@{digest}") for p, digest in sorted(listed.items()) if platform in (None, p)]
+    for p, ref in refs or [(platform, image)]:  # no list: one image, pulled as it is
+        try:
+            pulled = client.images.pull(ref, platform=p if listed else None)
+        except docker.errors.APIError as e:
+            reason = short(str(e.explanation or e), 200, quote=False)
+            raise UsageError(f"image {ref} is not present on this engine and cannot be pulled ({reason})") from None
+        held = f"{pulled.attrs.get('Os')}/{pulled.attrs.get('Architecture')}"
+        if p is not None and held != p:
+            raise UsageError(f"{ref} is a {held} image, not {p}")
+    return refs or [(platform, image)]
+
+
+def verify_image(client, variant, image: str, json_path=None, junit_path=None, out=print) -> int:
+    """Return 0 when every gate passed, 1 otherwise (the runner's own exit code 2 means bad config: raised)."""
+    import docker.errors
+
+    try:
+        client.images.get(image)
+    except docker.errors.ImageNotFound:
+        raise UsageError(f"image {image} is not present on this engine (pull or load it first)") from None
+    cmd = ["-m", "verify", "--config", "gates.json", "--json", "report.json", "--junit", "report.xml"]
+    container = client.containers.create(
+        image,
+        command=cmd,
+        entrypoint=[variant.python],
+        working_dir=WORKDIR,
+        network_disabled=True,
+        user="0",
+        labels={RUN_LABEL: variant.name},
+    )
+    try:
+        container.put_archive("/tmp", _gates_tar(variant.gates))
+        try:
+            container.start()
+        except docker.errors.APIError as e:  # the engine could not run the target's python in this image
+            reason = short(str(e.explanation or e), 200, quote=False)
+            raise BuildFailed(
+                f"verify {variant.name} on {image}: cannot run {variant.python}, the target's python ({reason})"
+            ) from None
+        rc = container.wait(timeout=1800).get("StatusCode", 1)
+        for line in container.logs(stdout=True, stderr=True).decode(errors="replace").splitlines():
+            out(line)
+        for dest, name in ((json_path, "report.json"), (junit_path, "report.xml")):
+            if dest:
+                data = _read_back(container, f"{WORKDIR}/{name}")
+                if data is None:
+                    raise BuildFailed(f"the gate runner wrote no {name} (exit {rc})")
+                write_output(dest, data)
+    finally:
+        container.remove(force=True)
+    if rc == 2:
+        raise UsageError(f"the gate runner rejected the gate config of {variant.name} (see above)")
+    return 0 if rc == 0 else 1
