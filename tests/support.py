@@ -54,6 +54,16 @@ def run_build_py(*args, cwd=ROOT, env=None, timeout=1800):
     )
 
 
+def edit_spec(project, family, fn):
+    """project/images/FAMILY.yaml changed in place: parsed, fn(data), dumped (a project copy's own spec)."""
+    import yaml
+
+    path = Path(project) / "images" / f"{family}.yaml"
+    data = yaml.safe_load(path.read_text())
+    fn(data)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
 def edited_spec(images_dir, family, fn):
     """images_dir/FAMILY.yaml: the project's spec of that family, parsed, changed in place by fn(data), dumped."""
     import shutil

@@ -3,9 +3,7 @@ engine."""
 
 from __future__ import annotations
 
-import os
-
-from support import run_build_py
+from support import no_engine, run_build_py
 
 from toolkit.engine.docker_engine import ProgressParser
 
@@ -38,7 +36,7 @@ def test_usage_errors_exit_2():
 
 
 def test_no_engine_exits_3_with_a_hint(tmp_path):
-    env = dict(os.environ, DOCKER_HOST=f"unix://{tmp_path}/no-such.sock")
+    env = no_engine(tmp_path)
     proc = run_build_py("--target", "smoke", env=env)
     assert proc.returncode == 3
     assert len(proc.stderr.strip().splitlines()) == 1
@@ -46,7 +44,7 @@ def test_no_engine_exits_3_with_a_hint(tmp_path):
 
 
 def test_target_shorthand_is_build(tmp_path):
-    env = dict(os.environ, DOCKER_HOST=f"unix://{tmp_path}/no-such.sock")
+    env = no_engine(tmp_path)
     # Reaches the engine stage (exit 3), so it parsed as `build --target smoke`.
     assert run_build_py("--target", "smoke", env=env).returncode == 3
     assert run_build_py("--target", "nope", env=env).returncode == 2

@@ -4,18 +4,13 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import yaml
-from support import ROOT, run_build_py
+from support import ROOT, edit_spec, no_engine, run_build_py
 
 
 def _edit(project, family, fn):
-    path = project / "images" / f"{family}.yaml"
-    data = yaml.safe_load(path.read_text())
-    fn(data["gates"])
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    edit_spec(project, family, lambda data: fn(data["gates"]))
 
 
 def _without_bridge_probe(gates):
@@ -125,7 +120,7 @@ CASES = [
 def test_dishonest_gates_are_refused_and_linted(project_copy, tmp_path, family, mutate, key, problem):
     _edit(project_copy, family, mutate)
     target = "smoke" if family == "smoke" else "miles-cpu"
-    env = dict(os.environ, DOCKER_HOST=f"unix://{tmp_path}/no-engine.sock")
+    env = no_engine(tmp_path)
     proc = run_build_py("build", "--target", target, cwd=project_copy, env=env)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1, proc.stdout + proc.stderr

@@ -15,18 +15,11 @@ import socket
 import time
 
 import pytest
-import yaml
 from dockerfile_parse import DockerfileParser
 from support import ROOT, no_engine, one_line, run_build_py
+from support import edit_spec as edit
 
 from toolkit.spec.catalog import load_catalog
-
-
-def edit(project, family, fn):
-    path = project / "images" / f"{family}.yaml"
-    data = yaml.safe_load(path.read_text())
-    fn(data)
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
 
 
 def build_refused(project, tmp_path, args, *needles, family_file="images/smoke.yaml"):
