@@ -3,7 +3,7 @@
 Each check raises SpecError naming the file and key (or, for the `*_problem` functions, returns why not), so a
 value is refused where it is written. Names are identifiers, pip names and versions follow PEP 508/440, image
 references the registry's grammar, paths are normalised and plain: no value can become an instruction or a shell
-command. render.py applies the same patterns again at render time.
+command. toolkit/render/dockerfile.py applies the same patterns again at render time.
 """
 
 from __future__ import annotations

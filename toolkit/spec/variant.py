@@ -19,7 +19,7 @@ from toolkit.steps import expand
 
 # The tables' own schemas (toolkit/spec/schema.py's language). `requirements`: a requirements file in a git component's
 # tree that a `requirements` step installs, less `exclude` (names). `record`: where the pin is recorded
-# (tests/test_pin_records.py checks it). `track`: a policy, and then `ref` comes from the lock (lock_policy.py).
+# (tests/test_pin_records.py checks it). `track`: a policy, and then `ref` comes from the lock (toolkit/lock/policy.py).
 COMPONENT = {
     "git": str,
     "ref": str,
