@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import contextlib
+import fcntl
 import json
 import os
 import re
@@ -400,6 +402,21 @@ def last_line(log: Path) -> str:
     return lines[-1][-300:] if lines else ""
 
 
+@contextlib.contextmanager
+def mount_lock(target: Path, selector: str):
+    """The mount's target to this run alone while the step is staged and built: it is the path the image's RUN
+    names, the same for every run of the step, so a second run waits here instead of staging over the first."""
+    lock = target.with_name(target.name + ".rehearsal-lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "w") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"{selector}: waiting for another rehearsal run that holds {target}", flush=True)
+            fcntl.flock(f, fcntl.LOCK_EX)
+        yield
+
+
 def run_step(step: dict, plan: dict, home: Path, scratch: Path, logs: Path, deadline: float) -> dict:
     sel = step["selector"]
     tag = re.sub(r"[^A-Za-z0-9_.-]", "_", sel)
@@ -412,12 +429,6 @@ def run_step(step: dict, plan: dict, home: Path, scratch: Path, logs: Path, dead
     if shutil.which("git") is None:  # FA3's setup.py runs `git submodule update` unchecked; the image has git
         (work / "bin" / "git").write_text("#!/bin/sh\necho 'git: not on this host (rehearsal stand-in)' >&2\nexit 1\n")
         (work / "bin" / "git").chmod(0o755)
-    for mount in step["mounts"]:
-        target = Path(mount["target"])
-        shutil.rmtree(target, ignore_errors=True)
-        target.mkdir(parents=True)
-        for sub, file in mount["archives"]:
-            unpack(home / file, target / sub if sub else target)
     env = dict(os.environ)
     env.pop("PIP_CERT", None)
     env.update(
@@ -437,8 +448,16 @@ def run_step(step: dict, plan: dict, home: Path, scratch: Path, logs: Path, dead
     env.update(step["env"])
     log = logs / f"{tag}.build.log"
     log.write_text(f"$ {step['command']}\n# knobs: {json.dumps({**plan['knobs']['env'], **step['env']})}\n")
-    left = min(step["timeout"], deadline - time.monotonic())
-    rc, seconds = run_proc([*plan["shell"], step["command"]], env, log, left, cwd=work)
+    with contextlib.ExitStack() as held:
+        for mount in step["mounts"]:
+            target = Path(mount["target"])
+            held.enter_context(mount_lock(target, sel))
+            shutil.rmtree(target, ignore_errors=True)
+            target.mkdir(parents=True)
+            for sub, file in mount["archives"]:
+                unpack(home / file, target / sub if sub else target)
+        left = min(step["timeout"], deadline - time.monotonic())  # a wait for the mount counts against the deadline
+        rc, seconds = run_proc([*plan["shell"], step["command"]], env, log, left, cwd=work)
     site = site_dir(work / "prefix")
     mods = modules_in(site)
     result = {"selector": sel, "rc": rc, "seconds": seconds, "modules": mods, "log": log.name, "imports": {}}

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import tarfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -108,20 +109,26 @@ def test_bad_selections_are_one_line_exit_2(tmp_path, capsys, argv, message):
     assert message in err and "\n" not in err
 
 
-def test_run_executes_the_rendered_step_offline_into_a_prefix(tmp_path):
-    """megatron_bridge's step (`pip install --no-deps --no-build-isolation /tmp/src/megatron_bridge`) over a stand-in
-    tree, verbatim and for real."""
+def stand_in_tree(tmp_path, package: str, init: str) -> Path:
+    """A tarball of a one-package setuptools project, standing in for megatron_bridge's tree."""
     tree = tmp_path / "tree"
-    (tree / "rehearsal_probe_pkg").mkdir(parents=True)
-    (tree / "rehearsal_probe_pkg" / "__init__.py").write_text("VALUE = 41 + 1\n")
+    (tree / package).mkdir(parents=True)
+    (tree / package / "__init__.py").write_text(init)
     (tree / "pyproject.toml").write_text(
         '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'
-        '[project]\nname = "rehearsal-probe-pkg"\nversion = "1.0"\n'
-        '[tool.setuptools]\npackages = ["rehearsal_probe_pkg"]\n'
+        f'[project]\nname = "{package.replace("_", "-")}"\nversion = "1.0"\n'
+        f'[tool.setuptools]\npackages = ["{package}"]\n'
     )
     archive = tmp_path / "tree.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:
         tar.add(tree, arcname="megatron-bridge-main")
+    return archive
+
+
+def test_run_executes_the_rendered_step_offline_into_a_prefix(tmp_path):
+    """megatron_bridge's step (`pip install --no-deps --no-build-isolation /tmp/src/megatron_bridge`) over a stand-in
+    tree, verbatim and for real."""
+    archive = stand_in_tree(tmp_path, "rehearsal_probe_pkg", "VALUE = 41 + 1\n")
     home = tmp_path / "carry"
     source = f"megatron_bridge={archive}"
     step = "megatron_bridge"
@@ -139,6 +146,34 @@ def test_run_executes_the_rendered_step_offline_into_a_prefix(tmp_path):
     site = reh.site_dir(tmp_path / "scratch" / "megatron_bridge" / "prefix")
     assert site is not None and (site / "rehearsal_probe_pkg" / "__init__.py").read_text() == "VALUE = 41 + 1\n"
     assert Path("/tmp/src/megatron_bridge/rehearsal_probe_pkg/__init__.py").exists()  # the mount's target
+
+
+def test_a_run_waits_for_another_run_that_holds_its_mount(tmp_path, capsys):
+    """Every run of a step stages its mount at the one path the image's RUN names: while another run holds it, a
+    second run waits (and says so) instead of staging over the first, then builds."""
+    archive = stand_in_tree(tmp_path, "rehearsal_wait_pkg", "")
+    home, out = tmp_path / "carry", tmp_path / "out"
+    prepare = ["prepare", "--target", TARGET, "--step", "megatron_bridge", "--source", f"megatron_bridge={archive}"]
+    assert reh.main([*prepare, "-o", str(home)]) == 0
+    (step,) = json.loads((home / reh.PLAN).read_text())["steps"]
+    (mount,) = step["mounts"]
+    held = reh.mount_lock(Path(mount["target"]), "another run")
+    held.__enter__()
+    codes: list = []
+    runner = threading.Thread(
+        target=lambda: codes.append(reh.main(["run", str(home), "--out", str(out), "--scratch", str(tmp_path / "s")]))
+    )
+    runner.start()
+    try:
+        runner.join(3)
+        assert runner.is_alive() and not (out / "results.json").exists()  # waiting, nothing staged over the holder
+    finally:
+        held.__exit__(None, None, None)
+    runner.join(300)
+    assert codes == [0] and json.loads((out / "results.json").read_text())["results"][0]["modules"] == [
+        "rehearsal_wait_pkg"
+    ]
+    assert f"megatron_bridge: waiting for another rehearsal run that holds {mount['target']}" in capsys.readouterr().out
 
 
 def test_normalized_tar_strips_one_top_folder(tmp_path):
