@@ -8,6 +8,7 @@ each bounded and named when unanswered; everything else (ping, inspect, tag, pus
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import os
 import re
@@ -95,11 +96,7 @@ def _bounded(cmd: list, prefix: str, args, timeout=None, on_timeout=None) -> sub
     except subprocess.TimeoutExpired:
         if on_timeout is not None:
             raise on_timeout(seconds) from None
-        words = []
-        for arg in args:
-            if arg.startswith("-"):
-                break
-            words.append(arg)
+        words = itertools.takewhile(lambda arg: not arg.startswith("-"), args)
         raise unanswered(f"`{prefix} {' '.join(words)}`", seconds) from None
 
 

@@ -101,8 +101,10 @@ def check_set_values(variant: Variant, sets: list[str]) -> dict:
     data["platforms"] = list(data["platforms"])
     file = set_label(variant)
     touched: dict[str, set | None] = {}  # key -> the entries set, or None: the whole value
+    given = []  # (key, value) of each set, for the text check
     for item in sets:
         key, eq, value = item.partition("=")
+        given.append((key, value))
         parts = key.split(".")
         if not eq or not key or parts[0] not in SETTABLE:
             raise UsageError(f"--set {short(item)}: expected KEY=VALUE with KEY one of {', '.join(SETTABLE)} (dotted)")
@@ -131,8 +133,7 @@ def check_set_values(variant: Variant, sets: list[str]) -> dict:
             new[k] = {e: v for e, v in data[k].items() if e in entries}
     check(new, {k: VARIANT[k] for k in new}, file, "")
     check_pins(new, file, "", args=data["args"])
-    for item in sets:
-        key, _, value = item.partition("=")
+    for key, value in given:
         problem = text_problem(value)
         if problem:
             raise SpecError(file, short(key, 80, quote=False), problem)

@@ -53,8 +53,6 @@ IMAGES_DIR = ROOT / "images"
 
 MAX_SPEC_BYTES = 1 << 20
 
-LAYERS_DIR = IMAGES_DIR / "layers"
-
 
 def check_pins(v: dict, file: str, prefix: str, args: dict | None = None) -> None:
     """The patterns of a variant's values (`args`: what the pip names expand with, if not `v`'s own)."""
