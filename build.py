@@ -182,6 +182,7 @@ def cmd_lock(args) -> int:
     """Exit 0 ok (or nothing moved), 1 something moved (--check), 2 bad input, 3 a remote unusable."""
     from toolkit.lock import file as lock_file
     from toolkit.lock import resolve as lock
+    from toolkit.lock.pip_closure import Trees, lock_sources
     from toolkit.table import table
 
     pins = lock.parse_pins(args.pin)
@@ -197,7 +198,8 @@ def cmd_lock(args) -> int:
         out(table(["source", "locked", "upstream now", "moved?"], rows).rstrip("\n"))
         lock.raise_first(errors, "lock --check")
         return 1 if moved else 0
-    rows, resolved = lock.lock_families(paths, args.update, pins, release, args.from_release_lock or "")
+    trees = Trees(dict(lock_sources(args.source)))
+    rows, resolved = lock.lock_families(paths, args.update, pins, release, args.from_release_lock or "", trees)
     out(table(["source", "locked before", "locked now", "changed?"], rows).rstrip("\n"))
     for new, lpath, label in resolved:
         out(f"wrote {label}" if lock_file.write(lpath, new) else f"unchanged: {label}")
@@ -326,6 +328,14 @@ def parser() -> argparse.ArgumentParser:
         "--from-release-lock",
         metavar="FILE",
         help="upstream's release-lock.json: its sglang and Megatron-LM commits become the lock's",
+    )
+
+    lk.add_argument(
+        "--source",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="read component NAME's requirements from a local tree or source tarball (a host that cannot fetch it)",
     )
 
     lint = sub.add_parser("lint", help="overlay guard on patches + hadolint on every rendered target")

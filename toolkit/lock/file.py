@@ -87,7 +87,7 @@ def check(lock, label: str, family: str) -> dict:
         f"schema {short(lock.get('schema'))}; this toolkit reads schema {SCHEMA}",
     )
     _need(lock.get("family") == family, label, "family", f"is {short(lock.get('family'))}, expected {family!r}")
-    extra = set(lock) - {"schema", "family", "sources", "artifacts", "pip"}
+    extra = set(lock) - {"schema", "family", "sources", "artifacts", "pip", "closure"}
     _need(not extra, label, short(sorted(extra)[0] if extra else "", quote=False), "unknown key")
     for section in ("sources", "artifacts"):
         _need(isinstance(lock.get(section, {}), dict), label, section, "expected a mapping of names")
@@ -115,6 +115,10 @@ def check(lock, label: str, family: str) -> dict:
         from toolkit.lock.pip_lock import check_section
 
         check_section(lock["pip"], label)
+    if "closure" in lock:
+        from toolkit.lock import pip_closure
+
+        pip_closure.check_section(lock["closure"], label)
     lock.setdefault("sources", {})
     lock.setdefault("artifacts", {})
     return lock

@@ -23,7 +23,8 @@ from pathlib import Path
 from toolkit import json_input
 from toolkit.errors import ToolkitError, UsageError, short
 from toolkit.lock import file as lock_file
-from toolkit.lock import pip_lock, remote
+from toolkit.lock import pip_closure, pip_lock, remote
+from toolkit.lock.pip_closure import Trees
 from toolkit.lock.policy import GitPolicy, assets_fingerprint, check_locked_urls, policies
 from toolkit.plan.artifacts import file_name_problem, url_problem
 from toolkit.spec.catalog import IMAGES_DIR, path_label, read_family
@@ -163,7 +164,7 @@ def raise_first(errors: list, what: str) -> None:
     raise type(err)(f"{what}: {name}: {err}{more}")
 
 
-def lock_family(path: Path, update=(), pins=None, release=None, release_label="") -> tuple:
+def lock_family(path: Path, update=(), pins=None, release=None, release_label="", trees=None) -> tuple:
     """Resolve one family's lock, writing nothing: (table rows, the new lock, its path, its label)."""
     raw, file = read_family(path)
     family = raw["family"]
@@ -233,7 +234,18 @@ def lock_family(path: Path, update=(), pins=None, release=None, release_label=""
             b, n = before_pip.get(pin), new["pip"].get(pin)
             changed = "no" if b == n else ("dropped" if n is None else "yes")
             rows.append([f"{family}/pip/{pin}", pip_lock.show(b), pip_lock.show(n), changed])
+        new["closure"] = pip_closure.section(variants, new["pip"], old.get("closure"), ALL in update, trees or Trees())
+        for name in sorted(set(old.get("closure") or {}) | set(new["closure"])):
+            b, n = (old.get("closure") or {}).get(name), new["closure"].get(name)
+            changed = "no" if b == n else ("dropped" if n is None else "yes")
+            rows.append([f"{family}/closure/{name}", _show_closure(b), _show_closure(n), changed])
     return rows, new, lpath, label
+
+
+def _show_closure(places: dict | None) -> str:
+    if not places:
+        return "-"
+    return "; ".join(f"{where}: {len(rec['packages'])} dists {rec['inputs'][:12]}" for where, rec in sorted(places.items()))
 
 
 def _gpu_variants(path: Path, lock: dict | None = None) -> list:
@@ -327,7 +339,7 @@ def check_families(paths) -> tuple:
     return rows, moved, errors
 
 
-def lock_families(paths, update=(), pins=None, release=None, release_label="") -> tuple:
+def lock_families(paths, update=(), pins=None, release=None, release_label="", trees=None) -> tuple:
     """Resolve several families' locks, writing nothing: (table rows, [(new lock, its path, its label)]). Every
     family is resolved before any is written (one failure, no lock touched); a --pin or --update name must be a
     source some family tracks, and an artifact is never pinned."""
@@ -347,7 +359,7 @@ def lock_families(paths, update=(), pins=None, release=None, release_label="") -
         git, artifacts = declared[path][:2]
         mine = {n: c for n, c in pins.items() if n in git}
         theirs = [u for u in update if u == ALL or u in git or u in artifacts]
-        r, new, lpath, label = lock_family(path, theirs, mine, release, release_label)
+        r, new, lpath, label = lock_family(path, theirs, mine, release, release_label, trees)
         rows += r
         resolved.append((new, lpath, label))
     return rows, resolved

@@ -1,0 +1,499 @@
+"""The whole Python environment of a GPU variant, resolved as one set: the `closure` section of a family's lock.
+
+Each pin a step names exists on its index (toolkit/lock/pip_index.py), but pins that each exist can still conflict,
+and a step that lets pip resolve on its own installs whatever the index holds that day. So `build.py lock` resolves,
+per variant and platform, everything the image's Python holds as one set, with a real resolver (`uv pip compile`
+for the base's Python and the platform at the base's glibc; nothing here resolves by itself):
+
+- the base's recorded distributions, held at the base's versions (images/bases/), unless a step replaces one;
+- every exact pin the variant's steps install;
+- the requirements of the trees the image installs: a `requirements` step's file (less its `exclude`), the
+  dependencies a `source` step's pyproject.toml declares, and the bridge's.
+
+An allow rule of the gate step's `pip check` (`gates.pip_check.allow`: a distribution and the requirement it
+excuses) is the one way to set a version against a requirement: a rule whose requirement a step pins becomes an
+override to that pin, keeping the extras the excused requirement asked for; a rule whose requirement no step pins
+drops it. uv's overrides are global (one meant for sglang's pin of a package also silences every other package's
+requirement on it), so the closure is then checked pair by pair from its files' metadata alone (`check`): every
+requirement of every distribution in it, with the target's markers and the extras the set asks for, is met or is
+excused by a rule for exactly that pair. Anything else is an error at lock time, naming the requirement.
+
+The result, per variant and `py<X.Y> <platform>`: each distribution's version and the sha256 of each file the
+index offers for it there (pip accepts any one of them), and the pins left out because their index could not be
+reached here (`pending`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import tarfile
+import tempfile
+import time
+import urllib.error
+import tomllib
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from email.parser import HeaderParser
+from pathlib import Path, PurePosixPath
+
+from packaging.markers import Marker
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from toolkit.errors import SpecError, UsageError, short
+from toolkit.lock import pip_index
+from toolkit.lock.remote import RemoteUnavailable
+from toolkit.spec import bases
+from toolkit.spec.values import PLATFORM_MACHINES
+from toolkit.steps import applies, expand
+from verify.kinds.pip_check import AllowRule, PipLine
+
+ROOT = Path(__file__).resolve().parents[2]
+BRIDGE = ROOT / "bridge" / "pyproject.toml"
+UV_TIMEOUT = 600  # a cold resolve of ~300 distributions answers in 15-25 s here; the index may be slower
+MAX_FILE = 4 * 2**20  # a requirements file or pyproject.toml read from a tree
+NEVER = "sys_platform == 'never'"  # uv's idiom for a requirement that is dropped
+
+
+@dataclass
+class Inputs:
+    """What one variant's closure is resolved from, as requirement lines (also what its digest covers)."""
+
+    requirements: list = field(default_factory=list)
+    constraints: list = field(default_factory=list)
+    overrides: list = field(default_factory=list)
+    pending: dict = field(default_factory=dict)  # pin -> why it is left out
+    unread: list = field(default_factory=list)  # trees whose dependencies no file declares statically
+
+    def digest(self) -> str:
+        text = json.dumps([self.requirements, self.constraints, self.overrides, sorted(self.pending)], sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()
+
+
+def allow_rules(variant) -> list[AllowRule]:
+    """The variant's `pip check` allow rules, as the gate runner reads them."""
+    raw = (variant.gates.get("pip_check") or {}) if isinstance(variant.gates, dict) else {}
+    allow = raw.get("allow") or [] if isinstance(raw, dict) else []
+    return [
+        AllowRule(
+            r["distribution"], tuple([r["requirement"]] if "requirement" in r else r["requirements"]), r["reason"]
+        )
+        for r in allow
+    ]
+
+
+def _pyproject_deps(text: str, label: str) -> list[str] | None:
+    """A pyproject.toml's static `[project] dependencies`, or None when they are dynamic or absent."""
+    try:
+        project = tomllib.loads(text).get("project") or {}
+    except tomllib.TOMLDecodeError as e:
+        raise SpecError(label, "project", f"not TOML: {e}") from None
+    if "dependencies" in (project.get("dynamic") or []) or "dependencies" not in project:
+        return None
+    return list(project["dependencies"])
+
+
+def requirement_lines(text: str, exclude=()) -> list[str]:
+    """The requirements of a requirements file: comments, blank lines and `exclude`d names dropped; options refused."""
+    out, dropped = [], {canonicalize_name(n) for n in exclude}
+    for raw in text.splitlines():
+        line = raw.split(" #", 1)[0].strip() if not raw.lstrip().startswith("#") else ""
+        if not line:
+            continue
+        if line.startswith("-"):
+            raise ValueError(f"an option line is not a requirement: {short(line)}")
+        req = Requirement(line)
+        if canonicalize_name(req.name) not in dropped:
+            out.append(str(req))
+    return out
+
+
+def lock_sources(items) -> list[tuple[str, str]]:
+    """`lock --source NAME=PATH` items: a folder or a file that exists (UsageError otherwise)."""
+    out = []
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path or not Path(path).exists():
+            raise UsageError(f"--source {short(item)}: expected NAME=PATH of an existing tree or source tarball")
+        out.append((name, path))
+    return out
+
+
+class Trees:
+    """Files of a variant's git components at their pins: from `--source NAME=PATH` (a folder or a source
+    tarball), else fetched with git (one shallow fetch of the commit; hosts that cannot reach the remote pass
+    --source)."""
+
+    def __init__(self, sources: dict | None = None):
+        self.sources = {k: Path(v) for k, v in (sources or {}).items()}
+        self._cache: dict = {}
+
+    def read(self, name: str, component: dict, rel: str) -> str | None:
+        key = (name, component.get("ref"), rel)
+        if key not in self._cache:
+            self._cache[key] = self._read(name, component, rel)
+        return self._cache[key]
+
+    def _read(self, name: str, component: dict, rel: str) -> str | None:
+        sub = component.get("subdir") or ""
+        path = str(PurePosixPath(sub, rel)) if sub else rel
+        if name in self.sources:
+            src = self.sources[name]
+            if src.is_dir():
+                f = src / path
+                return f.read_text(encoding="utf-8") if f.is_file() and f.stat().st_size <= MAX_FILE else None
+            return _from_tarball(src, path)
+        return _from_git(component["git"], component["ref"], path)
+
+
+def _from_tarball(archive: Path, path: str) -> str | None:
+    """One regular file of a source tarball (its members may sit under one top folder), bounded."""
+    try:
+        with tarfile.open(archive, "r:*") as tar:
+            for member in tar:
+                parts = member.name.split("/", 1)
+                if member.isfile() and path in (member.name, parts[-1]) and member.size <= MAX_FILE:
+                    f = tar.extractfile(member)
+                    return f.read().decode("utf-8") if f else None
+    except (tarfile.TarError, OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"--source {archive}: cannot read {path}: {e}") from None
+    return None
+
+
+def _from_git(url: str, commit: str, path: str) -> str | None:
+    with tempfile.TemporaryDirectory(prefix="miles-closure-") as tmp:
+        env = dict(os.environ, GIT_TERMINAL_PROMPT="0")
+        run = [["git", "init", "-q", "--bare", tmp], ["git", "-C", tmp, "fetch", "-q", "--depth=1", url, commit]]
+        for argv in run:
+            p = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
+            if p.returncode != 0:
+                why = (p.stderr.strip().splitlines() or ["no output"])[-1]
+                raise RemoteUnavailable(
+                    f"{url}@{commit[:12]}: cannot fetch it to read {path} ({short(why)}); give --source"
+                )
+        p = subprocess.run(["git", "-C", tmp, "show", f"{commit}:{path}"], capture_output=True, env=env)
+        return p.stdout.decode("utf-8") if p.returncode == 0 else None
+
+
+def inputs(variant, lock_pip: dict, trees: Trees, index: pip_index.Index) -> Inputs:
+    """What the variant's closure is resolved from (see the module docstring)."""
+    base = bases.load_base(variant.base)
+    args = variant.args
+    got = Inputs()
+    pinned: dict = {}  # canonical name -> (requirement text, version)
+    for use in pip_index.pin_uses(variant):
+        key = f"{use.name}=={use.version}"
+        recs = (lock_pip.get(key) or {}).values()
+        if use.indexes and any("pending" in r for r in recs):
+            got.pending[key] = "on an index this host could not reach (the step installs it by name and version)"
+            continue
+        pinned[use.project] = (key, use.version)
+    for _, (text, _v) in sorted(pinned.items()):
+        got.requirements.append(text)
+    for name, version in sorted(base.distributions.items()):
+        if canonicalize_name(name) not in pinned and version:
+            got.requirements.append(f"{name}=={version}")  # the base holds it: its own requirements must hold too
+    for i, step in enumerate(variant.steps):
+        if not applies(step, args):
+            continue
+        comp = variant.components.get(step.get("value")) if step["kind"] in ("requirements", "source") else None
+        if comp is None:
+            continue
+        name = step["value"]
+        if step.get("into") and step.get("into") == base.sglang_tree and "version" in step:
+            # sglang's checkout over the base's: its requirements are those of the release it is built as.
+            extras = f"[{step['extras']}]" if step.get("extras") else ""
+            got.requirements.append(f"sglang{extras}=={step['version']}")
+        if step["kind"] == "requirements":
+            text = trees.read(name, comp, comp["requirements"])
+            if text is None:
+                raise UsageError(f"closure of {variant.name}: {name} has no {comp['requirements']} at its pin")
+            try:
+                got.requirements += requirement_lines(text, comp.get("exclude") or [])
+            except (ValueError, InvalidRequirement) as e:
+                raise UsageError(f"closure of {variant.name}: {name}'s {comp['requirements']}: {e}") from None
+        elif "no-deps" not in step.get("flags", []) and not step.get("prebuilt"):
+            try:
+                text = trees.read(name, comp, "pyproject.toml")
+            except RemoteUnavailable:
+                text = None  # a host that cannot reach the remote records the tree as unread
+            deps = _pyproject_deps(text, f"{name}:pyproject.toml") if text is not None else None
+            if deps is None:
+                got.unread.append(name)
+            else:
+                got.requirements += deps
+    bridge = _pyproject_deps(BRIDGE.read_text(encoding="utf-8"), "bridge/pyproject.toml") or []
+    got.requirements += bridge
+    got.overrides = _overrides(variant, pinned, got.requirements, index)
+    return got
+
+
+def _overrides(variant, pinned: dict, requirements: list, index: pip_index.Index) -> list[str]:
+    """An allow rule's requirement pinned by a step: overridden to that pin, with the extras of the step's own text
+    and of the requirement it excuses (read from the excusing distribution's metadata: an override without them
+    would drop what the extra brings); a requirement no step pins: dropped."""
+    versions = {canonicalize_name(Requirement(r).name): _exact(r) for r in requirements}
+    out = {}
+    for rule in allow_rules(variant):
+        owner = canonicalize_name(rule.distribution)
+        for req in rule.requirements:
+            name = canonicalize_name(req)
+            if name in pinned:
+                text, version = pinned[name]
+                extras = set(Requirement(text).extras) | _extras_asked(owner, versions.get(owner), name, index)
+                extra = f"[{','.join(sorted(extras))}]" if extras else ""
+                out[name] = f"{name}{extra}=={version}"
+            else:
+                out.setdefault(name, f"{name}; {NEVER}")
+    return [out[k] for k in sorted(out)]
+
+
+def _exact(line: str) -> str | None:
+    specs = list(Requirement(line).specifier)
+    return specs[0].version if len(specs) == 1 and specs[0].operator == "==" else None
+
+
+def _extras_asked(owner: str, version: str | None, name: str, index: pip_index.Index) -> set:
+    """The extras `owner`'s requirement on `name` asks for, from the metadata of its wheel at `version`."""
+    if version is None:
+        return set()
+    entry = next(
+        (
+            e
+            for e in index.files(owner) or []
+            if e.get("filename", "").endswith(".whl") and f"-{version}-" in e["filename"]
+        ),
+        None,
+    )
+    text = index.metadata(entry) if entry else None
+    extras: set = set()
+    for line in (HeaderParser().parsestr(text).get_all("Requires-Dist") or []) if text else []:
+        req = Requirement(line)
+        if canonicalize_name(req.name) == name:
+            extras |= set(req.extras)
+    return extras
+
+
+def platform_tag(platform: str, glibc: str) -> str:
+    """uv's `--python-platform` for a Linux platform at the base's glibc."""
+    return f"{PLATFORM_MACHINES[platform]}-manylinux_{glibc.replace('.', '_')}"
+
+
+def resolve(variant, platform: str, got: Inputs, index_url: str, cafile: str | None) -> dict:
+    """{canonical name: {"version", "files": {file name: sha256}}} for one platform, from uv's pylock output."""
+    base = bases.load_base(variant.base)
+    with tempfile.TemporaryDirectory(prefix="miles-closure-") as tmp:
+        files = {}
+        for part in ("requirements", "constraints", "overrides"):
+            files[part] = Path(tmp, f"{part}.txt")
+            files[part].write_text("".join(f"{line}\n" for line in getattr(got, part)), encoding="utf-8")
+        out = Path(tmp, "pylock.toml")
+        argv = [
+            "uv", "pip", "compile", str(files["requirements"]), "-c", str(files["constraints"]),
+            "--overrides", str(files["overrides"]), "--python-version", base.python_version,
+            "--python-platform", platform_tag(platform, base.glibc or "2.17"), "--index-url", index_url,
+            "--format", "pylock.toml", "-o", str(out), "--no-header", "--quiet", "--no-progress",
+            "--cache-dir", str(Path(tempfile.gettempdir(), "miles-uv-cache")),
+        ]  # fmt: skip
+        env = dict(os.environ, UV_NO_CONFIG="1", UV_PYTHON_DOWNLOADS="never")
+        if cafile:
+            env["SSL_CERT_FILE"] = cafile
+        try:
+            p = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=UV_TIMEOUT)
+        except FileNotFoundError:
+            raise UsageError("lock: uv is not installed (requirements-dev.txt pins it)") from None
+        except subprocess.TimeoutExpired:
+            raise RemoteUnavailable(
+                f"closure of {variant.name} {platform}: uv did not answer in {UV_TIMEOUT}s"
+            ) from None
+        if p.returncode != 0:
+            raise UsageError(f"closure of {variant.name} {platform} does not resolve: {_uv_reason(p.stderr)}")
+        lock = tomllib.loads(out.read_text(encoding="utf-8"))
+    closure = {}
+    for pkg in lock.get("packages", []):
+        wheels = pkg.get("wheels") or []
+        chosen = wheels or ([pkg["sdist"]] if "sdist" in pkg else [])
+        files = {_file_name(f): f["hashes"]["sha256"] for f in chosen}
+        closure[canonicalize_name(pkg["name"])] = {"version": pkg["version"], "files": dict(sorted(files.items()))}
+    return dict(sorted(closure.items()))
+
+
+def _file_name(entry: dict) -> str:
+    return entry.get("name") or PurePosixPath(entry["url"].split("#", 1)[0]).name
+
+
+def _uv_reason(stderr: str) -> str:
+    """uv's explanation, on one line: its `cause:` sentences, without the tree drawing."""
+    text = " ".join(line.strip() for line in stderr.splitlines() if line.strip() and not line.startswith("hint"))
+    text = re.sub(r"^(error: )?No solution found when resolving dependencies:?\s*", "", text, flags=re.I)
+    return short(text.replace("cause: ", ""), 600)
+
+
+def _environment(python: str, platform: str) -> dict:
+    return {
+        "python_version": python,
+        "python_full_version": python + ".0",
+        "sys_platform": "linux",
+        "platform_system": "Linux",
+        "platform_machine": PLATFORM_MACHINES[platform],
+        "implementation_name": "cpython",
+        "platform_python_implementation": "CPython",
+        "os_name": "posix",
+    }
+
+
+def metadata(closure: dict, index: pip_index.Index) -> dict:
+    """{name: METADATA text or None (an sdist, whose requirements are known only once built)} of each
+    distribution's first wheel, read from the index (PEP 658 copies)."""
+
+    def one(item):
+        name, rec = item
+        entries = index.files(name) or []
+        wanted = next((f for f in rec["files"] if f.endswith(".whl")), None)
+        entry = next((e for e in entries if e.get("filename") == wanted), None)
+        for attempt in range(3):
+            try:
+                return name, (_metadata_of(entry, index) if entry else None)
+            except (OSError, ValueError) as e:  # urllib's errors are OSErrors
+                if attempt == 2:
+                    raise RemoteUnavailable(f"{index.url}: metadata of {wanted}: {short(str(e))}") from None
+                time.sleep(1 + attempt)
+        return name, None
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        return dict(pool.map(one, sorted(closure.items())))
+
+
+def _metadata_of(entry: dict, index: pip_index.Index) -> str | None:
+    """The index's metadata of a wheel; for a large wheel whose page does not advertise it, the PEP 658 copy asked
+    for anyway (indexes that mirror PyPI serve it for every wheel)."""
+    text = index.metadata(entry)
+    if text is None:
+        try:
+            body, _ = index._get(entry["url"] + ".metadata", accept="*/*")
+        except urllib.error.HTTPError as e:
+            if e.code == 404:
+                return None  # no copy: the distribution's requirements stay unread (listed in the lock)
+            raise
+        text = body.decode("utf-8", "replace")
+    return text
+
+
+def check(closure: dict, metas: dict, roots: list, rules: list, python: str, platform: str) -> tuple[list, list]:
+    """(conflicts, allowed): `pip check`'s lines for the closure, read from metadata alone. The extras each
+    distribution is asked for come from the resolve's inputs (`roots`) and from every requirement in the set."""
+    env = _environment(python, platform)
+    parsed = {}
+    for name, text in metas.items():
+        reqs = []
+        for line in (HeaderParser().parsestr(text).get_all("Requires-Dist") or []) if text else []:
+            try:
+                reqs.append(Requirement(line))
+            except InvalidRequirement:
+                continue
+        parsed[name] = reqs
+    asked: dict = {n: {""} for n in closure}
+    for line in roots:
+        req = Requirement(line)
+        if req.marker is None or req.marker.evaluate(dict(env, extra="")):
+            asked.setdefault(canonicalize_name(req.name), {""}).update(req.extras)
+    changed = True
+    while changed:  # the extras asked of a distribution grow until nothing asks more
+        changed = False
+        for name, reqs in parsed.items():
+            for req in reqs:
+                if _active(req.marker, env, asked.get(name, {""})):
+                    want = asked.setdefault(canonicalize_name(req.name), {""})
+                    if not set(req.extras) <= want:
+                        want.update(req.extras)
+                        changed = True
+    conflicts, allowed = [], []
+    for name, reqs in sorted(parsed.items()):
+        version = closure[name]["version"]
+        for req in reqs:
+            if not _active(req.marker, env, asked.get(name, {""})):
+                continue
+            dep = canonicalize_name(req.name)
+            if dep not in closure:
+                text = f"{name} {version} requires {req.name}, which is not installed."
+            elif not req.specifier.contains(Version(closure[dep]["version"]), prereleases=True):
+                text = f"{name} {version} has requirement {req}, but you have {dep} {closure[dep]['version']}."
+            else:
+                continue
+            line = PipLine.parse(text)
+            rule = next((r for r in rules if r.matches(line)), None)
+            (allowed if rule else conflicts).append(f"{text} (allowed: {rule.reason})" if rule else text)
+    return conflicts, allowed
+
+
+def _active(marker: Marker | None, env: dict, extras: set) -> bool:
+    return marker is None or any(marker.evaluate(dict(env, extra=x)) for x in extras)
+
+
+def lock_variant(variant, lock_pip: dict, trees: Trees, index: pip_index.Index, cafile: str | None) -> dict:
+    """The variant's closure records, one per platform, checked (UsageError naming the first conflict)."""
+    got = inputs(variant, lock_pip, trees, index)
+    python = bases.load_base(variant.base).python_version
+    rules = allow_rules(variant)
+    out = {}
+    for platform in variant.platforms:
+        closure = resolve(variant, platform, got, index.url, cafile)
+        conflicts, allowed = check(closure, metadata(closure, index), got.requirements, rules, python, platform)
+        if conflicts:
+            more = f" (and {len(conflicts) - 1} more)" if len(conflicts) > 1 else ""
+            raise UsageError(f"closure of {variant.name} {platform}: {conflicts[0]}{more}")
+        out[f"py{python} {platform}"] = {
+            "inputs": got.digest(),
+            "packages": closure,
+            "pending": dict(sorted(got.pending.items())),
+            "unread": sorted(got.unread),
+        }
+    return out
+
+
+def hashes_for(record: dict, names) -> list[tuple[str, str, list]]:
+    """(name, version, sha256s) of the named distributions of one closure record, for a hashed install."""
+    packages = record["packages"]
+    return [(n, packages[n]["version"], sorted(set(packages[n]["files"].values()))) for n in names]
+
+
+def section(variants, pip_section: dict, old: dict | None, update: bool, trees: Trees) -> dict:
+    """The family's `closure` section: {variant: {place: record}}. A record is kept while its inputs are the same
+    (and not `update`); the rest are resolved and checked now."""
+    old = old or {}
+    index = pip_index.host_index()
+    out = {}
+    for v in variants:
+        got = inputs(v, pip_section, trees, index)
+        prev = old.get(v.name) or {}
+        places = {f"py{bases.load_base(v.base).python_version} {p}" for p in v.platforms}
+        if not update and set(prev) == places and all(r.get("inputs") == got.digest() for r in prev.values()):
+            out[v.name] = prev
+        else:
+            out[v.name] = lock_variant(v, pip_section, trees, index, index.cafile)
+    return out
+
+
+def check_section(closure, label: str) -> None:
+    """Refuse a hand-edited section that is not what `lock` writes (SpecError naming the lock file and key)."""
+    if not isinstance(closure, dict):
+        raise SpecError(label, "closure", "expected {variant: {place: record}}")
+    for variant, places in closure.items():
+        if not isinstance(places, dict):
+            raise SpecError(label, f"closure.{variant}", "expected {place: record}")
+        for place, rec in places.items():
+            key = f"closure.{variant}.{place}"
+            if not isinstance(rec, dict) or not isinstance(rec.get("packages"), dict):
+                raise SpecError(label, key, "expected a record with packages")
+            for name, pkg in rec["packages"].items():
+                files = pkg.get("files") if isinstance(pkg, dict) else None
+                if not isinstance(pkg, dict) or not isinstance(pkg.get("version"), str) or not files:
+                    raise SpecError(label, f"{key}.packages.{name}", "needs version and files")
+                for file, sha in files.items():
+                    if not (isinstance(sha, str) and re.fullmatch(r"[0-9a-f]{64}", sha)):
+                        raise SpecError(label, f"{key}.packages.{name}.files.{file}", "not a sha256 hex")
