@@ -40,7 +40,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         status, body, missing = route if route is not None else (404, b"not found\n", 0)
         self.send_response(status)
         self.send_header("Content-Length", str(len(body) + missing))
-        self.send_header("Content-Type", "application/octet-stream")
+        html = path.endswith("/") and body.lstrip().startswith(b"<!DOCTYPE html>")  # an index page (PEP 503)
+        self.send_header("Content-Type", "text/html" if html else "application/octet-stream")
         if missing:
             self.send_header("Connection", "close")
         self.end_headers()

@@ -33,8 +33,8 @@ import subprocess
 import tarfile
 import tempfile
 import time
-import urllib.error
 import tomllib
+import urllib.error
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from email.parser import HeaderParser
@@ -50,7 +50,7 @@ from toolkit.lock import pip_index
 from toolkit.lock.remote import RemoteUnavailable
 from toolkit.spec import bases
 from toolkit.spec.values import PLATFORM_MACHINES
-from toolkit.steps import applies, expand
+from toolkit.steps import applies
 from verify.kinds.pip_check import AllowRule, PipLine
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -176,8 +176,8 @@ def _from_git(url: str, commit: str, path: str) -> str | None:
                 raise RemoteUnavailable(
                     f"{url}@{commit[:12]}: cannot fetch it to read {path} ({short(why)}); give --source"
                 )
-        p = subprocess.run(["git", "-C", tmp, "show", f"{commit}:{path}"], capture_output=True, env=env)
-        return p.stdout.decode("utf-8") if p.returncode == 0 else None
+        shown = subprocess.run(["git", "-C", tmp, "show", f"{commit}:{path}"], capture_output=True, env=env)
+        return shown.stdout.decode("utf-8") if shown.returncode == 0 else None
 
 
 def inputs(variant, lock_pip: dict, trees: Trees, index: pip_index.Index) -> Inputs:
@@ -198,7 +198,7 @@ def inputs(variant, lock_pip: dict, trees: Trees, index: pip_index.Index) -> Inp
     for name, version in sorted(base.distributions.items()):
         if canonicalize_name(name) not in pinned and version:
             got.requirements.append(f"{name}=={version}")  # the base holds it: its own requirements must hold too
-    for i, step in enumerate(variant.steps):
+    for step in variant.steps:
         if not applies(step, args):
             continue
         comp = variant.components.get(step.get("value")) if step["kind"] in ("requirements", "source") else None
@@ -412,7 +412,8 @@ def check(closure: dict, metas: dict, roots: list, rules: list, python: str, pla
                     if not set(req.extras) <= want:
                         want.update(req.extras)
                         changed = True
-    conflicts, allowed = [], []
+    conflicts: list[str] = []
+    allowed: list[str] = []
     for name, reqs in sorted(parsed.items()):
         version = closure[name]["version"]
         for req in reqs:
@@ -425,8 +426,7 @@ def check(closure: dict, metas: dict, roots: list, rules: list, python: str, pla
                 text = f"{name} {version} has requirement {req}, but you have {dep} {closure[dep]['version']}."
             else:
                 continue
-            line = PipLine.parse(text)
-            rule = next((r for r in rules if r.matches(line)), None)
+            rule = next((r for r in rules if r.matches(PipLine.parse(text))), None)
             (allowed if rule else conflicts).append(f"{text} (allowed: {rule.reason})" if rule else text)
     return conflicts, allowed
 

@@ -245,7 +245,9 @@ def lock_family(path: Path, update=(), pins=None, release=None, release_label=""
 def _show_closure(places: dict | None) -> str:
     if not places:
         return "-"
-    return "; ".join(f"{where}: {len(rec['packages'])} dists {rec['inputs'][:12]}" for where, rec in sorted(places.items()))
+    return "; ".join(
+        f"{where}: {len(rec['packages'])} dists {rec['inputs'][:12]}" for where, rec in sorted(places.items())
+    )
 
 
 def _gpu_variants(path: Path, lock: dict | None = None) -> list:

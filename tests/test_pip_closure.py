@@ -1,0 +1,137 @@
+"""A GPU variant's whole environment, resolved as one set (toolkit/lock/pip_closure.py).
+
+The resolver is the real uv, against a real index server on 127.0.0.1 holding real wheel files; the pair check reads
+the same wheels' metadata. Each case is a breaker the whole environment showed: a pin outside another package's
+bound, a global override that silences a third package's requirement, an override that drops an extra."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+
+import pytest
+from local_servers import LocalIndex, wheel_file
+
+from toolkit.errors import SpecError, UsageError
+from toolkit.lock import file as lock_file
+from toolkit.lock import pip_closure, pip_index
+from toolkit.spec.catalog import load_catalog
+
+pytestmark = pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed (requirements-dev.txt)")
+CATALOG = load_catalog()
+TAG = "py3-none-any"
+AMD = "linux/amd64"
+
+
+@pytest.fixture
+def index(monkeypatch, tmp_path):
+    idx = LocalIndex()
+    monkeypatch.setenv("PIP_INDEX_URL", idx.url)
+    bridge = tmp_path / "pyproject.toml"  # the bridge's own torch, triton and transformers are not on this index
+    bridge.write_text('[project]\nname = "bridge"\ndependencies = []\n')
+    monkeypatch.setattr(pip_closure, "BRIDGE", bridge)
+    yield idx
+    idx.server.stop()
+
+
+def publish(index, name, version, requires=()):
+    filename, body = wheel_file(name, version, TAG, requires=requires)
+    index.add(name, filename, body)
+
+
+def variant(pins: dict, allow=()):
+    """cu13-x86 reduced to one pip step of `pins`, with the given allow rules and no trees to read."""
+    v = CATALOG.resolve("cu13-x86")
+    steps = ({"kind": "pip", "value": list(pins), "flags": ["no-deps"]},)
+    gates = dict(v.gates, pip_check={"allow": [dict(zip(("distribution", "requirement", "reason"), a)) for a in allow]})
+    return dataclasses.replace(v, steps=steps, pip=dict(pins), gates=gates)
+
+
+def lock(v):
+    """What `lock` records for the variant's linux/amd64 closure (UsageError on a conflict)."""
+    idx = pip_index.host_index()
+    no_base = dataclasses.replace(pip_closure.bases.load_base(v.base), distributions={})
+    orig = pip_closure.bases.load_base
+    pip_closure.bases.load_base = lambda ref: no_base  # the base's recorded distributions are not on this index
+    try:
+        v = dataclasses.replace(v, platforms=[AMD])
+        return pip_closure.lock_variant(v, {}, pip_closure.Trees(), idx, None)
+    finally:
+        pip_closure.bases.load_base = orig
+
+
+def test_a_set_that_resolves_is_recorded_with_every_file_hash(index):
+    publish(index, "energon", "7.2.2", ["msc>=0.18,<0.26"])
+    publish(index, "msc", "0.25.0")
+    rec = lock(variant({"energon": "7.2.2", "msc": "0.25.0"}))
+    packages = rec["py3.12 linux/amd64"]["packages"]
+    assert {n: p["version"] for n, p in packages.items()} == {"energon": "7.2.2", "msc": "0.25.0"}
+    assert all(len(sha) == 64 for p in packages.values() for sha in p["files"].values())
+
+
+def test_a_pin_outside_another_packages_bound_fails_naming_both(index):
+    publish(index, "energon", "7.2.2", ["msc>=0.18,<0.26"])
+    publish(index, "msc", "0.51.0")
+    with pytest.raises(UsageError, match=r"energon.* depend on msc>=0\.18,<0\.26.*msc==0\.51\.0"):
+        lock(variant({"energon": "7.2.2", "msc": "0.51.0"}))
+
+
+def test_an_allow_rule_excuses_its_own_pair_and_no_other(index):
+    """The rule (sglang, cutlass) becomes an override, which uv applies to every package: the pair check still
+    fails quack's own requirement on cutlass, which no rule names."""
+    publish(index, "sglang", "0.5.16", ["cutlass==4.6.0"])
+    publish(index, "quack", "0.6.5", ["cutlass>=4.7"])
+    publish(index, "cutlass", "4.6.2")
+    pins = {"sglang": "0.5.16", "quack": "0.6.5", "cutlass": "4.6.2"}
+    rule = ("sglang", "cutlass", "4.6.2 over 4.6.0")
+    with pytest.raises(UsageError, match=r"quack 0\.6\.5 has requirement cutlass>=4\.7, but you have cutlass 4\.6\.2"):
+        lock(variant(pins, allow=[rule]))
+    publish(index, "quack", "0.6.4", ["cutlass>=4.6"])
+    rec = lock(variant(dict(pins, quack="0.6.4"), allow=[rule]))
+    assert rec["py3.12 linux/amd64"]["packages"]["cutlass"]["version"] == "4.6.2"
+
+
+def test_an_override_keeps_the_extra_of_the_requirement_it_excuses(index):
+    publish(index, "sglang", "0.5.16", ["cutlass[cu13]==4.6.0"])
+    publish(index, "cutlass", "4.6.2", ['cutlass-libs-cu13==4.6.2; extra == "cu13"'])
+    publish(index, "cutlass-libs-cu13", "4.6.2")
+    rec = lock(variant({"sglang": "0.5.16", "cutlass": "4.6.2"}, allow=[("sglang", "cutlass", "4.6.2 over 4.6.0")]))
+    assert "cutlass-libs-cu13" in rec["py3.12 linux/amd64"]["packages"]
+
+
+def test_a_dropped_extra_is_a_missing_requirement():
+    closure = {n: {"version": v, "files": {}} for n, v in (("sglang", "0.5.16"), ("cutlass", "4.6.2"))}
+    metas = {
+        "sglang": "Name: sglang\nRequires-Dist: cutlass[cu13]==4.6.0\n",
+        "cutlass": 'Name: cutlass\nRequires-Dist: cutlass-libs-cu13==4.6.2; extra == "cu13"\n',
+    }
+    rule = pip_closure.AllowRule("sglang", ("cutlass",), "4.6.2 over 4.6.0")
+    conflicts, allowed = pip_closure.check(closure, metas, ["sglang==0.5.16"], [rule], "3.12", AMD)
+    assert conflicts == ["cutlass 4.6.2 requires cutlass-libs-cu13, which is not installed."]
+    assert len(allowed) == 1 and "allowed: 4.6.2 over 4.6.0" in allowed[0]
+
+
+def test_markers_are_read_for_the_targets_python_and_machine():
+    closure = {"a": {"version": "1", "files": {}}}
+    metas = {
+        "a": 'Name: a\nRequires-Dist: b; python_version < "3.11"\nRequires-Dist: c; platform_machine == "aarch64"\n'
+    }
+    assert pip_closure.check(closure, metas, ["a"], [], "3.12", AMD) == ([], [])
+    conflicts, _ = pip_closure.check(closure, metas, ["a"], [], "3.12", "linux/arm64")
+    assert conflicts == ["a 1 requires c, which is not installed."]
+
+
+def test_a_hand_edited_closure_is_refused_naming_the_key():
+    good = {"cu13-x86": {"py3.12 linux/amd64": {"packages": {"a": {"version": "1", "files": {"a.whl": "0" * 64}}}}}}
+    lock = {"schema": 1, "family": "cuda", "sources": {}, "artifacts": {}, "closure": good}
+    lock_file.check(lock, "images/cuda.lock.json", "cuda")
+    bad = {"cu13-x86": {"py3.12 linux/amd64": {"packages": {"a": {"version": "1", "files": {"a.whl": "zz"}}}}}}
+    with pytest.raises(SpecError, match=r"closure\.cu13-x86\.py3\.12 linux/amd64\.packages\.a\.files\.a\.whl"):
+        lock_file.check(dict(lock, closure=bad), "images/cuda.lock.json", "cuda")
+
+
+def test_a_requirements_file_is_read_as_requirements_only():
+    text = "accelerate\nblake3==1.0.9  # why\n# comment\nnvidia-resiliency-ext~=0.6.0; platform_system == 'Linux'\n"
+    assert pip_closure.requirement_lines(text, exclude=["nvidia-resiliency-ext"]) == ["accelerate", "blake3==1.0.9"]
+    with pytest.raises(ValueError, match="option line"):
+        pip_closure.requirement_lines("--extra-index-url https://example.invalid/simple\n")
