@@ -135,3 +135,19 @@ def test_a_requirements_file_is_read_as_requirements_only():
     assert pip_closure.requirement_lines(text, exclude=["nvidia-resiliency-ext"]) == ["accelerate", "blake3==1.0.9"]
     with pytest.raises(ValueError, match="option line"):
         pip_closure.requirement_lines("--extra-index-url https://example.invalid/simple\n")
+
+
+def test_the_image_installs_what_the_spec_asks_for_not_what_only_the_base_brings():
+    """A CUDA 12 base's torch comes from PyTorch's CUDA 12 index; the index's torch brings CUDA 13 libraries,
+    which only torch asks for: the image leaves torch and those to the base."""
+    record = {
+        "packages": {
+            "torch": {"version": "2.11.0", "files": {}, "via": ["(base)", "sglang"]},
+            "nvidia-cublas": {"version": "13", "files": {}, "via": ["torch"]},
+            "sglang": {"version": "0.5.16", "files": {}, "via": ["(spec)"]},
+            "numpy": {"version": "2", "files": {}, "via": ["sglang", "torch"]},
+            "energon": {"version": "7.2.2", "files": {}, "via": ["(spec)"]},
+            "msc": {"version": "0.25.0", "files": {}, "via": ["energon"]},
+        }
+    }
+    assert pip_closure.installs(record) == ["energon", "msc", "numpy", "sglang"]

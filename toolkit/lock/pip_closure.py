@@ -58,20 +58,21 @@ BRIDGE = ROOT / "bridge" / "pyproject.toml"
 UV_TIMEOUT = 600  # a cold resolve of ~300 distributions answers in 15-25 s here; the index may be slower
 MAX_FILE = 4 * 2**20  # a requirements file or pyproject.toml read from a tree
 NEVER = "sys_platform == 'never'"  # uv's idiom for a requirement that is dropped
+SPEC, BASE, OVERRIDE = "(spec)", "(base)", "(override)"  # who asks for a distribution, besides other distributions
 
 
 @dataclass
 class Inputs:
     """What one variant's closure is resolved from, as requirement lines (also what its digest covers)."""
 
-    requirements: list = field(default_factory=list)
-    constraints: list = field(default_factory=list)
+    requirements: list = field(default_factory=list)  # what the image's steps and trees ask for
+    base: list = field(default_factory=list)  # what the base holds (its own requirements must hold too)
     overrides: list = field(default_factory=list)
     pending: dict = field(default_factory=dict)  # pin -> why it is left out
     unread: list = field(default_factory=list)  # trees whose dependencies no file declares statically
 
     def digest(self) -> str:
-        text = json.dumps([self.requirements, self.constraints, self.overrides, sorted(self.pending)], sort_keys=True)
+        text = json.dumps([self.requirements, self.base, self.overrides, sorted(self.pending)], sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -197,7 +198,7 @@ def inputs(variant, lock_pip: dict, trees: Trees, index: pip_index.Index) -> Inp
         got.requirements.append(text)
     for name, version in sorted(base.distributions.items()):
         if canonicalize_name(name) not in pinned and version:
-            got.requirements.append(f"{name}=={version}")  # the base holds it: its own requirements must hold too
+            got.base.append(f"{name}=={version}")
     for step in variant.steps:
         if not applies(step, args):
             continue
@@ -229,7 +230,7 @@ def inputs(variant, lock_pip: dict, trees: Trees, index: pip_index.Index) -> Inp
                 got.requirements += deps
     bridge = _pyproject_deps(BRIDGE.read_text(encoding="utf-8"), "bridge/pyproject.toml") or []
     got.requirements += bridge
-    got.overrides = _overrides(variant, pinned, got.requirements, index)
+    got.overrides = _overrides(variant, pinned, got.requirements + got.base, index)
     return got
 
 
@@ -289,38 +290,86 @@ def resolve(variant, platform: str, got: Inputs, index_url: str, cafile: str | N
     base = bases.load_base(variant.base)
     with tempfile.TemporaryDirectory(prefix="miles-closure-") as tmp:
         files = {}
-        for part in ("requirements", "constraints", "overrides"):
+        for part in ("requirements", "base", "overrides"):
             files[part] = Path(tmp, f"{part}.txt")
             files[part].write_text("".join(f"{line}\n" for line in getattr(got, part)), encoding="utf-8")
         out = Path(tmp, "pylock.toml")
         argv = [
-            "uv", "pip", "compile", str(files["requirements"]), "-c", str(files["constraints"]),
+            "uv", "pip", "compile", str(files["requirements"]), str(files["base"]),
             "--overrides", str(files["overrides"]), "--python-version", base.python_version,
             "--python-platform", platform_tag(platform, base.glibc or "2.17"), "--index-url", index_url,
-            "--format", "pylock.toml", "-o", str(out), "--no-header", "--quiet", "--no-progress",
+            "--no-header", "--quiet", "--no-progress",
             "--cache-dir", str(Path(tempfile.gettempdir(), "miles-uv-cache")),
         ]  # fmt: skip
-        env = dict(os.environ, UV_NO_CONFIG="1", UV_PYTHON_DOWNLOADS="never")
-        if cafile:
-            env["SSL_CERT_FILE"] = cafile
-        try:
-            p = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=UV_TIMEOUT)
-        except FileNotFoundError:
-            raise UsageError("lock: uv is not installed (requirements-dev.txt pins it)") from None
-        except subprocess.TimeoutExpired:
-            raise RemoteUnavailable(
-                f"closure of {variant.name} {platform}: uv did not answer in {UV_TIMEOUT}s"
-            ) from None
-        if p.returncode != 0:
-            raise UsageError(f"closure of {variant.name} {platform} does not resolve: {_uv_reason(p.stderr)}")
+        # Twice (the second from uv's cache): the files and their digests (PEP 751), then who asks for each.
+        _uv(argv + ["--format", "pylock.toml", "-o", str(out)], variant, platform, cafile, tmp)
+        annotated = _uv(argv + ["--annotation-style", "line"], variant, platform, cafile, tmp)
         lock = tomllib.loads(out.read_text(encoding="utf-8"))
+    via = _parents(annotated)
     closure = {}
     for pkg in lock.get("packages", []):
         wheels = pkg.get("wheels") or []
         chosen = wheels or ([pkg["sdist"]] if "sdist" in pkg else [])
         files = {_file_name(f): f["hashes"]["sha256"] for f in chosen}
-        closure[canonicalize_name(pkg["name"])] = {"version": pkg["version"], "files": dict(sorted(files.items()))}
+        name = canonicalize_name(pkg["name"])
+        closure[name] = {"version": pkg["version"], "files": dict(sorted(files.items())), "via": via.get(name, [])}
     return dict(sorted(closure.items()))
+
+
+ROOTS = {"requirements.txt": SPEC, "base.txt": BASE, "overrides.txt": OVERRIDE}
+
+
+def _parents(text: str) -> dict:
+    """{name: sorted parents} from uv's `# via a, b, -r FILE` annotations; an input file becomes its root mark."""
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?==\S+\s+# via (.*)$", line)
+        if not m:
+            continue
+        parents = set()
+        for word in m.group(3).split(", "):
+            flag, _, file = word.strip().partition(" ")
+            parents.add(
+                ROOTS.get(Path(file).name, word) if flag in ("-r", "--override", "-c") else canonicalize_name(word)
+            )
+        out[canonicalize_name(m.group(1))] = sorted(parents)
+    return out
+
+
+def _uv(argv: list, variant, platform: str, cafile: str | None, cwd: str) -> str:
+    env = dict(os.environ, UV_NO_CONFIG="1", UV_PYTHON_DOWNLOADS="never")
+    if cafile:
+        env["SSL_CERT_FILE"] = cafile
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=UV_TIMEOUT, cwd=cwd)
+    except FileNotFoundError:
+        raise UsageError("lock: uv is not installed (requirements-dev.txt pins it)") from None
+    except subprocess.TimeoutExpired:
+        raise RemoteUnavailable(f"closure of {variant.name} {platform}: uv did not answer in {UV_TIMEOUT}s") from None
+    if p.returncode != 0:
+        raise UsageError(f"closure of {variant.name} {platform} does not resolve: {_uv_reason(p.stderr)}")
+    return p.stdout
+
+
+def installs(record: dict) -> list[str]:
+    """The distributions of a closure record the image installs: those the spec's steps and trees ask for, and
+    what they bring, but not what the base holds (unless a step asks for it too) nor what only the base's own
+    distributions bring: the base installed those already, for its own build of them (a CUDA 12 base's torch
+    comes from PyTorch's CUDA 12 index, while the index's torch brings CUDA 13 libraries)."""
+    packages = record["packages"]
+    children: dict = {}
+    for name, pkg in packages.items():
+        for parent in pkg.get("via", []):
+            children.setdefault(parent, []).append(name)
+    held = {n for n, p in packages.items() if BASE in p.get("via", []) and SPEC not in p.get("via", [])}
+    seen, todo = set(), list(children.get(SPEC, []))
+    while todo:
+        name = todo.pop()
+        if name in seen or name in held:
+            continue
+        seen.add(name)
+        todo += children.get(name, [])
+    return sorted(seen)
 
 
 def _file_name(entry: dict) -> str:
@@ -443,7 +492,9 @@ def lock_variant(variant, lock_pip: dict, trees: Trees, index: pip_index.Index, 
     out = {}
     for platform in variant.platforms:
         closure = resolve(variant, platform, got, index.url, cafile)
-        conflicts, allowed = check(closure, metadata(closure, index), got.requirements, rules, python, platform)
+        conflicts, allowed = check(
+            closure, metadata(closure, index), got.requirements + got.base, rules, python, platform
+        )
         if conflicts:
             more = f" (and {len(conflicts) - 1} more)" if len(conflicts) > 1 else ""
             raise UsageError(f"closure of {variant.name} {platform}: {conflicts[0]}{more}")
