@@ -266,12 +266,12 @@ def _extras_asked(owner: str, version: str | None, name: str, index: pip_index.I
     entry = next(
         (
             e
-            for e in index.files(owner) or []
+            for e in _asked(index.files, owner) or []
             if e.get("filename", "").endswith(".whl") and f"-{version}-" in e["filename"]
         ),
         None,
     )
-    text = index.metadata(entry) if entry else None
+    text = _asked(index.metadata, entry) if entry else None
     extras: set = set()
     for line in (HeaderParser().parsestr(text).get_all("Requires-Dist") or []) if text else []:
         req = Requirement(line)
@@ -402,20 +402,23 @@ def metadata(closure: dict, index: pip_index.Index) -> dict:
 
     def one(item):
         name, rec = item
-        entries = index.files(name) or []
         wanted = next((f for f in rec["files"] if f.endswith(".whl")), None)
-        entry = next((e for e in entries if e.get("filename") == wanted), None)
-        for attempt in range(3):
-            try:
-                return name, (_metadata_of(entry, index) if entry else None)
-            except (OSError, ValueError) as e:  # urllib's errors are OSErrors
-                if attempt == 2:
-                    raise RemoteUnavailable(f"{index.url}: metadata of {wanted}: {short(str(e))}") from None
-                time.sleep(1 + attempt)
-        return name, None
+        entry = next((e for e in _asked(index.files, name) or [] if e.get("filename") == wanted), None)
+        return name, (_asked(_metadata_of, entry, index) if entry else None)
 
     with ThreadPoolExecutor(max_workers=8) as pool:
         return dict(pool.map(one, sorted(closure.items())))
+
+
+def _asked(call, *args):
+    """`call(*args)` of the index, tried three times: a lost connection is common on a long run of requests."""
+    for attempt in range(3):
+        try:
+            return call(*args)
+        except (OSError, ValueError) as e:  # urllib's errors are OSErrors
+            if attempt == 2:
+                raise RemoteUnavailable(f"package index: {call.__name__}{short(args[:1])}: {short(str(e))}") from None
+            time.sleep(1 + attempt)
 
 
 def _metadata_of(entry: dict, index: pip_index.Index) -> str | None:

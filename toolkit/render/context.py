@@ -20,6 +20,8 @@ from toolkit.plan.sources import LABEL_PREFIX, git_components, remote, resolve
 from toolkit.render.gate_bundle import config_text, payload_files
 from toolkit.spec.catalog import ROOT
 from toolkit.steps import views
+from toolkit.steps.closure import FILE as CLOSURE_FILE
+from toolkit.steps.closure import requirements_text
 
 BUILD_DIR = ROOT / "build"
 # What a copy of the project needs to render, stage and build every target (tests and benches copy exactly this).
@@ -114,6 +116,7 @@ def plan_hash(plan, dockerfile_text: str, files: dict | None = None, sources=Non
                 fh.update(chunk)
         h.update(rel.encode() + b"\0" + fh.hexdigest().encode() + b"\0")
     h.update(config_text(plan.gates).encode())
+    h.update(b"closure\0" + requirements_text(plan.variant.closure).encode())
     return h.hexdigest()
 
 
@@ -137,6 +140,7 @@ def stage(plan, dockerfile_text: str, build_dir: Path = BUILD_DIR, scope: Scope 
         (root / "gates").mkdir(exist_ok=True)
         (root / "gates" / "gates.json").write_text(config_text(plan.gates))
         (root / "patches").mkdir(exist_ok=True)
+        (root / CLOSURE_FILE).write_text(requirements_text(plan.variant.closure))
         dockerfile = root / "Dockerfile"
         dockerfile.write_text(dockerfile_text)
     except BaseException:

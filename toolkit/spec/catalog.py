@@ -328,7 +328,7 @@ def _parse_family(path: Path, lock: dict | None = None) -> tuple[dict, dict[str,
         gates = start_imports.expand(raw["gates"], file, "gates")
         check_gates(gates, family_defaults.get("pip"), family_defaults.get("components"), file, "gates")
     family_steps = [normalize(s, Where(file, f"steps[{i}]")) for i, s in enumerate(raw.get("steps") or [])]
-    pip_section = _lock_pip_section(path, file, raw, lock)
+    pip_section, closure_section = _lock_pip_sections(path, file, raw, lock)
     variants = {}
     for name, over in raw["variants"].items():
         if not NAME_RE.fullmatch(name):
@@ -370,7 +370,8 @@ def _parse_family(path: Path, lock: dict | None = None) -> tuple[dict, dict[str,
             raise SpecError(file, key, local_base_problem(v["base"]))
         origin = _origin_finder(file, name, own, over, layers)
         check_steps(steps, v, Where(file, steps_key), origin)
-        pip_files = _locked_pip_files(pip_section, v)
+        closure = _locked_closure(closure_section.get(name) or {}, v)
+        pip_files = _locked_pip_files(pip_section, closure, v)
         variants[name] = Variant.from_spec(
             raw,
             v,
@@ -379,37 +380,68 @@ def _parse_family(path: Path, lock: dict | None = None) -> tuple[dict, dict[str,
             steps=steps,
             upstream_tags=upstream_tags_of(raw, name),
             pip_files=pip_files,
+            closure=closure,
         )
     return raw, variants
 
 
-def _lock_pip_section(path: Path, file: str, raw: dict, lock: dict | None) -> dict:
-    """The family lock's `pip` section (the lock a `build.py lock` run holds, else the file's); a family that makes
-    its base locally or installs from a wheelhouse has none."""
+def _lock_pip_sections(path: Path, file: str, raw: dict, lock: dict | None) -> tuple[dict, dict]:
+    """The family lock's `pip` and `closure` sections (the lock a `build.py lock` run holds, else the file's); a
+    family that makes its base locally or installs from a wheelhouse has none."""
     if raw.get("base_build") or raw.get("wheelhouse"):
-        return {}
+        return {}, {}
     if lock is None:
         from toolkit.lock import file as lock_file
 
         lpath = lock_file.lock_path(path)
         lock = lock_file.load(lpath, str(Path(file).with_name(lpath.name)), raw["family"]) or {}
-    return lock.get("pip") or {}
+    return lock.get("pip") or {}, lock.get("closure") or {}
 
 
-def _locked_pip_files(section: dict, v: dict) -> dict:
-    """What the lock's `pip` section holds for a GPU variant: {NAME==VERSION: {platform: sha256}}, only for pins
-    locked on every one of its platforms (a pending pin installs by name and version)."""
-    if not section:
-        return {}
+def _locked_closure(places: dict, v: dict) -> dict:
+    """The distributions the variant's image installs from its closure, per platform: {platform: {name: {version,
+    files}}}; empty unless the lock holds a closure for every one of its platforms."""
+    from toolkit.lock.pip_closure import installs
     from toolkit.spec.bases import load_base
 
+    if not places:
+        return {}
     python = load_base(v["base"]).python_version
     platforms = v.get("platforms") or ["linux/amd64"]
+    records = [places.get(f"py{python} {p}") or {} for p in platforms]
+    if not all(records) or not all(installs(rec) for rec in records):
+        return {}
+    return {
+        p: {n: {k: rec["packages"][n][k] for k in ("version", "files")} for n in installs(rec)}
+        for p, rec in zip(platforms, records)
+    }
+
+
+def _locked_pip_files(section: dict, closure: dict, v: dict) -> dict:
+    """The sha256s a GPU variant's exact pins install with: {NAME==VERSION: [sha256, ...]}, from the closure's
+    files of that distribution and version where the lock holds a closure, else from the `pip` section; only for
+    pins locked on every one of its platforms (a pending pin installs by name and version)."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    from toolkit.spec.bases import load_base
+
+    platforms = v.get("platforms") or ["linux/amd64"]
     out = {}
+    if closure:
+        for name, version in (v.get("pip") or {}).items():
+            pin = f"{expand(name, v.get('args') or {})}=={version}"
+            found = [(closure[p].get(canonicalize_name(Requirement(pin).name)) or {}) for p in platforms]
+            if all(f.get("version") == version for f in found):
+                out[pin] = sorted({sha for f in found for sha in f["files"].values()})
+        return out
+    if not section:
+        return {}
+    python = load_base(v["base"]).python_version
     for pin, places in section.items():
         recs = [places.get(f"py{python} {p}") or {} for p in platforms]
         if all("sha256" in r for r in recs):
-            out[pin] = {p: r["sha256"] for p, r in zip(platforms, recs)}
+            out[pin] = sorted({r["sha256"] for r in recs})
     return out
 
 

@@ -124,8 +124,11 @@ class Variant:
     upstream_tags: dict = spec_field(
         Key({"image": str, "dev_prefix": str, "postfix": STR_MAP}, (FAMILY_FILE,), shapes=False, convert=dict)
     )
-    # NAME==VERSION -> the sha256 of its locked file on each of the variant's platforms (the lock's `pip` section)
+    # NAME==VERSION -> the sha256s of its locked files on the variant's platforms (the lock's closure, else its `pip`
+    # section)
     pip_files: dict = spec_field(Key(convert=dict))
+    # What the image installs of its closure (the lock's `closure`): {platform: {name: {version, files}}}
+    closure: dict = spec_field(Key(convert=dict))
 
     @classmethod
     def from_spec(cls, family: dict, values: dict, **resolved) -> Variant:

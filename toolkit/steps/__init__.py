@@ -56,10 +56,10 @@ def normalize(raw, where: Where) -> dict:
         found = ", ".join(map(str, keys)) or "none"
         raise where.error("", f"a step has exactly one kind key (found {found}); known kinds: {', '.join(KINDS)}")
     kind = KINDS[keys[0]]
-    if kind.main is None:
-        raise where.error(keys[0], "this kind takes no value: write it as a bare name")
+    if kind.main is None and raw[keys[0]] is not None:
+        raise where.error(keys[0], "this kind takes no value: write it as a bare name (or `NAME:` with its options)")
     schema = {kind.key: kind.main, "why": str, "when": STR_MAP, **kind.options}
-    check(raw, schema, where.file, where.key)
+    check({k: val for k, val in raw.items() if val is not None or k != kind.key}, schema, where.file, where.key)
     step = {"kind": kind.key, "value": raw[kind.key]}
     step.update({k: val for k, val in raw.items() if k != kind.key})
     if "why" in step and CONTROL_RE.search(step["why"]):

@@ -129,6 +129,15 @@ def run(first: str, lines) -> str:
     return "RUN " + first + "".join(f" \\\n    {line}" for line in lines if line)
 
 
+def no_deps_over_closure(view: dict, v: dict) -> dict:
+    """A step of a variant whose lock holds its closure installs with `--no-deps`: the closure step installed what
+    it would bring, so no step resolves anything on its own."""
+    flags = view.get("flags", [])
+    if v.get("closure") and not v.get("wheelhouse") and "no-deps" not in flags:
+        return dict(view, flags=[*flags, "no-deps"])
+    return view
+
+
 def flag_words(step: dict) -> str:
     return "".join(f" --{flag}" for flag in step.get("flags", []))
 

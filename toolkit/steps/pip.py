@@ -17,6 +17,7 @@ from toolkit.steps.base import (
     expand,
     flag_words,
     need_pin,
+    no_deps_over_closure,
     prebuilt_lines,
     run,
     with_prebuilt,
@@ -76,7 +77,8 @@ class Pip(Kind):
         by_name = bool((v.get("wheelhouse") or {}).get("other_platforms"))
         pins = [(name, None if by_name else v["pip"][name]) for name in step["value"]]
         view = dict(step, pins=pins)
-        if "no-deps" in step.get("flags", []) and not v.get("wheelhouse"):
+        view = no_deps_over_closure(view, v)
+        if "no-deps" in view.get("flags", []) and not v.get("wheelhouse"):
             # Exactly the locked files: pip checks each against the lock's sha256s (any of the variant's platforms).
             locked = v.get("pip_files") or {}
             keys = [f"{expand(name, v.get('args') or {})}=={version}" for name, version in pins]
@@ -87,7 +89,7 @@ class Pip(Kind):
                     " could not be reached stays pending)"
                 )
             else:
-                view["hashes"] = [(k, sorted(set(locked[k].values()))) for k in keys]
+                view["hashes"] = [(k, locked[k]) for k in keys]
         return with_prebuilt(view, v, step["value"][0])
 
     def lines(self, step, out):

@@ -19,7 +19,8 @@ class Requirements(Kind):
     (entries of /usr/lib/python3/dist-packages, a trailing `*` allowed, that the OS installed without a pip record,
     so pip could not replace them: they are removed first).
     Leaves: the requirements' distributions. Only the requirements file is mounted, so a change elsewhere in the
-    tree keeps this layer.
+    tree keeps this layer. Over a variant whose lock holds its closure, the closure step has installed them: this
+    step only checks, offline (`--no-index --dry-run`), that the tree asks for nothing the closure lacks.
     May not: install the component itself (a `source` step does).
     """
 
@@ -42,7 +43,10 @@ class Requirements(Kind):
 
     def view(self, step, v):
         comp = v["components"][step["value"]]
-        return dict(step, name=step["value"], file=comp["requirements"], exclude=comp.get("exclude") or [])
+        locked = bool(v.get("closure")) and not v.get("wheelhouse")
+        return dict(
+            step, name=step["value"], file=comp["requirements"], exclude=comp.get("exclude") or [], locked=locked
+        )
 
     def lines(self, step, out):
         drop = " ".join(shell_glob("/usr/lib/python3/dist-packages/" + n) for n in step.get("drop_system", []))
@@ -60,7 +64,10 @@ class Requirements(Kind):
                     f"rm -rf {drop} &&" if drop else "",
                     f"{out.word(out.python)} /tmp/tools/requirements.py /tmp/requirements.in{excludes}"
                     " >/tmp/requirements.txt &&",
-                    f"pip install {out.pip_opts()}{flag_words(step)} -r /tmp/requirements.txt &&",
+                    # Over a closure: only a check that it holds the tree's requirements (nothing is fetched).
+                    f"pip install {out.pip_opts()} --no-index --dry-run -r /tmp/requirements.txt &&"
+                    if step.get("locked")
+                    else f"pip install {out.pip_opts()}{flag_words(step)} -r /tmp/requirements.txt &&",
                     "rm /tmp/requirements.txt",
                 ],
             )

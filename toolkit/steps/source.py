@@ -16,6 +16,7 @@ from toolkit.steps.base import (
     env_words,
     flag_words,
     need_component,
+    no_deps_over_closure,
     patch_line,
     prebuilt_lines,
     run,
@@ -98,7 +99,7 @@ class Source(Kind):
         name = step["value"]
         patches = [p for p in v.get("patches") or () if p.get("component") == name]
         view = dict(step, name=name, subdir=step.get("subdir", comp.get("subdir", "")), patches=patches)
-        return with_prebuilt(view, v, name)
+        return with_prebuilt(no_deps_over_closure(view, v), v, name)
 
     def lines(self, step, out):
         if step.get("choice", {}).get("how", "source") != "source":
