@@ -302,9 +302,9 @@ def _path_problem(path: bytes) -> str:
     if path.startswith(b"/"):
         return "an absolute path"
     if b"\0" in path:
-        return "a NUL byte in its path"
+        return "a path with a NUL byte"
     if b".." in path.split(b"/"):
-        return "a '..' in its path"
+        return "a path with '..'"
     return ""
 
 
