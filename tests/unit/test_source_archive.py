@@ -230,6 +230,11 @@ def _raw_tar(members) -> bytes:
     return out.getvalue()
 
 
+def _at_time(pair, mtime: int):
+    pair[0].mtime = mtime
+    return pair
+
+
 def _pax(records: bytes) -> bytes:
     info = tarfile.TarInfo("././@PaxHeader")
     info.type, info.size = tarfile.XHDTYPE, len(records)
@@ -246,8 +251,9 @@ def _pax(records: bytes) -> bytes:
         (_raw_tar([member("miles/f.py")]) + b"\0" * (2 << 20), "bytes after the archive's end"),
         (_raw_tar([member("miles/f.py", data=b"x" * 4000)])[:2048], "the archive ends inside member 'miles/f.py'"),
         (b"\1" * 512, "a corrupt tar header at byte 0"),
+        (_raw_tar([_at_time(member("miles/f.py"), 1 << 60)]), "a corrupt size or time in the header at byte 1024"),
     ],
-    ids=["header-chain", "pax-length", "pax-digits", "sparse", "trailer", "truncated", "corrupt"],
+    ids=["header-chain", "pax-length", "pax-digits", "sparse", "trailer", "truncated", "corrupt", "time"],
 )
 def test_a_stream_that_is_not_plain_tar_is_one_line(tmp_path, place, stream, needle):
     parent, _ = place

@@ -33,6 +33,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from toolkit.errors import BuildFailed, UsageError, short
 
@@ -52,6 +53,7 @@ MAX_HEADER_CHAIN = 8  # extended headers before one member: a global pax header,
 MAX_HEADERS_TOTAL = 64 << 20
 MAX_TRAILER_BYTES = 1 << 20  # decompressed bytes after the end-of-archive block: tar pads to 10 KiB records
 CHUNK = 1 << 20  # bytes read or written at a time
+MAX_TIME = 1 << 40  # seconds either side of 1970 a member's time may be (os.utime takes no more)
 
 BLOCK = 512
 REGULAR, DIRECTORY, SYMLINK, HARDLINK = "file", "folder", "symbolic link", "hard link"
@@ -101,7 +103,7 @@ class Archive:
 # ---- the stream
 
 
-def _open_stream(raw: io.BufferedIOBase) -> io.BufferedIOBase:
+def _open_stream(raw: BinaryIO) -> io.BufferedIOBase | BinaryIO:
     """The decompressed stream of `raw` (gzip, bzip2, xz, or none), read as it is asked for: never all at once."""
     raw.seek(0)
     magic = raw.read(6)
@@ -118,7 +120,7 @@ def _open_stream(raw: io.BufferedIOBase) -> io.BufferedIOBase:
 class _Stream:
     """The tar stream, forward only, counting its bytes."""
 
-    def __init__(self, file: io.BufferedIOBase, what: str):
+    def __init__(self, file: io.BufferedIOBase | BinaryIO, what: str):
         self.file, self.what, self.pos = file, what, 0
 
     def read(self, n: int) -> bytes:
@@ -212,7 +214,8 @@ def read_members(stream: _Stream, what: str, caps: tuple, archive: Archive) -> I
             if chain:
                 raise UsageError(f"{what}: cannot unpack (an extended header at byte {offset} names no member)")
             break
-        size, mode, mtime = _number(block[124:136]), _number(block[100:108]), _number(block[136:148])
+        size, mode = _number(block[124:136]), _number(block[100:108])
+        mtime: float | None = _number(block[136:148])
         if not _checksum_ok(block) or size is None or mode is None or mtime is None:
             raise UsageError(f"{what}: cannot unpack (a corrupt tar header at byte {offset})")
         typeflag = block[156:157]
@@ -256,8 +259,8 @@ def read_members(stream: _Stream, what: str, caps: tuple, archive: Archive) -> I
             size = int(pax[b"size"]) if pax[b"size"].isdigit() and len(pax[b"size"]) <= 20 else None
         if b"mtime" in pax:
             mtime = float(pax[b"mtime"]) if PAX_MTIME_RE.fullmatch(pax[b"mtime"]) else None
-        if size is None or mtime is None:
-            raise UsageError(f"{what}: cannot unpack (a corrupt pax header before byte {offset})")
+        if size is None or mtime is None or not -MAX_TIME < mtime < MAX_TIME:
+            raise UsageError(f"{what}: cannot unpack (a corrupt size or time in the header at byte {offset})")
         pax, long_name, long_link, chain = {}, None, None, 0
         shown = short(name.decode("utf-8", "surrogateescape"))
         count += 1
@@ -515,7 +518,7 @@ def member_caps() -> tuple:
     return limit("MILES_SOURCE_MAX_FILES", DEFAULT_MAX_FILES), limit("MILES_SOURCE_MAX_BYTES", DEFAULT_MAX_BYTES)
 
 
-def scan(raw: io.BufferedIOBase, staging_parent: Path, what: str, caps: tuple) -> Archive:
+def scan(raw: BinaryIO, staging_parent: Path, what: str, caps: tuple) -> Archive:
     """The first pass: every member, checked, nothing written; UsageError naming the first problem."""
     stream = _Stream(_open_stream(raw), what)
     archive = Archive()
