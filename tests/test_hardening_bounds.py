@@ -35,7 +35,7 @@ GOOD = {f"miles/f{i}.py": os.urandom(2000) for i in range(20)}
 
 
 def truncated() -> bytes:
-    return tgz(GOOD)[:100]  # not even its first tar header: tarfile.is_tarfile itself runs out
+    return tgz(GOOD)[:100]  # not even its first tar header: the first look at it (is_archive) runs out
 
 
 def corrupt_crc() -> bytes:

@@ -18,14 +18,13 @@ import hashlib
 import os
 import shutil
 import subprocess
-import tarfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 from toolkit.errors import UsageError, short
 from toolkit.plan.artifacts import WHEELS, file_name, wheel_dist
-from toolkit.plan.source_archive import unpack
+from toolkit.plan.source_archive import is_archive, unpack
 from toolkit.plan.wheel_files import check_wheel, wheel_entries
 from toolkit.spec.values import COMMIT_RE
 from toolkit.steps import applies
@@ -85,10 +84,10 @@ def parse_overrides(items, variant) -> dict:
             )
         try:
             p = Path(path).expanduser().resolve()
-            usable = p.is_dir() or (p.is_file() and tarfile.is_tarfile(p))
+            usable = p.is_dir() or (p.is_file() and is_archive(p))
         except OSError as e:  # a name too long, a loop of links, no permission
             raise UsageError(f"--source {short(item)}: {e.strerror or type(e).__name__}") from None
-        except (EOFError, tarfile.TarError, zlib.error) as e:  # an archive cut short before its first header
+        except (EOFError, zlib.error) as e:  # an archive cut short before its first header
             raise UsageError(f"--source {short(item)}: not a readable tar archive ({type(e).__name__})") from None
         if not usable:
             raise UsageError(f"--source {short(item)}: {short(path)} is neither a folder nor a tar archive")
