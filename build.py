@@ -193,12 +193,12 @@ def cmd_lock(args) -> int:
     if not paths:
         out("lock: no family declares a policy (components.*.track or artifacts)")
         return 0
+    trees = Trees(dict(lock_sources(args.source)))
     if args.check:
-        rows, moved, errors = lock.check_families(paths)
+        rows, moved, errors = lock.check_families(paths, trees)
         out(table(["source", "locked", "upstream now", "moved?"], rows).rstrip("\n"))
         lock.raise_first(errors, "lock --check")
         return 1 if moved else 0
-    trees = Trees(dict(lock_sources(args.source)))
     rows, resolved = lock.lock_families(paths, args.update, pins, release, args.from_release_lock or "", trees)
     out(table(["source", "locked before", "locked now", "changed?"], rows).rstrip("\n"))
     for new, lpath, label in resolved:

@@ -66,4 +66,4 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="miles-base:bookworm-minbase-py311-git-gxx" \
       io.miles.variant="miles-cpu" \
-      io.miles.spec-digest="ead9ee930a15aa0d19eaf090c6935b2107e972f270529e01b2ee88895d619053"
+      io.miles.spec-digest="192661ad1dafffbda0f58f51e0dd9dd39baa67fba017270b9e67eb863643fa34"

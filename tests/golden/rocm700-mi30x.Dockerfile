@@ -88,10 +88,10 @@ RUN --mount=type=bind,from=src-torch_memory_saver,target=/tmp/src/torch_memory_s
 RUN --mount=type=bind,from=src-megatron_bridge,target=/tmp/src/megatron_bridge,rw --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir --no-deps --no-build-isolation /tmp/src/megatron_bridge
-# not hash-checked: no locked file for megatron-energon==7.2.2, multi-storage-client==0.51.0 (`build.py lock`; a pin whose index could not be reached stays pending)
+# not hash-checked: no locked file for megatron-energon==7.2.2, multi-storage-client==0.25.0 (`build.py lock`; a pin whose index could not be reached stays pending)
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir --no-deps megatron-energon==7.2.2 multi-storage-client==0.51.0
+    pip install --no-cache-dir --no-deps megatron-energon==7.2.2 multi-storage-client==0.25.0
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir nvidia-modelopt==0.40.0
@@ -175,6 +175,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.10-rocm700-mi30x" \
       io.miles.variant="rocm700-mi30x" \
-      io.miles.spec-digest="2aad328fddc306ac1460936054351ac30991cd9edbce5c90c7453e32bdfd3152"
+      io.miles.spec-digest="642f8106f03673cacbbc979ce94d2a4a9a8339da8273afcb6e2497026a83a5ff"
 WORKDIR /root/
 CMD ["/bin/bash"]

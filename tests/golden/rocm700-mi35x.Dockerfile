@@ -88,10 +88,10 @@ RUN --mount=type=bind,from=src-torch_memory_saver,target=/tmp/src/torch_memory_s
 RUN --mount=type=bind,from=src-megatron_bridge,target=/tmp/src/megatron_bridge,rw --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir --no-deps --no-build-isolation /tmp/src/megatron_bridge
-# not hash-checked: no locked file for megatron-energon==7.2.2, multi-storage-client==0.51.0 (`build.py lock`; a pin whose index could not be reached stays pending)
+# not hash-checked: no locked file for megatron-energon==7.2.2, multi-storage-client==0.25.0 (`build.py lock`; a pin whose index could not be reached stays pending)
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir --no-deps megatron-energon==7.2.2 multi-storage-client==0.51.0
+    pip install --no-cache-dir --no-deps megatron-energon==7.2.2 multi-storage-client==0.25.0
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir nvidia-modelopt==0.40.0
@@ -175,6 +175,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="rocm/sgl-dev:v0.5.14-rocm700-mi35x-20260627" \
       io.miles.variant="rocm700-mi35x" \
-      io.miles.spec-digest="c9188039f80dbd9b350109cd261cde6ebe9ab933e9a93d59b9bb99103fcf0755"
+      io.miles.spec-digest="522d8d795c452aa8062f407178be2801430147acabe695b1872f50efaf50a0a9"
 WORKDIR /root/
 CMD ["/bin/bash"]

@@ -88,10 +88,10 @@ RUN --mount=type=bind,from=src-torch_memory_saver,target=/tmp/src/torch_memory_s
 RUN --mount=type=bind,from=src-megatron_bridge,target=/tmp/src/megatron_bridge,rw --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir --no-deps --no-build-isolation /tmp/src/megatron_bridge
-# not hash-checked: no locked file for megatron-energon==7.2.2, multi-storage-client==0.51.0 (`build.py lock`; a pin whose index could not be reached stays pending)
+# not hash-checked: no locked file for megatron-energon==7.2.2, multi-storage-client==0.25.0 (`build.py lock`; a pin whose index could not be reached stays pending)
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir --no-deps megatron-energon==7.2.2 multi-storage-client==0.51.0
+    pip install --no-cache-dir --no-deps megatron-energon==7.2.2 multi-storage-client==0.25.0
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir nvidia-modelopt==0.40.0
@@ -178,6 +178,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="rocm/sgl-dev:v0.5.16-rocm720-mi35x-20260730" \
       io.miles.variant="rocm720-mi35x" \
-      io.miles.spec-digest="2fc65c533f79c4192022363d7a6f0cdb8b6604ec356e3def8faac56371918915"
+      io.miles.spec-digest="54ab7a9efa04c7e579ced3daf61f3e133bc6914d5131e6cd60609ab7f7ab7cbb"
 WORKDIR /root/
 CMD ["/bin/bash"]

@@ -29,4 +29,4 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="miles-base:bookworm-minbase-py311-git" \
       io.miles.variant="smoke-arm64" \
-      io.miles.spec-digest="43d430580c9bbedec8695c32c6c066a2fd3d6c0f1e6d2eab7fad93287827515b"
+      io.miles.spec-digest="24858c8fc046bbf766acf70406e913505de82f657caa0b387509977ab3c675f2"

@@ -29,4 +29,4 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="miles-base:bookworm-minbase-py311-git" \
       io.miles.variant="smoke" \
-      io.miles.spec-digest="2217e0a8b5dd0d7328388b97c31ee2d4324ea4fad3d07a79340e9e46b7e13873"
+      io.miles.spec-digest="cabf7ec063eb840bee74dee9f3852ed1e8ce0eb94036e5316d05354e3f424cb0"

@@ -30,7 +30,6 @@ import json
 import os
 import re
 import subprocess
-import tarfile
 import tempfile
 import time
 import tomllib
@@ -48,6 +47,7 @@ from packaging.version import Version
 from toolkit.errors import SpecError, UsageError, short
 from toolkit.lock import pip_index
 from toolkit.lock.remote import RemoteUnavailable
+from toolkit.plan import source_archive
 from toolkit.spec import bases
 from toolkit.spec.values import PLATFORM_MACHINES
 from toolkit.steps import applies
@@ -133,6 +133,7 @@ class Trees:
     def __init__(self, sources: dict | None = None):
         self.sources = {k: Path(v) for k, v in (sources or {}).items()}
         self._cache: dict = {}
+        self._unpacked: dict = {}  # name -> TemporaryDirectory holding an unpacked tarball (removed with this object)
 
     def read(self, name: str, component: dict, rel: str) -> str | None:
         key = (name, component.get("ref"), rel)
@@ -143,27 +144,20 @@ class Trees:
     def _read(self, name: str, component: dict, rel: str) -> str | None:
         sub = component.get("subdir") or ""
         path = str(PurePosixPath(sub, rel)) if sub else rel
-        if name in self.sources:
-            src = self.sources[name]
-            if src.is_dir():
-                f = src / path
-                return f.read_text(encoding="utf-8") if f.is_file() and f.stat().st_size <= MAX_FILE else None
-            return _from_tarball(src, path)
-        return _from_git(component["git"], component["ref"], path)
+        if name not in self.sources:
+            return _from_git(component["git"], component["ref"], path)
+        f = self._tree(name) / path
+        return f.read_text(encoding="utf-8") if f.is_file() and f.stat().st_size <= MAX_FILE else None
 
-
-def _from_tarball(archive: Path, path: str) -> str | None:
-    """One regular file of a source tarball (its members may sit under one top folder), bounded."""
-    try:
-        with tarfile.open(archive, "r:*") as tar:
-            for member in tar:
-                parts = member.name.split("/", 1)
-                if member.isfile() and path in (member.name, parts[-1]) and member.size <= MAX_FILE:
-                    f = tar.extractfile(member)
-                    return f.read().decode("utf-8") if f else None
-    except (tarfile.TarError, OSError, UnicodeDecodeError) as e:
-        raise UsageError(f"--source {archive}: cannot read {path}: {e}") from None
-    return None
+    def _tree(self, name: str) -> Path:
+        """A `--source` folder as it is; a tarball unpacked once, by the same checked unpacking a build uses."""
+        src = self.sources[name]
+        if src.is_dir():
+            return src
+        if name not in self._unpacked:
+            self._unpacked[name] = tempfile.TemporaryDirectory(prefix="miles-closure-")
+            source_archive.unpack(src, Path(self._unpacked[name].name, "tree"), f"--source {name}")
+        return Path(self._unpacked[name].name, "tree")
 
 
 def _from_git(url: str, commit: str, path: str) -> str | None:
@@ -353,15 +347,15 @@ def _uv(argv: list, variant, platform: str, cafile: str | None, cwd: str) -> str
 
 def installs(record: dict) -> list[str]:
     """The distributions of a closure record the image installs: those the spec's steps and trees ask for, and
-    what they bring, but not what the base holds (unless a step asks for it too) nor what only the base's own
-    distributions bring: the base installed those already, for its own build of them (a CUDA 12 base's torch
+    what they bring, but not what the base holds (a step that replaces one pins it, and then the base's is not
+    held) nor what only the base's own distributions bring: the base installed those already, for its own build of them (a CUDA 12 base's torch
     comes from PyTorch's CUDA 12 index, while the index's torch brings CUDA 13 libraries)."""
     packages = record["packages"]
     children: dict = {}
     for name, pkg in packages.items():
         for parent in pkg.get("via", []):
             children.setdefault(parent, []).append(name)
-    held = {n for n, p in packages.items() if BASE in p.get("via", []) and SPEC not in p.get("via", [])}
+    held = {n for n, p in packages.items() if BASE in p.get("via", [])}  # never a step's pin (those win the base)
     seen, todo = set(), list(children.get(SPEC, []))
     while todo:
         name = todo.pop()
@@ -516,20 +510,42 @@ def hashes_for(record: dict, names) -> list[tuple[str, str, list]]:
     return [(n, packages[n]["version"], sorted(set(packages[n]["files"].values()))) for n in names]
 
 
+def spec_key(variant) -> str:
+    """A digest of everything a variant's closure is made from that the repository says without reading a tree:
+    its pins, steps, allow rules, platforms, the commits of its components, its base's record and the bridge's
+    pyproject.toml. While it stands, `lock` keeps the closure it recorded (a component's files at one commit do
+    not change)."""
+    from dataclasses import asdict
+
+    parts = {
+        "pip": variant.pip,
+        "steps": variant.steps,
+        "args": variant.args,
+        "allow": (variant.gates.get("pip_check") or {}) if isinstance(variant.gates, dict) else {},
+        "platforms": list(variant.platforms),
+        "components": {n: (c.get("git"), c.get("ref"), c.get("requirements")) for n, c in variant.components.items()},
+        "base": asdict(bases.load_base(variant.base)),
+        "bridge": BRIDGE.read_text(encoding="utf-8"),
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
 def section(variants, pip_section: dict, old: dict | None, update: bool, trees: Trees) -> dict:
-    """The family's `closure` section: {variant: {place: record}}. A record is kept while its inputs are the same
-    (and not `update`); the rest are resolved and checked now."""
+    """The family's `closure` section: {variant: {place: record}}. A record is kept while the variant's spec key
+    is the same (and not `update`); the rest are resolved and checked now."""
     old = old or {}
     index = pip_index.host_index()
     out = {}
     for v in variants:
-        got = inputs(v, pip_section, trees, index)
         prev = old.get(v.name) or {}
         places = {f"py{bases.load_base(v.base).python_version} {p}" for p in v.platforms}
-        if not update and set(prev) == places and all(r.get("inputs") == got.digest() for r in prev.values()):
+        key = spec_key(v)
+        if not update and set(prev) == places and all(r.get("spec") == key for r in prev.values()):
             out[v.name] = prev
         else:
-            out[v.name] = lock_variant(v, pip_section, trees, index, index.cafile)
+            out[v.name] = {
+                w: dict(r, spec=key) for w, r in lock_variant(v, pip_section, trees, index, index.cafile).items()
+            }
     return out
 
 

@@ -298,7 +298,7 @@ def _check_artifact(policy, entry) -> tuple:
     return f"{len(listed)} assets listed", "yes" if moved else "no"
 
 
-def check_family(path: Path) -> tuple:
+def check_family(path: Path, trees=None) -> tuple:
     """Resolve everything now, write nothing: (table rows, anything moved?, [(name, error)])."""
     raw, file = read_family(path)
     family = raw["family"]
@@ -327,16 +327,32 @@ def check_family(path: Path) -> tuple:
             rows.append(row)
             moved = moved or row[3].startswith("yes")
         errors += [(f"{family}/pip", UsageError(p)) for p in problems]
+        for name, places in sorted((lock.get("closure") or {}).items()):
+            v = next((v for v in variants if v.name == name), None)
+            try:
+                now_closure = pip_closure.section([v], now_pip, None, True, trees or Trees())[name] if v else None
+            except ToolkitError as e:
+                errors.append((f"{family}/closure/{name}", e))
+                rows.append([f"{family}/closure/{name}", _show_closure(places), "unresolved", "?"])
+                continue
+            flag = "no" if now_closure and _packages(now_closure) == _packages(places) else "yes"
+            moved = moved or flag == "yes"
+            rows.append([f"{family}/closure/{name}", _show_closure(places), _show_closure(now_closure), flag])
     return rows, moved, errors
 
 
-def check_families(paths) -> tuple:
+def _packages(places: dict) -> dict:
+    """What a closure installs, per place: each distribution's version and files (not why it is there)."""
+    return {w: {n: (p["version"], p["files"]) for n, p in rec["packages"].items()} for w, rec in places.items()}
+
+
+def check_families(paths, trees=None) -> tuple:
     """`lock --check` of several families, writing nothing: (table rows, anything moved?, [(name, error)])."""
     rows: list = []
     errors: list = []
     moved = False
     for path in paths:
-        r, m, e = check_family(path)
+        r, m, e = check_family(path, trees)
         rows, moved, errors = rows + r, moved or m, errors + e
     return rows, moved, errors
 
