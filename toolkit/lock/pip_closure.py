@@ -348,8 +348,9 @@ def _uv(argv: list, variant, platform: str, cafile: str | None, cwd: str) -> str
 def installs(record: dict) -> list[str]:
     """The distributions of a closure record the image installs: those the spec's steps and trees ask for, and
     what they bring, but not what the base holds (a step that replaces one pins it, and then the base's is not
-    held) nor what only the base's own distributions bring: the base installed those already, for its own build of them (a CUDA 12 base's torch
-    comes from PyTorch's CUDA 12 index, while the index's torch brings CUDA 13 libraries)."""
+    held) nor what only the base's own distributions bring: the base installed those already, for its own build
+    of them (a CUDA 12 base's torch comes from PyTorch's CUDA 12 index, while the index's torch brings CUDA 13
+    libraries)."""
     packages = record["packages"]
     children: dict = {}
     for name, pkg in packages.items():
