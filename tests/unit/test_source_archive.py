@@ -217,7 +217,7 @@ def test_a_huge_extended_header_is_refused_before_its_payload_is_read(tmp_path, 
 
 def test_a_header_just_under_the_cap_is_read(tmp_path, place):
     parent, _ = place
-    name = "miles/" + "/".join(["d" * 200] * 16) + "/f.py"  # a pax path of about 3 KiB (room for pytest-xdist tmp paths)
+    name = "miles/" + "/".join(["d" * 200] * 16) + "/f.py"  # a 3 KiB pax path (room for xdist tmp)
     unpack(write_tgz(tmp_path / "long.tgz", [member(name)]), parent / "miles", "x")
     assert (parent / "miles" / name.removeprefix("miles/")).read_bytes() == b"x = 1\n"
 
