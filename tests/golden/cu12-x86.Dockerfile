@@ -190,6 +190,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16-cu129" \
       io.miles.variant="cu12-x86" \
-      io.miles.spec-digest="03b2534b2bc23d0f21333fe064810b664d52715076ff9144ad274dcd4ca90941"
+      io.miles.spec-digest="cefa09992faf65df337e702b2edb80185ae914a64701f4bd8d6378db1394343a"
 WORKDIR /root/
 CMD ["/bin/bash"]

@@ -205,6 +205,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16" \
       io.miles.variant="cu13-aarch64" \
-      io.miles.spec-digest="004c14ce258452b12cbaa0adfb20edbdbef593a2472e61a50278b1e863346ddb"
+      io.miles.spec-digest="68031cf6dea27d59c6de939e0edcafb08ec3c63a659cef303af375f13a48a413"
 WORKDIR /root/
 CMD ["/bin/bash"]

@@ -205,6 +205,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16" \
       io.miles.variant="cu13-x86" \
-      io.miles.spec-digest="43721c9bc8757c24273b55b6df944fdd4b642d61813c8107b76cd0af8632d2a6"
+      io.miles.spec-digest="dc5a17d4d7f4dcaa1b406fff8975f82a84d1c8f61d0db5ab296de4eca13f066a"
 WORKDIR /root/
 CMD ["/bin/bash"]

@@ -208,6 +208,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16" \
       io.miles.variant="cu13" \
-      io.miles.spec-digest="2ef094831110ea769320dcd8af30e4100063237f61a26e7f2ccbe198ea5dc58d"
+      io.miles.spec-digest="1c6ad812c9d7193c47692a6f6cb09af9f7091da0683df3174cfe6ddd68b30107"
 WORKDIR /root/
 CMD ["/bin/bash"]

@@ -66,4 +66,4 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="miles-base:bookworm-minbase-py311-git-gxx" \
       io.miles.variant="miles-cpu" \
-      io.miles.spec-digest="ead9ee930a15aa0d19eaf090c6935b2107e972f270529e01b2ee88895d619053"
+      io.miles.spec-digest="edda39de280b101fd6493b3c131079f141af061681d6d87701ea399df4dab9af"

@@ -175,6 +175,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.10-rocm700-mi30x" \
       io.miles.variant="rocm700-mi30x" \
-      io.miles.spec-digest="2aad328fddc306ac1460936054351ac30991cd9edbce5c90c7453e32bdfd3152"
+      io.miles.spec-digest="ad6c72a3409f6eddea5ef5f28206b682e0665ea1c9989241cc2a883c1dcbf3b2"
 WORKDIR /root/
 CMD ["/bin/bash"]

@@ -175,6 +175,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="rocm/sgl-dev:v0.5.14-rocm700-mi35x-20260627" \
       io.miles.variant="rocm700-mi35x" \
-      io.miles.spec-digest="c9188039f80dbd9b350109cd261cde6ebe9ab933e9a93d59b9bb99103fcf0755"
+      io.miles.spec-digest="ebf7331ed9a66b97416a05351d1350e84e051420051303d9cb31798a89e1ef3e"
 WORKDIR /root/
 CMD ["/bin/bash"]

@@ -178,6 +178,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="rocm/sgl-dev:v0.5.16-rocm720-mi35x-20260730" \
       io.miles.variant="rocm720-mi35x" \
-      io.miles.spec-digest="2fc65c533f79c4192022363d7a6f0cdb8b6604ec356e3def8faac56371918915"
+      io.miles.spec-digest="97c80c9f7d55d2f5f0a92839c2df3d4dff3143520c4bb1f58bc88f9a72ed2f19"
 WORKDIR /root/
 CMD ["/bin/bash"]
