@@ -9,6 +9,8 @@ import json
 import os
 import sys
 
+from verify.kinds import base
+
 
 def test_a_package_that_fails_half_way_fails_its_submodules_too(tmp_path, run_verify, write_tree, lines):
     """``import pkg.a`` in a fresh process runs pkg/__init__ first, so it fails as pkg does; in one shared process
@@ -69,3 +71,10 @@ def test_a_namespace_package_names_every_portion(tmp_path, run_verify, write_tre
     proc = run_verify("--import", "spread", pythonpath=[tmp_path / "one", tmp_path / "two"])
     (fail,) = lines(proc, "FAIL", "import")
     assert str(tmp_path / "one" / "spread") in fail and str(tmp_path / "two" / "spread") in fail, fail
+
+
+def test_children_are_bounded_by_the_cpus_and_a_cap(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)), raising=False)
+    assert base.child_slots() == base.MAX_CHILDREN
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    assert base.child_slots() == 1
