@@ -111,16 +111,43 @@ def is_under(path: str, root: str) -> bool:
         return False
 
 
+def is_namespace(found: Located) -> bool:
+    """A namespace package: folders without an ``__init__``, whose submodules may each come from another one."""
+    return found.file is None and bool(found.dirs)
+
+
 def copies_on_path(name: str) -> List[str]:
-    """All places on sys.path, in order, that provide top-level ``name`` (a shadowing copy shows up first)."""
+    """All places on sys.path, in order, that provide ``name`` (``a`` or ``a.b.c``) as a module or a regular
+    package (a shadowing copy shows up first); a dotted name is walked through each entry's own folders."""
     out = []
+    parts = name.split(".")
     for entry in sys.path:
         base = entry or os.getcwd()
         if not os.path.isdir(base):
             continue
-        hit = _find_in_dirs(name, name, [base])
-        if hit is not None:
+        hit = _find_in_dirs(parts[0], parts[0], [base])
+        for depth, part in enumerate(parts[1:], start=2):
+            if hit is None or not hit.dirs:
+                hit = None
+                break
+            hit = _find_in_dirs(".".join(parts[:depth]), part, hit.dirs[:1])
+        if hit is not None and not is_namespace(hit):
             where = os.path.realpath(hit.where)
             if where not in out:
                 out.append(where)
+    return out
+
+
+def regular_subpackages(found: Located) -> List[str]:
+    """``name (folder)`` for each regular subpackage of a namespace package, the way its portions provide them."""
+    out = []
+    for d in found.dirs:
+        try:
+            names = sorted(os.listdir(d))
+        except OSError:
+            continue
+        for child in names:
+            sub = _find_in_dirs(found.name + "." + child, child, [d])
+            if sub is not None and sub.is_package and not is_namespace(sub):
+                out.append("%s (%s)" % (sub.name, os.path.realpath(sub.where)))
     return out

@@ -14,7 +14,7 @@ def run_checks(cfg: GateConfig, on_result: Optional[Callable[[CheckResult], None
     """Run every check of ``cfg``; ``on_result`` sees each result as soon as it exists (for streaming output)."""
     # Every kind starts before any check runs: subprocess kinds (pip check, commands) overlap the in-process ones,
     # and each is still reported in its kind's place.
-    planned = [check for kind in KINDS if kind.key in cfg for check in kind.start(cfg[kind.key])]
+    planned = [check for kind in KINDS if kind.key in cfg for check in kind.start(cfg[kind.key], cfg)]
     results: List[CheckResult] = []
     for check in planned:
         start = time.perf_counter()

@@ -221,6 +221,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16-cu129" \
       io.miles.variant="cu12-x86" \
-      io.miles.spec-digest="366095d7a017a18e8c640839f405a4b01794e2e8b1487c2549ec6723ed6825b7"
+      io.miles.spec-digest="1788a25ce6960cde1e2311b481f73a7494f756271db673223f790f3289e98ec3"
 WORKDIR /root/
 CMD ["/bin/bash"]

@@ -236,6 +236,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16" \
       io.miles.variant="cu13-aarch64" \
-      io.miles.spec-digest="9b2a9a44c20e749246ba7b21fcf0f929148a39f9e57de70f54ca403903e25c3d"
+      io.miles.spec-digest="4276dbcd3ac22765329ea8a5d8fc81f676f8b1498d732c843ab058b54d5c4945"
 WORKDIR /root/
 CMD ["/bin/bash"]

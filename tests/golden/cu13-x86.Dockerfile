@@ -236,6 +236,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16" \
       io.miles.variant="cu13-x86" \
-      io.miles.spec-digest="3bc7f1f88ab0d47bf1a70ca72a6b94f8532f85d05a990974d8f7361f18863fd1"
+      io.miles.spec-digest="ffb4c9cb60862d4d726b8a72c57f7657fdc4ff3aea7c17cd163eb405dab21d00"
 WORKDIR /root/
 CMD ["/bin/bash"]

@@ -239,6 +239,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16" \
       io.miles.variant="cu13" \
-      io.miles.spec-digest="002416fe99f970266e226447cb69ae9695dab555114ee93d3af6405ed3a4378d"
+      io.miles.spec-digest="65cf6b77174be4d461e65250b0c61bf67562d5d279fc4411a02e26aca911d348"
 WORKDIR /root/
 CMD ["/bin/bash"]

@@ -66,4 +66,4 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="miles-base:bookworm-minbase-py311-git-gxx" \
       io.miles.variant="miles-cpu" \
-      io.miles.spec-digest="192661ad1dafffbda0f58f51e0dd9dd39baa67fba017270b9e67eb863643fa34"
+      io.miles.spec-digest="ad56efdcf6272c515ff36107cdd88aa2054a0c40c9017921f7af0f48c4e861e1"

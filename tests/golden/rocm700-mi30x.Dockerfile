@@ -175,6 +175,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.10-rocm700-mi30x" \
       io.miles.variant="rocm700-mi30x" \
-      io.miles.spec-digest="642f8106f03673cacbbc979ce94d2a4a9a8339da8273afcb6e2497026a83a5ff"
+      io.miles.spec-digest="332e9c677e5ad3529114c4b75f83012e3729356e8c0293b983125519a69eaec7"
 WORKDIR /root/
 CMD ["/bin/bash"]

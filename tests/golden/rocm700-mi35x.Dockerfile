@@ -175,6 +175,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="rocm/sgl-dev:v0.5.14-rocm700-mi35x-20260627" \
       io.miles.variant="rocm700-mi35x" \
-      io.miles.spec-digest="522d8d795c452aa8062f407178be2801430147acabe695b1872f50efaf50a0a9"
+      io.miles.spec-digest="412305c2c8f6bc4fdadaf5eab07155b8fc77a1f04e50830719631f4b7ed69b3f"
 WORKDIR /root/
 CMD ["/bin/bash"]

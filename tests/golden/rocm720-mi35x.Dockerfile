@@ -178,6 +178,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="rocm/sgl-dev:v0.5.16-rocm720-mi35x-20260730" \
       io.miles.variant="rocm720-mi35x" \
-      io.miles.spec-digest="54ab7a9efa04c7e579ced3daf61f3e133bc6914d5131e6cd60609ab7f7ab7cbb"
+      io.miles.spec-digest="526f5df1fea4e84fede62daac295408a9dc50f836936aa2dc06141cc7218b518"
 WORKDIR /root/
 CMD ["/bin/bash"]

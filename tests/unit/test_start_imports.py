@@ -28,7 +28,6 @@ START = [
 def _gated(gates) -> dict:
     out = {m: "imports" for m in gates.get("imports", [])}
     out.update({m: "gpu_imports" for m in gates.get("gpu_imports", [])})
-    out.update({m: "stub_imports" for m in (gates.get("stub_imports") or {}).get("modules", [])})
     return out
 
 
@@ -55,7 +54,8 @@ def test_an_exception_the_derivation_no_longer_names_is_refused():
 
 
 def test_an_exception_without_a_reason_or_a_known_gate_is_refused():
-    for rule in ({"gate": "none"}, {"gate": "elsewhere", "why": "x"}, "none"):
+    # stub_imports is no route: every import runs against the family's declared stub
+    for rule in ({"gate": "none"}, {"gate": "elsewhere", "why": "x"}, "none", {"gate": "stub_imports", "why": "x"}):
         gates = {"start_imports": {"file": "images/miles-start-imports.json", "elsewhere": {DERIVED[0]: rule}}}
         with pytest.raises(SpecError, match=r"expected \{gate: "):
             start_imports.expand(gates, "images/x.yaml", "gates")

@@ -1,7 +1,7 @@
-"""stub-import imports a module in a child process whose library path alone holds ``libcuda.so.1`` linked to the
-driver stub: the runner's own environment never changes, the link's folder is gone afterwards, a missing stub
-fails (never "not run"), and with the CUDA 13.0 toolkit's real stub a module that loads libcuda at import passes
-where a plain import fails. This machine has no GPU driver."""
+"""A declared driver stub puts ``libcuda.so.1`` linked to it first on the library path of each import gate's child
+alone: the runner's own environment never changes, the link's folder is gone afterwards, and with the CUDA 13.0
+toolkit's real stub a module that loads libcuda at import passes where an import without the stub fails. This
+machine has no GPU driver."""
 
 from __future__ import annotations
 
@@ -52,32 +52,18 @@ def test_the_schema_names_its_keys():
     with pytest.raises(ConfigError, match=r"key 'stub_imports' must be an object with 'stub'"):
         from_dict({"stub_imports": ["sgl_kernel"]}, "gates.json")
     with pytest.raises(ConfigError, match=r"key 'stub_imports.stub' must be an absolute, normalised path"):
-        from_dict({"stub_imports": {"stub": "lib64/stubs/libcuda.so", "modules": ["m"]}}, "gates.json")
-    with pytest.raises(ConfigError, match=r"key 'stub_imports.modules' must not be empty"):
-        from_dict({"stub_imports": {"stub": "/usr/local/cuda/lib64/stubs/libcuda.so", "modules": []}}, "gates.json")
-    with pytest.raises(ConfigError, match=r"key 'stub_imports.modules\[0\]' is not a module name"):
-        from_dict({"stub_imports": {"stub": "/s/libcuda.so", "modules": ["a b"]}}, "gates.json")
+        from_dict({"stub_imports": {"stub": "lib64/stubs/libcuda.so"}}, "gates.json")
     with pytest.raises(ConfigError, match=r"key 'stub_imports.stub' must be an absolute, normalised path"):
-        from_dict({"stub_imports": {"stub": "/s/lib\0cuda.so", "modules": ["m"]}}, "gates.json")
-    value = {"stub": "/usr/local/cuda/lib64/stubs/libcuda.so", "modules": ["sgl_kernel", "mooncake.store"]}
+        from_dict({"stub_imports": {"stub": "/s/lib\0cuda.so"}}, "gates.json")
+    with pytest.raises(ConfigError, match=r"key 'stub_imports' must be an object with 'stub'"):
+        from_dict({"stub_imports": {"stub": "/s/libcuda.so", "other": 1}}, "gates.json")
+    value = {"stub": "/usr/local/cuda/lib64/stubs/libcuda.so"}
     assert from_dict({"stub_imports": value}, "gates.json").to_dict() == {"stub_imports": value}
 
 
-def test_flags_need_one_stub(run_verify):
-    alone = run_verify("--stub-import", "json")
-    assert alone.returncode == 2 and "--stub-import needs --driver-stub PATH" in alone.stderr, alone.stderr
-    relative = run_verify("--stub-import", "json", "--driver-stub", "stubs/libcuda.so")
+def test_the_flag_needs_an_absolute_stub(run_verify):
+    relative = run_verify("--import", "json", "--driver-stub", "stubs/libcuda.so")
     assert relative.returncode == 2 and "absolute, normalised" in relative.stderr, relative.stderr
-
-
-def test_a_missing_stub_fails_the_check(tmp_path, run_verify, lines):
-    stub = tmp_path / "no" / "libcuda.so"
-    proc = run_verify("--stub-import", "json", "--driver-stub", stub)
-    if cuda_driver():
-        pytest.skip("a CUDA driver loads here: the stub is not consulted")
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    (line,) = lines(proc, "FAIL", "stub-import")
-    assert "driver stub %s is missing" % stub in line and "not run" not in line
 
 
 @no_driver
@@ -88,14 +74,14 @@ def test_only_the_child_sees_the_link_and_it_is_removed(tmp_path, run_verify, wr
     write_tree(tmp_path / "pkgs", {"sees_path.py": SEES_PATH})
     seen_file = tmp_path / "seen.json"
     env = {"LD_LIBRARY_PATH": "/opt/keep", "SEEN_FILE": str(seen_file)}
-    proc = run_verify("--stub-import", "sees_path", "--driver-stub", stub, pythonpath=[tmp_path / "pkgs"], env=env)
+    proc = run_verify("--import", "sees_path", "--driver-stub", stub, pythonpath=[tmp_path / "pkgs"], env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "against the driver stub %s" % stub in lines(proc, "PASS", "stub-import")[0]
+    assert str(stub) in lines(proc, "PASS", "stub-import")[0]
     seen = json.loads(seen_file.read_text())
     assert seen["path"] == seen["folder"] + ":/opt/keep"  # the private folder first, the image's path after it
     assert seen["listing"] == ["libcuda.so.1"] and seen["target"] == str(stub)
     assert not (tmp_path / seen["folder"]).exists(), "the link's folder outlived the gate"
-    # the same module under the plain import kind: the runner's own path is the image's, untouched
+    # the same module with no stub declared: the child's path is the image's, untouched
     proc = run_verify("--import", "sees_path", pythonpath=[tmp_path / "pkgs"], env=env)
     assert proc.returncode == 0 and json.loads(seen_file.read_text())["path"] == "/opt/keep"
 
@@ -106,7 +92,7 @@ def test_the_real_stub_lets_a_libcuda_module_import(tmp_path, run_verify, write_
     assert hashlib.sha256(REAL_STUB.read_bytes()).hexdigest() == REAL_STUB_SHA256
     write_tree(tmp_path, {"needs_libcuda.py": NEEDS_LIBCUDA})
     cfg = tmp_path / "gates.json"
-    cfg.write_text(json.dumps({"stub_imports": {"stub": str(REAL_STUB), "modules": ["needs_libcuda"]}}))
+    cfg.write_text(json.dumps({"imports": ["needs_libcuda"], "stub_imports": {"stub": str(REAL_STUB)}}))
     ok = run_verify("--config", cfg, pythonpath=[tmp_path])
     assert ok.returncode == 0, ok.stdout + ok.stderr
     plain = run_verify("--import", "needs_libcuda", pythonpath=[tmp_path])
@@ -115,11 +101,13 @@ def test_the_real_stub_lets_a_libcuda_module_import(tmp_path, run_verify, write_
 
 @no_driver
 def test_the_cst_export_runs_it_through_the_runner(tmp_path):
-    """Each module is one CST test running our runner (carried as a zip) on a one-check config; its child finds the
-    runner where the zip was unpacked."""
+    """Each import is one CST test running our runner (carried as a zip) on a one-check config that carries the
+    stub; its child finds the runner where the zip was unpacked."""
     stub = tmp_path / "libcuda.so"
     stub.write_bytes(b"\x7fELF")
-    tests = to_cst({"stub_imports": {"stub": str(stub), "modules": ["json", "no_such_module_xyz"]}}, sys.executable)
+    gates = {"imports": ["json", "no_such_module_xyz"], "stub_imports": {"stub": str(stub)}}
+    tests = to_cst(gates, sys.executable)
+    assert all(json.loads(t["args"][2])["stub_imports"] == {"stub": str(stub)} for t in tests["commandTests"])
     got = {}
     for test in tests["commandTests"]:
         proc = subprocess.run([test["command"], *test["args"]], capture_output=True, text=True, cwd=tmp_path)
@@ -127,4 +115,4 @@ def test_the_cst_export_runs_it_through_the_runner(tmp_path):
             re.search(rx, proc.stdout) for rx in test["expectedOutput"]
         )
         got[test["name"]] = expected
-    assert got == {"stub-import json": True, "stub-import no_such_module_xyz": False}
+    assert got == {"stub-import %s" % stub: True, "import json": True, "import no_such_module_xyz": False}

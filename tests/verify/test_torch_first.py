@@ -1,8 +1,8 @@
 """A compiled torch extension imports in a fresh process only after torch (it finds libc10.so through the torch
 already loaded): every runner imports torch first where torch is installed. A real extension, built here with
 torch.utils.cpp_extension, fails a bare ``import`` and passes each runner's way of importing it: the runner
-(the build's gate step and `build.py verify` both run ``python -m verify --config gates.json``), the stub-import
-child and the CST export's command."""
+(the build's gate step and `build.py verify` both run ``python -m verify --config gates.json``), whose import
+child runs with or without the driver stub, and the CST export's command."""
 
 from __future__ import annotations
 
@@ -52,12 +52,12 @@ def test_the_runner_imports_it_first_thing(ext_dir, tmp_path, run_verify, lines)
     assert str(ext_dir) in lines(proc, "PASS", "import")[0]
 
 
-def test_the_stub_import_child_imports_it(ext_dir, tmp_path, run_verify, lines):
+def test_the_child_imports_it_against_the_stub_too(ext_dir, tmp_path, run_verify, lines):
     stub = tmp_path / "libcuda.so"
     stub.write_bytes(b"\x7fELF")  # nothing here loads libcuda: the child's torch-first rule is what is tested
-    proc = run_verify("--stub-import", EXT, "--driver-stub", stub, pythonpath=[ext_dir])
+    proc = run_verify("--import", EXT, "--driver-stub", stub, pythonpath=[ext_dir])
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert lines(proc, "PASS", "stub-import")
+    assert lines(proc, "PASS", "import") and lines(proc, "PASS", "stub-import")
 
 
 def test_the_cst_export_imports_it(ext_dir):

@@ -2,13 +2,14 @@
 
 Decision: the exported file works against ANY image, including a pulled production image without /verify in it.
 
-- Each gate kind exports its own checks (``verify/kinds``). Imports become a readable ``python -c "import X"``
-  commandTest (exit 0 and an ``imported X`` line); configured commands a plain commandTest of their argv
-  (``{python}`` replaced).
-- Every other check (compile, signature, platform, pip check, provenance) becomes one commandTest that runs OUR
-  runner on a one-check config shown in the test's args: the runner's modules travel inside the test as a base64
-  zip (about 23 kB) that a short bootstrap unpacks into a temp dir (the image's TMPDIR must be writable). So CST
-  and ``python -m verify`` can never disagree about what a gate means. With ``runner_dir`` (the directory that
+- Each gate kind exports its own checks (``verify/kinds``). Configured commands become a plain commandTest of
+  their argv (``{python}`` replaced).
+- Every other check (import, compile, signature, platform, pip check, provenance, the driver stub) becomes one
+  commandTest that runs OUR runner on a one-check config shown in the test's args; an import's config carries the
+  driver stub where the gate config declares one, so the import runs in the same fresh child, against the same
+  stub and under the same namespace-package rule as in the build. The runner's modules travel inside the test as a
+  base64 zip (about 45 kB) that a short bootstrap unpacks into a temp dir (the image's TMPDIR must be writable). So
+  CST and ``python -m verify`` can never disagree about what a gate means. With ``runner_dir`` (the directory that
   contains ``verify/`` in the image) the bootstrap imports it from there instead and the blob is left out.
 
 CST reads YAML, and YAML is a superset of JSON, so the file is written as JSON (checked with the real binary).
@@ -75,7 +76,7 @@ def to_cst(config: dict[str, Any], python: str, runner_dir: str | None = None) -
     tests: list[dict] = []
     for kind in KINDS:
         if kind.key in cfg:
-            tests += kind.cst_tests(cfg[kind.key], python, runner_test)
+            tests += kind.cst_tests(cfg[kind.key], python, runner_test, cfg)
     return {"schemaVersion": SCHEMA_VERSION, "commandTests": tests}
 
 

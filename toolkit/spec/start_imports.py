@@ -8,11 +8,12 @@ plain build import, where it goes instead and why:
     start_imports:
       file: images/miles-start-imports.json
       elsewhere:
-        transformer_engine.pytorch.constants: {gate: stub_imports, why: "TransformerEngine's core binds libcuda"}
+        cutlass.cute: {gate: gpu_imports, why: "CuTe DSL binds the driver through cuda-python"}
         mlflow: {gate: none, why: "miles' optional tracking backend; its requirements do not install it"}
 
-Every other derived module becomes an `imports` gate. `gate` is `gpu_imports` (run where a GPU is), `stub_imports`
-(imported against the driver stub in the build) or `none` (not gated, with the reason). An `elsewhere` entry the
+Every other derived module becomes an `imports` gate. `gate` is `gpu_imports` (run where a GPU is) or `none` (not
+gated, with the reason). A module that loads the driver library at import needs no entry: where the family declares
+the driver stub (`stub_imports: {stub: PATH}`), every import gate imports against it. An `elsewhere` entry the
 derived list no longer names is refused, so a miles bump cannot leave a stale exception behind. The loader expands
 this before the gate schema sees the config; the runner never knows the file exists.
 """
@@ -25,7 +26,7 @@ from pathlib import Path
 from toolkit.errors import SpecError, short
 
 ROOT = Path(__file__).resolve().parents[2]
-ROUTES = ("gpu_imports", "stub_imports", "none")
+ROUTES = ("gpu_imports", "none")
 MAX_BYTES = 1 << 20
 
 
@@ -72,12 +73,6 @@ def expand(gates: dict, file: str, key: str) -> dict:
         if gate != "none":
             routed.setdefault(gate, []).append(name)
     for gate, names in routed.items():
-        if gate == "stub_imports":
-            if not isinstance(out.get("stub_imports"), dict):
-                raise SpecError(file, f"{key}.stub_imports", "start_imports routes modules here: declare its stub")
-            have = list(out["stub_imports"].get("modules") or [])
-            out["stub_imports"] = dict(out["stub_imports"], modules=have + [n for n in names if n not in have])
-        else:
-            have = list(out.get(gate) or [])
-            out[gate] = have + [n for n in names if n not in have]
+        have = list(out.get(gate) or [])
+        out[gate] = have + [n for n in names if n not in have]
     return out

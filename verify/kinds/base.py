@@ -7,15 +7,27 @@ the row the README's gate table shows. Subclassing ``Gate`` with a ``key`` regis
 
 from __future__ import annotations
 
+import ctypes
 import importlib
 import importlib.util
+import json
 import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
 import traceback
 import types
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Union
 
 from .. import PACKAGE_DIR
 from ..result import CheckResult
+
+if TYPE_CHECKING:
+    from ..config import GateConfig
 
 Outcome = Union[CheckResult, List[CheckResult]]
 Check = Callable[[], Outcome]
@@ -82,9 +94,10 @@ class Gate:
 
     # --- running ------------------------------------------------------------------------------------------------
 
-    def start(self, items: List[Any]) -> List[Check]:
+    def start(self, items: List[Any], cfg: "GateConfig") -> List[Check]:
         """Called for every kind before any check runs: a kind whose checks are subprocesses starts them here,
-        so they overlap the in-process checks; each returned callable still reports in its place."""
+        so they overlap the in-process checks; each returned callable still reports in its place. ``cfg`` is the
+        whole config, for a kind that another kind's key changes (the driver stub every import runs against)."""
         return [lambda item=item: self.check(item) for item in items]  # type: ignore[misc]  # item bound as a default
 
     def check(self, item: Any) -> Outcome:
@@ -96,7 +109,9 @@ class Gate:
         """The target a check of ``item`` reports (the third field of its result line)."""
         return str(item)
 
-    def cst_tests(self, items: List[Any], python: str, runner_test: RunnerTest) -> List[Dict[str, Any]]:
+    def cst_tests(
+        self, items: List[Any], python: str, runner_test: RunnerTest, cfg: "GateConfig"
+    ) -> List[Dict[str, Any]]:
         """By default each item runs through the runner itself on a one-check config, so CST and ``python -m
         verify`` cannot disagree about what the gate means."""
         return [
@@ -172,3 +187,101 @@ def str_list(value: Any, where: str, key: str, pattern: Any = None, what: str = 
             if not pattern.match(v):
                 raise config_error(where, "%s[%d]" % (key, i), "is not %s: %r" % (what, v))
     return list(value)
+
+
+# --- imports in a fresh interpreter ---------------------------------------------------------------------------
+
+SONAME = "libcuda.so.1"  # what a driver-loading library asks the loader for
+CHILD_TIMEOUT = 600.0
+CHILD_MARK = "verify-import: "  # the child's last line: this mark, then its result as JSON
+MAX_CHILDREN = 8  # each child imports torch and what the module pulls in (GBs for megatron.core): memory bounds it
+_CHILD = "import sys; sys.path.insert(0, sys.argv[1]); from verify.kinds.imports import child; child(sys.argv[2])"
+_pool: Optional[ThreadPoolExecutor] = None
+_pool_lock = threading.Lock()
+
+
+def cuda_driver() -> bool:
+    """Whether a real CUDA driver loads here (then no stub is used)."""
+    try:
+        ctypes.CDLL(SONAME)
+    except OSError:
+        return False
+    return True
+
+
+def child_slots() -> int:
+    """How many import children run at once: one per CPU this process may use, at most ``MAX_CHILDREN``."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, MAX_CHILDREN))
+
+
+def _children() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=child_slots(), thread_name_prefix="verify-import")
+        return _pool
+
+
+def fresh_import(kind: str, module: str, stub: Optional[str]) -> Check:
+    """Queue ``module``'s import in a fresh interpreter (this one's executable, the image's python) and return
+    the callable that waits for its result. The children of every import kind share one pool of
+    ``child_slots()``; they run in the order queued, while the runner goes on with its in-process checks. With
+    ``stub``, the child's ``LD_LIBRARY_PATH`` starts with a private folder holding only ``libcuda.so.1`` -> stub,
+    removed when the child ends: nothing else (the runner, the image's environment, a layer) sees it."""
+    return _children().submit(_run_child, kind, module, stub).result
+
+
+def _run_child(kind: str, module: str, stub: Optional[str]) -> CheckResult:
+    started = time.perf_counter()
+    folder = None
+    env = dict(os.environ)
+    try:
+        if stub is not None:
+            folder = tempfile.mkdtemp(prefix="verify-stub-")
+            os.symlink(stub, os.path.join(folder, SONAME))
+            env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (folder, env.get("LD_LIBRARY_PATH")) if p)
+        res = _child_result(kind, module, env)
+    finally:
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+    res.seconds = time.perf_counter() - started
+    return res
+
+
+def _child_result(kind: str, module: str, env: Dict[str, str]) -> CheckResult:
+    argv = [sys.executable, "-c", _CHILD, os.path.dirname(PACKAGE_DIR), module]
+    try:
+        proc = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", env=env
+        )
+    except OSError as exc:
+        return CheckResult(kind, module, False, "cannot run %s: %s" % (sys.executable, exc.strerror))
+    try:
+        out, _ = proc.communicate(timeout=CHILD_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+        return CheckResult(kind, module, False, "timed out after %gs" % CHILD_TIMEOUT, log=out or "")
+    marked = [ln for ln in out.splitlines() if ln.startswith(CHILD_MARK)]
+    if not marked:  # the child died before it could say why (a crash in a library's initialiser, say)
+        lines = [ln for ln in out.splitlines() if ln.strip()]
+        last = lines[-1].strip() if lines else "(no output)"
+        return CheckResult(kind, module, False, short("exit %d: %s" % (proc.returncode, last)), log=out)
+    got = json.loads(marked[-1][len(CHILD_MARK) :])
+    log = "\n".join(ln for ln in out.splitlines() if not ln.startswith(CHILD_MARK)) + "\n" + got["log"]
+    return CheckResult(kind, module, bool(got["passed"]), got["detail"], log=log.strip())
+
+
+def report_to_parent(res: CheckResult) -> None:
+    """The child's side: print its result as the marked last line and exit with its status, at once (a thread
+    or an exit handler the imported module left behind must not hold the gate)."""
+    sys.stderr.flush()
+    sys.stdout.flush()
+    sys.stdout.write("\n" + CHILD_MARK + json.dumps({"passed": res.passed, "detail": res.detail, "log": res.log}))
+    sys.stdout.write("\n")
+    sys.stdout.flush()
+    os._exit(0 if res.passed else 1)

@@ -21,10 +21,13 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from ..result import CheckResult
 from .base import Check, Gate, RunnerTest, config_error, short
+
+if TYPE_CHECKING:
+    from ..config import GateConfig
 
 SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox", "fish", "csh", "tcsh"}
 ALWAYS_SUCCEED = {"true", ":", "echo", "printf", "yes"}
@@ -405,10 +408,12 @@ class Command(Gate):
     def target(self, item: CommandSpec) -> str:
         return item.name
 
-    def start(self, items: List[CommandSpec]) -> List[Check]:
+    def start(self, items: List[CommandSpec], cfg: "GateConfig") -> List[Check]:
         return [CommandRun(spec).result for spec in items]
 
-    def cst_tests(self, items: List[CommandSpec], python: str, runner_test: RunnerTest) -> List[Dict[str, Any]]:
+    def cst_tests(
+        self, items: List[CommandSpec], python: str, runner_test: RunnerTest, cfg: "GateConfig"
+    ) -> List[Dict[str, Any]]:
         """A plain commandTest of the argv: the image's own program, judged by its exit code."""
         tests = []
         for cmd in items:

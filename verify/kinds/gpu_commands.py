@@ -8,12 +8,15 @@ run" unless ``MILES_GATES_REQUIRE_GPU=1`` says a GPU must be there, when it fail
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List
+from typing import TYPE_CHECKING, Any, Dict, List
 
 from ..result import CheckResult
 from .base import Check, ConfigError, RunnerTest, config_error
 from .commands import Command, CommandRun, CommandSpec
 from .gpu_import import REQUIRE_ENV, gpu_driver
+
+if TYPE_CHECKING:
+    from ..config import GateConfig
 
 
 class GpuCommand(Command):
@@ -33,7 +36,7 @@ class GpuCommand(Command):
                 raise
             raise config_error(where, "gpu_" + exc.key, exc.problem) from None
 
-    def start(self, items: List[CommandSpec]) -> List[Check]:
+    def start(self, items: List[CommandSpec], cfg: "GateConfig") -> List[Check]:
         if not gpu_driver():
             return [lambda spec=spec: self._not_run(spec) for spec in items]  # type: ignore[misc]  # bound default
         runs = [CommandRun(spec) for spec in items]  # started now, in the background, as commands are
@@ -48,5 +51,7 @@ class GpuCommand(Command):
         res.kind = self.kind
         return res
 
-    def cst_tests(self, items: List[CommandSpec], python: str, runner_test: RunnerTest) -> List[Dict[str, Any]]:
+    def cst_tests(
+        self, items: List[CommandSpec], python: str, runner_test: RunnerTest, cfg: "GateConfig"
+    ) -> List[Dict[str, Any]]:
         return []  # container-structure-test runs without the GPU: nothing of this kind can run there

@@ -14,10 +14,13 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from ..result import CheckResult
 from .base import Check, Gate, RunnerTest, config_error, short
+
+if TYPE_CHECKING:
+    from ..config import GateConfig
 
 # The line shapes of `pip check` (pip/_internal/commands/check.py); anything else is never allowed.
 SHAPES = (
@@ -256,14 +259,16 @@ class PipCheck(Gate):
     def target(self, item: Any) -> str:
         return "pip check"
 
-    def start(self, items: List[List[AllowRule]]) -> List[Check]:
+    def start(self, items: List[List[AllowRule]], cfg: "GateConfig") -> List[Check]:
         runs: List[Callable[[], List[CheckResult]]] = []
         for allow in items:
             run = PipRun()
             runs.append(lambda run=run, allow=allow: run.results(allow))  # type: ignore[misc]  # bound as defaults
         return list(runs)
 
-    def cst_tests(self, items: List[Any], python: str, runner_test: RunnerTest) -> List[Dict[str, Any]]:
+    def cst_tests(
+        self, items: List[Any], python: str, runner_test: RunnerTest, cfg: "GateConfig"
+    ) -> List[Dict[str, Any]]:
         test = runner_test("pip check", self.kind, "", {self.key: self.dump(items)})
         test["expectedOutput"] = ["(?m)^PASS +pip-check "]
         return [test]

@@ -1,4 +1,11 @@
-"""provenance: a top-level package resolves from where the image installed it, not from a shadowing checkout."""
+"""provenance: a package resolves from where the image installed it, not from a shadowing checkout.
+
+The item names a top-level package or a dotted module (``megatron.core``), located without running package code.
+A namespace package (folders without ``__init__.py``, each possibly from another distribution) is never judged by
+its first folder: Megatron-LM's top ``megatron/`` is one, and megatron-energon adds a ``megatron/energon/``
+portion to site-packages, which says nothing about where Megatron-LM comes from. Such a name fails, naming its
+portions' regular subpackages: the gate names the real package to locate instead (``megatron.core``).
+"""
 
 from __future__ import annotations
 
@@ -10,7 +17,7 @@ from .. import locate
 from ..result import CheckResult
 from .base import ConfigError, Gate, config_error, short
 
-_IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 Item = Tuple[str, str]  # (package, location)
 
 
@@ -23,7 +30,7 @@ def _location(value: Any, where: str, key: str) -> str:
 def parse_provenance_arg(text: str) -> Item:
     """Command-line form ``PKG=LOCATION``."""
     pkg, sep, loc = text.partition("=")
-    if not sep or not _IDENT_RE.match(pkg):
+    if not sep or not _MODULE_RE.match(pkg):
         raise ConfigError("--provenance %s: expected PKG=site-packages or PKG=/absolute/dir" % text)
     return pkg, _location(loc, "--provenance", pkg)
 
@@ -33,9 +40,10 @@ class Provenance(Gate):
     kind = "provenance"
     order = 10
     passes_when = (
-        "the top-level package's location (find_spec, no import) is under LOCATION: `site-packages` (sysconfig "
-        "purelib/platlib, `site.getsitepackages()`) or an absolute directory; a shadowing checkout is named with the "
-        "copy it shadows"
+        "the package's or dotted module's location (find_spec of the top-level name and a directory walk, no "
+        "import) is under LOCATION: `site-packages` (sysconfig purelib/platlib, `site.getsitepackages()`) or an "
+        "absolute directory; a shadowing checkout is named with the copy it shadows; a namespace package fails, "
+        "naming its portions' packages (name the real one: `megatron.core`)"
     )
     never_does = "import"
 
@@ -44,8 +52,8 @@ class Provenance(Gate):
             raise config_error(where, self.key, "must be a non-empty object {package: location}")
         out = []
         for pkg, loc in value.items():
-            if not _IDENT_RE.match(pkg):
-                raise config_error(where, "provenance.%s" % pkg, "is not a top-level package name")
+            if not _MODULE_RE.match(pkg):
+                raise config_error(where, "provenance.%s" % pkg, "is not a package or module name")
             out.append((pkg, _location(loc, where, "provenance.%s" % pkg)))
         return out
 
@@ -72,9 +80,17 @@ class Provenance(Gate):
 
     def check(self, item: Item) -> CheckResult:
         package, location = item
-        found = locate.find_top_level(package)
+        found = locate.find_module(package)
         if found is None:
             return CheckResult("provenance", package, False, "%s not found on sys.path" % package)
+        if locate.is_namespace(found):
+            subs = locate.regular_subpackages(found)
+            detail = "%s is a namespace package (portions: %s), not one package; name the package to locate%s" % (
+                package,
+                ", ".join(os.path.realpath(d) for d in found.dirs),
+                ": %s" % ", ".join(subs) if subs else "",
+            )
+            return CheckResult("provenance", package, False, short(detail, 600))
         where = os.path.realpath(found.where)
         roots = locate.site_dirs() if location == "site-packages" else [location]
         copies = locate.copies_on_path(package)

@@ -11,11 +11,14 @@ import inspect
 import re
 import types
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from ..result import CheckResult
 from ..source_signature import SourceSignatureError, literal_from_source, signature_from_source
 from .base import ConfigError, Gate, RunnerTest, config_error, import_module, short
+
+if TYPE_CHECKING:
+    from ..config import GateConfig
 
 _MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -298,8 +301,10 @@ class Signature(Gate):
     def check(self, item: SignatureSpec) -> CheckResult:
         return check_signature(item)
 
-    def cst_tests(self, items: List[SignatureSpec], python: str, runner_test: RunnerTest) -> List[Dict[str, Any]]:
-        tests = Gate.cst_tests(self, items, python, runner_test)
+    def cst_tests(
+        self, items: List[SignatureSpec], python: str, runner_test: RunnerTest, cfg: "GateConfig"
+    ) -> List[Dict[str, Any]]:
+        tests = Gate.cst_tests(self, items, python, runner_test, cfg)
         for spec, test in zip(items, tests):
             if spec.resolve:  # the PASS line names the function the table resolved to, known only in the image
                 test["expectedOutput"] = ["(?m)^PASS +signature "]
