@@ -12,9 +12,10 @@ from dockerfile_parse import DockerfileParser
 
 from toolkit.plan.build_plan import make_plan
 from toolkit.render.context import context_files
+from toolkit.steps.closure import FILE as CLOSURE_FILE
 from toolkit.render.dockerfile import render
 from toolkit.spec.catalog import load_catalog
-from toolkit.steps import applies
+from toolkit.steps import applies, expand
 
 CATALOG = load_catalog()
 GPU = sorted(n for n, v in CATALOG.variants.items() if v.family in ("rocm", "cuda"))
@@ -52,7 +53,7 @@ def test_structure(name):
     assert "python3 -m verify --config gates.json" in runs[-1]  # the gates are the last build step
     assert "sglang_attn_bridge" not in " ".join(runs[:-2]) and "/tmp/sglang-attn-bridge" in runs[-2]
     assert df.labels["io.miles.variant"] == name
-    context = {path.split("/")[0] for path in context_files(plan)} | {"patches"}
+    context = {path.split("/")[0] for path in context_files(plan)} | {"patches", CLOSURE_FILE}  # written by stage
     for run in runs:
         for source in _BIND.findall(run):
             assert source in context, "RUN binds %r, which the staged context does not hold" % source
@@ -71,7 +72,8 @@ def test_every_pin_of_the_spec_is_installed(name):
             assert "==" + version not in runs, package
             continue
         word = package.split("[")[0].replace("${", '"${').replace("}", '}"')
-        assert "==" + version in runs and word in runs, package
+        hashed = f"{expand(package, plan.variant.args)}=={version} --hash=sha256:"  # a locked pin: its name expanded
+        assert ("==" + version in runs and word in runs) or hashed in runs, package
     text = " ".join(i["value"] for i in df.structure)
     for comp in plan.variant.components:  # each git component is a named build context some step reads
         assert "from=src-%s" % comp in text or "--from=src-%s " % comp in text, comp
