@@ -35,9 +35,11 @@ RUN --mount=type=bind,from=src-transformer_engine,target=/tmp/src/transformer_en
 RUN --mount=type=bind,from=src-mbridge,target=/tmp/src/mbridge,rw --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir --no-deps /tmp/src/mbridge
+# ---- flash-attn 2 compiled from its sdist for the variant's GPU_ARCH (FORCE_BUILD: without it its setup.py first
+# ---- downloads a prebuilt wheel from GitHub, unpinned, and installs that instead of compiling).
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    BUILD_TARGET=rocm GPU_ARCHS="${GPU_ARCH}" pip install --no-cache-dir --no-build-isolation flash-attn==2.8.3
+    BUILD_TARGET=rocm FLASH_ATTENTION_FORCE_BUILD=TRUE GPU_ARCHS="${GPU_ARCH}" pip install --no-cache-dir --no-build-isolation flash-attn==2.8.3
 # ---- mooncake: the base image's ROCm build lacks the pure-Python files; take only those from the non-CUDA wheel.
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
@@ -175,6 +177,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.10-rocm700-mi30x" \
       io.miles.variant="rocm700-mi30x" \
-      io.miles.spec-digest="2aad328fddc306ac1460936054351ac30991cd9edbce5c90c7453e32bdfd3152"
+      io.miles.spec-digest="baf5591ef33de181a970d8b73df3a764457454c3b9fbc142bfe58c7945e98721"
 WORKDIR /root/
 CMD ["/bin/bash"]

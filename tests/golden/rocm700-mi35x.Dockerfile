@@ -35,9 +35,11 @@ RUN --mount=type=bind,from=src-transformer_engine,target=/tmp/src/transformer_en
 RUN --mount=type=bind,from=src-mbridge,target=/tmp/src/mbridge,rw --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir --no-deps /tmp/src/mbridge
+# ---- flash-attn 2 compiled from its sdist for the variant's GPU_ARCH (FORCE_BUILD: without it its setup.py first
+# ---- downloads a prebuilt wheel from GitHub, unpinned, and installs that instead of compiling).
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    BUILD_TARGET=rocm GPU_ARCHS="${GPU_ARCH}" pip install --no-cache-dir --no-build-isolation flash-attn==2.8.3
+    BUILD_TARGET=rocm FLASH_ATTENTION_FORCE_BUILD=TRUE GPU_ARCHS="${GPU_ARCH}" pip install --no-cache-dir --no-build-isolation flash-attn==2.8.3
 # ---- mooncake: the base image's ROCm build lacks the pure-Python files; take only those from the non-CUDA wheel.
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
@@ -175,6 +177,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="rocm/sgl-dev:v0.5.14-rocm700-mi35x-20260627" \
       io.miles.variant="rocm700-mi35x" \
-      io.miles.spec-digest="c9188039f80dbd9b350109cd261cde6ebe9ab933e9a93d59b9bb99103fcf0755"
+      io.miles.spec-digest="b996600e4d64e3df3e9328798fbaa0059cdaaa6d8b4b77c2570f8f7b305a40c4"
 WORKDIR /root/
 CMD ["/bin/bash"]

@@ -35,9 +35,11 @@ RUN --mount=type=bind,from=src-transformer_engine,target=/tmp/src/transformer_en
 RUN --mount=type=bind,from=src-mbridge,target=/tmp/src/mbridge,rw --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir --no-deps /tmp/src/mbridge
+# ---- flash-attn 2 compiled from its sdist for the variant's GPU_ARCH (FORCE_BUILD: without it its setup.py first
+# ---- downloads a prebuilt wheel from GitHub, unpinned, and installs that instead of compiling).
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    BUILD_TARGET=rocm GPU_ARCHS="${GPU_ARCH}" pip install --no-cache-dir --no-build-isolation flash-attn==2.8.3
+    BUILD_TARGET=rocm FLASH_ATTENTION_FORCE_BUILD=TRUE GPU_ARCHS="${GPU_ARCH}" pip install --no-cache-dir --no-build-isolation flash-attn==2.8.3
 # ---- mooncake: the base image's ROCm build lacks the pure-Python files; take only those from the non-CUDA wheel.
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
@@ -178,6 +180,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="rocm/sgl-dev:v0.5.16-rocm720-mi35x-20260730" \
       io.miles.variant="rocm720-mi35x" \
-      io.miles.spec-digest="2fc65c533f79c4192022363d7a6f0cdb8b6604ec356e3def8faac56371918915"
+      io.miles.spec-digest="76ac10d6c21d1d336b01614a3e77ec142186afdb41c2c3645f922ff2a9ae8c32"
 WORKDIR /root/
 CMD ["/bin/bash"]
