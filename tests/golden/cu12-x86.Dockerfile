@@ -56,6 +56,9 @@ RUN --mount=type=secret,id=pip-ca \
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir wheel==0.45.1
+# ---- The base's TransformerEngine goes first, as upstream's does: pip would otherwise leave the base's core
+# ---- distribution of the other CUDA major (or a torch extension of another version) beside the one installed next.
+RUN pip uninstall -y transformer-engine transformer-engine-cu12 transformer-engine-cu13 transformer-engine-torch
 # ---- TransformerEngine: the core wheel of the base's CUDA major, and its torch extension (transformer_engine_torch,
 # ---- an sdist only) compiled against the base's torch without build isolation (isolated, pip would build it against
 # ---- the index's newest torch); FORCE_BUILD: never a wheel its setup.py downloads.
@@ -190,6 +193,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16-cu129" \
       io.miles.variant="cu12-x86" \
-      io.miles.spec-digest="03b2534b2bc23d0f21333fe064810b664d52715076ff9144ad274dcd4ca90941"
+      io.miles.spec-digest="629179703c96ece6a9b2e7f88af28e893b68705a8436f57a5d3fca4e8b4a1090"
 WORKDIR /root/
 CMD ["/bin/bash"]

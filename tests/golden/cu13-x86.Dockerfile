@@ -56,6 +56,9 @@ RUN --mount=type=secret,id=pip-ca \
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir wheel==0.45.1
+# ---- The base's TransformerEngine goes first, as upstream's does: pip would otherwise leave the base's core
+# ---- distribution of the other CUDA major (or a torch extension of another version) beside the one installed next.
+RUN pip uninstall -y transformer-engine transformer-engine-cu12 transformer-engine-cu13 transformer-engine-torch
 # ---- TransformerEngine: the core wheel of the base's CUDA major, and its torch extension (transformer_engine_torch,
 # ---- an sdist only) compiled against the base's torch without build isolation (isolated, pip would build it against
 # ---- the index's newest torch); FORCE_BUILD: never a wheel its setup.py downloads.
@@ -205,6 +208,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16" \
       io.miles.variant="cu13-x86" \
-      io.miles.spec-digest="43721c9bc8757c24273b55b6df944fdd4b642d61813c8107b76cd0af8632d2a6"
+      io.miles.spec-digest="84201a35e993eed9750a68c51ff11e8d71822a1b1e8c9841cc811102e5e65c22"
 WORKDIR /root/
 CMD ["/bin/bash"]

@@ -58,6 +58,9 @@ RUN --mount=type=secret,id=pip-ca \
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir wheel==0.45.1
+# ---- The base's TransformerEngine goes first, as upstream's does: pip would otherwise leave the base's core
+# ---- distribution of the other CUDA major (or a torch extension of another version) beside the one installed next.
+RUN pip uninstall -y transformer-engine transformer-engine-cu12 transformer-engine-cu13 transformer-engine-torch
 # ---- TransformerEngine: the core wheel of the base's CUDA major, and its torch extension (transformer_engine_torch,
 # ---- an sdist only) compiled against the base's torch without build isolation (isolated, pip would build it against
 # ---- the index's newest torch); FORCE_BUILD: never a wheel its setup.py downloads.
@@ -208,6 +211,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16" \
       io.miles.variant="cu13" \
-      io.miles.spec-digest="2ef094831110ea769320dcd8af30e4100063237f61a26e7f2ccbe198ea5dc58d"
+      io.miles.spec-digest="a6e159b17e8253224cea764856cc1bf510e1975de74985af2d68102a7b968b6e"
 WORKDIR /root/
 CMD ["/bin/bash"]

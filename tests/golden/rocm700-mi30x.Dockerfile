@@ -53,6 +53,8 @@ RUN --mount=type=secret,id=pip-ca \
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir --no-deps tile_kernels==1.0.0
+# ---- Megatron-LM over whatever the base has at /root/Megatron-LM (upstream removes that tree before its clone).
+RUN rm -rf /root/Megatron-LM
 COPY --from=src-megatron_lm / /root/Megatron-LM
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
@@ -177,6 +179,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.10-rocm700-mi30x" \
       io.miles.variant="rocm700-mi30x" \
-      io.miles.spec-digest="baf5591ef33de181a970d8b73df3a764457454c3b9fbc142bfe58c7945e98721"
+      io.miles.spec-digest="cf6a594f7bbf06a8d24b11843a42634a9c2305edc4d43089d77c9d25436ccd72"
 WORKDIR /root/
 CMD ["/bin/bash"]

@@ -53,6 +53,8 @@ RUN --mount=type=secret,id=pip-ca \
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir --no-deps tile_kernels==1.0.0
+# ---- Megatron-LM over whatever the base has at /root/Megatron-LM (upstream removes that tree before its clone).
+RUN rm -rf /root/Megatron-LM
 COPY --from=src-megatron_lm / /root/Megatron-LM
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
@@ -177,6 +179,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="rocm/sgl-dev:v0.5.14-rocm700-mi35x-20260627" \
       io.miles.variant="rocm700-mi35x" \
-      io.miles.spec-digest="b996600e4d64e3df3e9328798fbaa0059cdaaa6d8b4b77c2570f8f7b305a40c4"
+      io.miles.spec-digest="61d8a14e087a6d3e4a4c24b9ab88f1e111fad723e1982d26683a559d8e42fbfe"
 WORKDIR /root/
 CMD ["/bin/bash"]

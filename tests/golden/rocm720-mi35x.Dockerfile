@@ -53,6 +53,8 @@ RUN --mount=type=secret,id=pip-ca \
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir --no-deps tile_kernels==1.0.0
+# ---- Megatron-LM over whatever the base has at /root/Megatron-LM (upstream removes that tree before its clone).
+RUN rm -rf /root/Megatron-LM
 COPY --from=src-megatron_lm / /root/Megatron-LM
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
@@ -180,6 +182,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="rocm/sgl-dev:v0.5.16-rocm720-mi35x-20260730" \
       io.miles.variant="rocm720-mi35x" \
-      io.miles.spec-digest="76ac10d6c21d1d336b01614a3e77ec142186afdb41c2c3645f922ff2a9ae8c32"
+      io.miles.spec-digest="40eb210926e122e9aa1f3b57e9f4704ccd4ba85dd1551974f702ef0d2aaf2952"
 WORKDIR /root/
 CMD ["/bin/bash"]
