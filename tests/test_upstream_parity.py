@@ -97,7 +97,9 @@ def test_a_step_that_installs_a_release_wheel_is_never_same(upstream, name):
         if i["instruction"] == "RUN" and _RELEASE_WHEEL.search(" ".join(i["value"].split()))
     }
     assert len(wheel_steps) >= (7 if name == "docker/Dockerfile" else 1)
-    same = sorted(key for key, _, status, _ in doc_rows(DOC.read_text())[name] if key in wheel_steps and status == "same")
+    same = sorted(
+        key for key, _, status, _ in doc_rows(DOC.read_text())[name] if key in wheel_steps and status == "same"
+    )
     assert not same, "rows that install a release wheel upstream but say same: %s" % same
 
 

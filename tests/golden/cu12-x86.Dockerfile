@@ -7,10 +7,9 @@ SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ARG CUDA_ARCHS="8.0;9.0;10.0;10.3;12.0"
 ARG CUDA_MAJOR="12"
 ARG FLASHINFER_CUDA="cu129"
-ARG MAX_JOBS="64"
+ARG MAX_JOBS=""
 
 WORKDIR /root/
-ENV MAX_JOBS="${MAX_JOBS}"
 # ---- Apt: diagnostics, and protoc, which the router's build.rs runs to compile its gRPC protocol.
 RUN apt-get update && \
     apt-get install -y --no-install-recommends dnsutils ethtool nvtop protobuf-compiler rsync tmux && \
@@ -21,15 +20,15 @@ RUN --mount=type=bind,from=src-nccl_tests,target=/tmp/src/nccl_tests,rw \
     cp /tmp/src/nccl_tests/build/*_perf /usr/local/bin/
 # ---- Python dependencies, in upstream's order. flash-attn 2 (FSDP's default attn_implementation), compiled from its
 # ---- sdist (FORCE_BUILD: never a wheel downloaded by its setup.py).
-RUN --mount=type=secret,id=pip-ca \
+RUN --mount=type=bind,source=tools,target=/tmp/tools --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    FLASH_ATTENTION_FORCE_BUILD=TRUE pip install --no-cache-dir --no-build-isolation flash-attn==2.8.3
+    FLASH_ATTENTION_FORCE_BUILD=TRUE python3 /tmp/tools/jobs.py --gib-per-job 9 --cpus-per-job 2 -- pip install --no-cache-dir --no-build-isolation flash-attn==2.8.3
 # ---- FlashAttention 3 on CUDA 12.9: hopper/setup.py compiles with NVIDIA's nvcc 12.6 and ptxas 12.8 (its pinned
 # ---- redistributables), which it downloads itself on every CUDA 12 but 12.8; with OFFLINE_BUILD it skips that
 # ---- download and then fails making the missing nvcc executable, so this step leaves it unset.
-RUN --mount=type=bind,from=src-flash_attention,target=/tmp/src/flash_attention,rw --mount=type=secret,id=pip-ca \
+RUN --mount=type=bind,source=tools,target=/tmp/tools --mount=type=bind,from=src-flash_attention,target=/tmp/src/flash_attention,rw --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    FLASH_ATTENTION_DISABLE_SM80=TRUE FLASH_ATTENTION_FORCE_BUILD=TRUE pip install --no-cache-dir --no-build-isolation /tmp/src/flash_attention/hopper
+    FLASH_ATTENTION_DISABLE_SM80=TRUE FLASH_ATTENTION_FORCE_BUILD=TRUE python3 /tmp/tools/jobs.py --gib-per-job 9 --cpus-per-job 2 -- pip install --no-cache-dir --no-build-isolation /tmp/src/flash_attention/hopper
 RUN --mount=type=bind,from=src-mbridge,target=/tmp/src/mbridge,rw --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir --no-deps /tmp/src/mbridge
@@ -47,12 +46,12 @@ RUN --mount=type=secret,id=pip-ca \
 # ---- Hadamard transform, and the Mamba kernels of nemotron_h hybrid models: source builds against the base's torch.
 # ---- FORCE_BUILD on each: without it their setup.py first downloads a prebuilt wheel from GitHub (unpinned) and,
 # ---- where GitHub cannot be reached, fails (it catches only an HTTP error) instead of compiling.
-RUN --mount=type=bind,from=src-fast_hadamard_transform,target=/tmp/src/fast_hadamard_transform,rw --mount=type=secret,id=pip-ca \
+RUN --mount=type=bind,source=tools,target=/tmp/tools --mount=type=bind,from=src-fast_hadamard_transform,target=/tmp/src/fast_hadamard_transform,rw --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    FAST_HADAMARD_TRANSFORM_FORCE_BUILD=TRUE pip install --no-cache-dir --no-build-isolation /tmp/src/fast_hadamard_transform
-RUN --mount=type=secret,id=pip-ca \
+    FAST_HADAMARD_TRANSFORM_FORCE_BUILD=TRUE python3 /tmp/tools/jobs.py --gib-per-job 4 --cpus-per-job 4 -- pip install --no-cache-dir --no-build-isolation /tmp/src/fast_hadamard_transform
+RUN --mount=type=bind,source=tools,target=/tmp/tools --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    CAUSAL_CONV1D_FORCE_BUILD=TRUE MAMBA_FORCE_BUILD=TRUE pip install --no-cache-dir --no-build-isolation causal-conv1d==1.6.1 mamba-ssm==2.3.1
+    CAUSAL_CONV1D_FORCE_BUILD=TRUE MAMBA_FORCE_BUILD=TRUE python3 /tmp/tools/jobs.py --gib-per-job 8 --cpus-per-job 4 -- pip install --no-cache-dir --no-build-isolation causal-conv1d==1.6.1 mamba-ssm==2.3.1
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir wheel==0.45.1
@@ -62,14 +61,14 @@ RUN pip uninstall -y transformer-engine transformer-engine-cu12 transformer-engi
 # ---- TransformerEngine: the core wheel of the base's CUDA major, and its torch extension (transformer_engine_torch,
 # ---- an sdist only) compiled against the base's torch without build isolation (isolated, pip would build it against
 # ---- the index's newest torch); FORCE_BUILD: never a wheel its setup.py downloads.
-RUN --mount=type=secret,id=pip-ca \
+RUN --mount=type=bind,source=tools,target=/tmp/tools --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    NVTE_PYTORCH_FORCE_BUILD=TRUE pip install --no-cache-dir --no-build-isolation 'transformer-engine[pytorch]==2.17.1' transformer-engine-cu"${CUDA_MAJOR}"==2.17.1
+    NVTE_PYTORCH_FORCE_BUILD=TRUE python3 /tmp/tools/jobs.py --gib-per-job 4 --cpus-per-job 1 -- pip install --no-cache-dir --no-build-isolation 'transformer-engine[pytorch]==2.17.1' transformer-engine-cu"${CUDA_MAJOR}"==2.17.1
 # ---- apex with its C++ and CUDA extensions: Megatron's ColumnParallelLinear needs fused_weight_gradient_mlp_cuda
 # ---- when gradient-accumulation fusion is on (its default).
-RUN --mount=type=bind,from=src-apex,target=/tmp/src/apex,rw --mount=type=secret,id=pip-ca \
+RUN --mount=type=bind,source=tools,target=/tmp/tools --mount=type=bind,from=src-apex,target=/tmp/src/apex,rw --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    APEX_CPP_EXT=1 APEX_CUDA_EXT=1 APEX_PARALLEL_BUILD=8 NVCC_APPEND_FLAGS='--threads 4' pip install --no-cache-dir --no-build-isolation /tmp/src/apex
+    APEX_CPP_EXT=1 APEX_CUDA_EXT=1 NVCC_APPEND_FLAGS='--threads 4' python3 /tmp/tools/jobs.py --gib-per-job 4 --cpus-per-job 4 --parallel-env APEX_PARALLEL_BUILD --parallel-max 8 -- pip install --no-cache-dir --no-build-isolation /tmp/src/apex
 COPY --from=src-megatron_lm / /root/Megatron-LM
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
@@ -129,9 +128,9 @@ RUN --mount=type=bind,source=tools,target=/tmp/tools --mount=type=secret,id=pip-
     SETUPTOOLS_SCM_PRETEND_VERSION=0.5.16 pip install --no-cache-dir --no-deps -e '/sgl-workspace/sglang/python[all]'
 # ---- fake_int4_quant_cuda (int4 QAT export), built from its source in miles' own tree for the variant's GPUs (its
 # ---- setup.py alone targets 8.0-9.0, which leaves Blackwell without a kernel).
-RUN --mount=type=bind,from=src-miles,target=/tmp/src/miles,rw --mount=type=secret,id=pip-ca \
+RUN --mount=type=bind,source=tools,target=/tmp/tools --mount=type=bind,from=src-miles,target=/tmp/src/miles,rw --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    TORCH_CUDA_ARCH_LIST="${CUDA_ARCHS}" pip install --no-cache-dir --no-build-isolation /tmp/src/miles/miles/backends/megatron_utils/kernels/int4_qat
+    TORCH_CUDA_ARCH_LIST="${CUDA_ARCHS}" python3 /tmp/tools/jobs.py --gib-per-job 4 --cpus-per-job 1 -- pip install --no-cache-dir --no-build-isolation /tmp/src/miles/miles/backends/megatron_utils/kernels/int4_qat
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir maturin==1.16.0
@@ -193,6 +192,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16-cu129" \
       io.miles.variant="cu12-x86" \
-      io.miles.spec-digest="629179703c96ece6a9b2e7f88af28e893b68705a8436f57a5d3fca4e8b4a1090"
+      io.miles.spec-digest="fe5a60a07221a40e86ec6a504aa609738af8a3d81bc8c2aeb2bb219c96f59354"
 WORKDIR /root/
 CMD ["/bin/bash"]
