@@ -231,6 +231,11 @@ def fleet_options(p) -> None:
     p.add_argument("--builder", metavar="NAME", help="buildx builder or docker context (default: the engine)")
     p.add_argument("--cache", metavar="REF", help="registry cache: import REF:<target> and export to it (mode=max)")
     p.add_argument("--cache-from", metavar="REF", help="registry cache: import only (any builder)")
+    p.add_argument(
+        "--allow-emulation",
+        action="store_true",
+        help="compile kernels even for a platform the builder runs only under emulation (QEMU: days, not hours)",
+    )
 
 
 def parser() -> argparse.ArgumentParser:

@@ -69,6 +69,8 @@ SUITES = {
     }
 }
 CONTEXT_SKIP = ("__pycache__", ".pytest_cache", "build")  # what a build context of the tree never needs
+# A build context folder that is not the checkout's folder of the same name (toolkit/render/context.py stages it).
+CONTEXT_FOLDERS = {"tools": "image_tools"}
 
 
 def names_of(view: dict) -> list[str]:
@@ -318,7 +320,7 @@ def prepare(args) -> int:
                 file = f"src/context--{mount['context'].replace('/', '--')}.tar.gz"
                 with tarfile.open(out / file, "w:gz") as tar:
                     tar.add(
-                        ROOT / mount["context"],
+                        ROOT / CONTEXT_FOLDERS.get(mount["context"], mount["context"]),
                         arcname=".",
                         filter=context_member,
                     )

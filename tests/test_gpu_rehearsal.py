@@ -66,7 +66,13 @@ def test_plan_command_is_the_rendered_run_text(selector, dockerfile):
     assert step["command"] == " ".join(words[len(flags) :]).lstrip()
     assert step["dropped_mounts"] == [f for f in flags if "type=secret" in f]
     binds = [f for f in flags if "type=bind" in f]
-    assert [f"--mount=type=bind,from=src-{m['source']},target={m['target']},rw" for m in step["mounts"]] == binds
+    expected = [
+        f"--mount=type=bind,source={m['context']},target={m['target']}"
+        if "context" in m
+        else f"--mount=type=bind,from=src-{m['source']},target={m['target']},rw"
+        for m in step["mounts"]
+    ]
+    assert expected == binds
     assert step["probes"] and all((reh.ROOT / "verify" / "probes" / p).is_file() for p in step["probes"])
 
 
@@ -74,7 +80,10 @@ def test_plan_carries_the_dockerfile_args_and_env_the_run_sees():
     (step,) = reh.build_plan(TARGET, ["miles/int4_qat"])["steps"]
     assert 'TORCH_CUDA_ARCH_LIST="${CUDA_ARCHS}"' in step["command"]  # resolved by the shell, from the ARG
     assert step["dockerfile_env"]["CUDA_ARCHS"] == load_catalog().resolve(TARGET).args["CUDA_ARCHS"]
-    assert step["dockerfile_env"]["MAX_JOBS"] == load_catalog().resolve(TARGET).args["MAX_JOBS"]
+    assert step["dockerfile_env"]["MAX_JOBS"] == load_catalog().resolve(TARGET).args["MAX_JOBS"] == ""
+    # the step's jobs are sized where it runs (image_tools/jobs.py), from the tools/ folder of the build context
+    assert "/tmp/tools/jobs.py" in step["command"]
+    assert {"context": "tools", "target": "/tmp/tools"} in step["mounts"]
 
 
 def test_knobs_are_explicit_and_kept_apart_from_the_step():

@@ -20,7 +20,9 @@ from toolkit.spec.catalog import ROOT
 SNAPSHOT_ENV = "MILES_UPSTREAM_SNAPSHOT"
 DOC = ROOT / "docs" / "upstream-parity.md"
 FILES = ("docker/Dockerfile.rocm", "docker/Dockerfile")
-STATUSES = {"same", "different", "n/a"}
+STATUSES = {"same", "different", "unknown", "n/a"}
+# A pip install of a file of upstream's wheels release: its version and build flags are recorded nowhere.
+_RELEASE_WHEEL = re.compile(r"pip install [^&;|]*/tmp/wheels/|set -- /tmp/wheels/")
 _URL = re.compile(r"https?://\S+")
 _ROW = re.compile(r"^\| `(?P<key>.+?)` \| (?P<ours>.*?) \| (?P<status>[^|]+?) \| (?P<why>.*) \|$")
 
@@ -82,6 +84,23 @@ def test_rows_say_what_and_why():
         assert ours, key
         if status != "same":
             assert why, "%s is %s without a reason" % (key, status)
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_a_step_that_installs_a_release_wheel_is_never_same(upstream, name):
+    """Upstream installs those from a wheels release whose assets carry no recorded digest, version or build flags:
+    nothing can show that the image ends up the same, so such a row says different or unknown, and why."""
+    parser = DockerfileParser(fileobj=io.BytesIO(upstream[name].encode()))
+    wheel_steps = {
+        step_key(i["instruction"], i["value"])
+        for i in parser.structure
+        if i["instruction"] == "RUN" and _RELEASE_WHEEL.search(" ".join(i["value"].split()))
+    }
+    assert len(wheel_steps) >= (7 if name == "docker/Dockerfile" else 1)
+    same = sorted(
+        key for key, _, status, _ in doc_rows(DOC.read_text())[name] if key in wheel_steps and status == "same"
+    )
+    assert not same, "rows that install a release wheel upstream but say same: %s" % same
 
 
 def test_a_moved_step_is_reported(upstream):

@@ -45,6 +45,7 @@ class BuildRequest:
     skip_existing: bool = False
     image_tag: str | None = None
     custom_tag: str | None = None
+    allow_emulation: bool = False  # compile kernels even for a platform the builder only emulates
 
     @classmethod
     def from_args(cls, args) -> BuildRequest:
@@ -68,6 +69,7 @@ class BuildRequest:
             skip_existing=getattr(args, "skip_existing", False),
             image_tag=getattr(args, "image_tag", None),
             custom_tag=getattr(args, "custom_tag", None),
+            allow_emulation=getattr(args, "allow_emulation", False),
         )
 
     @property
@@ -135,6 +137,7 @@ def prepare(request: BuildRequest, scope, log=print) -> Prepared:
         platforms, images = plan.variant.platforms, ()
         if builder is not None:
             builders.check(builder, platforms, push=request.push, cache_export=bool(request.cache))
+        builders.check_emulation(builder, plan.variant, request.allow_emulation)
         if builder is not None and local_images.needs_registry(builder, plan.variant, shared_cache):
             if local_images.names(plan.variant):
                 images = local_images.publish(client, plan.variant, platforms, request.registry, log=log, scope=scope)

@@ -7,14 +7,17 @@ SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ARG CUDA_ARCHS="8.0;9.0;10.0;10.3;12.0"
 ARG CUDA_MAJOR="13"
 ARG FLASHINFER_CUDA="cu130"
-ARG MAX_JOBS="64"
+ARG MAX_JOBS=""
 
 WORKDIR /root/
-ENV MAX_JOBS="${MAX_JOBS}"
 # ---- Apt: diagnostics, and protoc, which the router's build.rs runs to compile its gRPC protocol.
 RUN apt-get update && \
     apt-get install -y --no-install-recommends dnsutils ethtool nvtop protobuf-compiler rsync tmux && \
     rm -rf /var/lib/apt/lists/*
+# ---- The base's TransformerEngine goes first, as upstream's does: pip would otherwise leave the base's core
+# ---- distribution of the other CUDA major (or a torch extension of another version) beside the one the closure and
+# ---- the TransformerEngine step install.
+RUN pip uninstall -y transformer-engine transformer-engine-cu12 transformer-engine-cu13 transformer-engine-torch
 # ---- The whole Python environment the lock resolved for this variant (`build.py lock`), every file by its sha256,
 # ---- before any step builds: later steps install their own pins with --no-deps, so none resolves anything. The apt
 # ---- copy of PyJWT has no pip record, so it goes first.
@@ -28,17 +31,17 @@ RUN --mount=type=bind,from=src-nccl_tests,target=/tmp/src/nccl_tests,rw \
     cp /tmp/src/nccl_tests/build/*_perf /usr/local/bin/
 # ---- Python dependencies, in upstream's order. flash-attn 2 (FSDP's default attn_implementation), compiled from its
 # ---- sdist (FORCE_BUILD: never a wheel downloaded by its setup.py).
-RUN --mount=type=secret,id=pip-ca \
+RUN --mount=type=bind,source=tools,target=/tmp/tools --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     printf '%s\n' 'flash-attn==2.8.3 --hash=sha256:1e71dd64a9e0280e0447b8a0c2541bad4bf6ac65bdeaa2f90e51a9e57de0370d' >/tmp/pip-locked.txt && \
-    FLASH_ATTENTION_FORCE_BUILD=TRUE pip install --no-cache-dir --no-build-isolation --no-deps --require-hashes -r /tmp/pip-locked.txt && \
+    FLASH_ATTENTION_FORCE_BUILD=TRUE python3 /tmp/tools/jobs.py --gib-per-job 9 --cpus-per-job 2 -- pip install --no-cache-dir --no-build-isolation --no-deps --require-hashes -r /tmp/pip-locked.txt && \
     rm /tmp/pip-locked.txt
 # ---- FlashAttention 3 (Hopper, sm_90a; what miles' CUDA true-on-policy path and TransformerEngine import as
 # ---- flash_attn_interface), beside FA2. On CUDA 13 hopper/setup.py compiles with the image's nvcc, and
 # ---- OFFLINE_BUILD keeps it from downloading anything.
-RUN --mount=type=bind,from=src-flash_attention,target=/tmp/src/flash_attention,rw --mount=type=secret,id=pip-ca \
+RUN --mount=type=bind,source=tools,target=/tmp/tools --mount=type=bind,from=src-flash_attention,target=/tmp/src/flash_attention,rw --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    FLASH_ATTENTION_DISABLE_SM80=TRUE FLASH_ATTENTION_FORCE_BUILD=TRUE FLASH_ATTENTION_OFFLINE_BUILD=1 pip install --no-cache-dir --no-build-isolation --no-deps /tmp/src/flash_attention/hopper
+    FLASH_ATTENTION_DISABLE_SM80=TRUE FLASH_ATTENTION_FORCE_BUILD=TRUE FLASH_ATTENTION_OFFLINE_BUILD=1 python3 /tmp/tools/jobs.py --gib-per-job 9 --cpus-per-job 2 -- pip install --no-cache-dir --no-build-isolation --no-deps /tmp/src/flash_attention/hopper
 RUN --mount=type=bind,from=src-mbridge,target=/tmp/src/mbridge,rw --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir --no-deps /tmp/src/mbridge
@@ -55,13 +58,13 @@ RUN --mount=type=secret,id=pip-ca \
 # ---- Hadamard transform, and the Mamba kernels of nemotron_h hybrid models: source builds against the base's torch.
 # ---- FORCE_BUILD on each: without it their setup.py first downloads a prebuilt wheel from GitHub (unpinned) and,
 # ---- where GitHub cannot be reached, fails (it catches only an HTTP error) instead of compiling.
-RUN --mount=type=bind,from=src-fast_hadamard_transform,target=/tmp/src/fast_hadamard_transform,rw --mount=type=secret,id=pip-ca \
+RUN --mount=type=bind,source=tools,target=/tmp/tools --mount=type=bind,from=src-fast_hadamard_transform,target=/tmp/src/fast_hadamard_transform,rw --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    FAST_HADAMARD_TRANSFORM_FORCE_BUILD=TRUE pip install --no-cache-dir --no-build-isolation --no-deps /tmp/src/fast_hadamard_transform
-RUN --mount=type=secret,id=pip-ca \
+    FAST_HADAMARD_TRANSFORM_FORCE_BUILD=TRUE python3 /tmp/tools/jobs.py --gib-per-job 4 --cpus-per-job 4 -- pip install --no-cache-dir --no-build-isolation --no-deps /tmp/src/fast_hadamard_transform
+RUN --mount=type=bind,source=tools,target=/tmp/tools --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     printf '%s\n' 'causal-conv1d==1.6.1 --hash=sha256:e4a697ec2db3906f012e675125569f8b510b4559bc53e3095143d91369e1221b' 'mamba-ssm==2.3.1 --hash=sha256:4d529477ad94753962216d583fc8f1c127c717b7d7c875d6bbb9376366d0d761' >/tmp/pip-locked.txt && \
-    CAUSAL_CONV1D_FORCE_BUILD=TRUE MAMBA_FORCE_BUILD=TRUE pip install --no-cache-dir --no-build-isolation --no-deps --require-hashes -r /tmp/pip-locked.txt && \
+    CAUSAL_CONV1D_FORCE_BUILD=TRUE MAMBA_FORCE_BUILD=TRUE python3 /tmp/tools/jobs.py --gib-per-job 8 --cpus-per-job 4 -- pip install --no-cache-dir --no-build-isolation --no-deps --require-hashes -r /tmp/pip-locked.txt && \
     rm /tmp/pip-locked.txt
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
@@ -71,16 +74,16 @@ RUN --mount=type=secret,id=pip-ca \
 # ---- TransformerEngine: the core wheel of the base's CUDA major, and its torch extension (transformer_engine_torch,
 # ---- an sdist only) compiled against the base's torch without build isolation (isolated, pip would build it against
 # ---- the index's newest torch); FORCE_BUILD: never a wheel its setup.py downloads.
-RUN --mount=type=secret,id=pip-ca \
+RUN --mount=type=bind,source=tools,target=/tmp/tools --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     printf '%s\n' 'transformer-engine[pytorch]==2.17.1 --hash=sha256:8a4543c0b0ffe4c6117bfbe7a0b6bb9acba0d159782fa4922aaee202ba2cfdc9' 'transformer-engine-cu13==2.17.1 --hash=sha256:f24a3d84938da755127378e580c56d8918316e84d4ba65a74f50723a688fc29a' 'transformer-engine-torch==2.17.1 --hash=sha256:5891479407be643c2c6df3b68b25a6b9497a996efe577eb88899c27c04dad9e2' >/tmp/pip-locked.txt && \
-    NVTE_PYTORCH_FORCE_BUILD=TRUE pip install --no-cache-dir --no-build-isolation --no-deps --require-hashes -r /tmp/pip-locked.txt && \
+    NVTE_PYTORCH_FORCE_BUILD=TRUE python3 /tmp/tools/jobs.py --gib-per-job 4 --cpus-per-job 1 -- pip install --no-cache-dir --no-build-isolation --no-deps --require-hashes -r /tmp/pip-locked.txt && \
     rm /tmp/pip-locked.txt
 # ---- apex with its C++ and CUDA extensions: Megatron's ColumnParallelLinear needs fused_weight_gradient_mlp_cuda
 # ---- when gradient-accumulation fusion is on (its default).
-RUN --mount=type=bind,from=src-apex,target=/tmp/src/apex,rw --mount=type=secret,id=pip-ca \
+RUN --mount=type=bind,source=tools,target=/tmp/tools --mount=type=bind,from=src-apex,target=/tmp/src/apex,rw --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    APEX_CPP_EXT=1 APEX_CUDA_EXT=1 APEX_PARALLEL_BUILD=8 NVCC_APPEND_FLAGS='--threads 4' pip install --no-cache-dir --no-build-isolation --no-deps /tmp/src/apex
+    APEX_CPP_EXT=1 APEX_CUDA_EXT=1 NVCC_APPEND_FLAGS='--threads 4' python3 /tmp/tools/jobs.py --gib-per-job 4 --cpus-per-job 4 --parallel-env APEX_PARALLEL_BUILD --parallel-max 8 -- pip install --no-cache-dir --no-build-isolation --no-deps /tmp/src/apex
 COPY --from=src-megatron_lm / /root/Megatron-LM
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
@@ -160,9 +163,9 @@ RUN --mount=type=secret,id=pip-ca \
     rm /tmp/pip-locked.txt
 # ---- fake_int4_quant_cuda (int4 QAT export), built from its source in miles' own tree for the variant's GPUs (its
 # ---- setup.py alone targets 8.0-9.0, which leaves Blackwell without a kernel).
-RUN --mount=type=bind,from=src-miles,target=/tmp/src/miles,rw --mount=type=secret,id=pip-ca \
+RUN --mount=type=bind,source=tools,target=/tmp/tools --mount=type=bind,from=src-miles,target=/tmp/src/miles,rw --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    TORCH_CUDA_ARCH_LIST="${CUDA_ARCHS}" pip install --no-cache-dir --no-build-isolation --no-deps /tmp/src/miles/miles/backends/megatron_utils/kernels/int4_qat
+    TORCH_CUDA_ARCH_LIST="${CUDA_ARCHS}" python3 /tmp/tools/jobs.py --gib-per-job 4 --cpus-per-job 1 -- pip install --no-cache-dir --no-build-isolation --no-deps /tmp/src/miles/miles/backends/megatron_utils/kernels/int4_qat
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     printf '%s\n' 'maturin==1.16.0 --hash=sha256:837db2f4d93d4899c3ac393fb3cc9eebf35b6002336e5d574f4a4fb6c49fe283' >/tmp/pip-locked.txt && \
@@ -236,6 +239,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16" \
       io.miles.variant="cu13-x86" \
-      io.miles.spec-digest="ffb4c9cb60862d4d726b8a72c57f7657fdc4ff3aea7c17cd163eb405dab21d00"
+      io.miles.spec-digest="8bde1f5a475c74eb76df08f2268323d5dff69ba6215e466e2ab3d5bc9e243d35"
 WORKDIR /root/
 CMD ["/bin/bash"]

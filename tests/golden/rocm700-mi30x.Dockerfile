@@ -6,14 +6,13 @@ FROM lmsysorg/sglang:v0.5.10-rocm700-mi30x
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ARG APPLY_ROCR_VMMFIX="0"
 ARG GPU_ARCH="gfx942"
-ARG MAX_JOBS="64"
+ARG MAX_JOBS=""
 
 WORKDIR /root/
 ENV AMDGPU_TARGET="${GPU_ARCH}" \
     CMAKE_PREFIX_PATH="/opt/rocm:/opt/rocm/hip:/usr/local:/usr" \
     GPU_ARCH="${GPU_ARCH}" \
     GPU_ARCH_LIST="${GPU_ARCH}" \
-    MAX_JOBS="${MAX_JOBS}" \
     NVTE_FRAMEWORK="pytorch" \
     NVTE_ROCM_ARCH="${GPU_ARCH}" \
     NVTE_USE_HIPBLASLT="1" \
@@ -29,15 +28,17 @@ RUN --mount=type=bind,from=src-rccl_tests,target=/tmp/src/rccl_tests,rw \
     cp /tmp/src/rccl_tests/projects/rccl-tests/build/*_perf /usr/local/bin/
 # ---- Python dependencies, in upstream's order. The base's TransformerEngine goes first, then the ROCm build.
 RUN pip uninstall -y transformer-engine transformer_engine transformer_engine_torch
-RUN --mount=type=bind,from=src-transformer_engine,target=/tmp/src/transformer_engine,rw --mount=type=secret,id=pip-ca \
+RUN --mount=type=bind,source=tools,target=/tmp/tools --mount=type=bind,from=src-transformer_engine,target=/tmp/src/transformer_engine,rw --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    NVTE_FUSED_ATTN=0 pip install --no-cache-dir --no-build-isolation /tmp/src/transformer_engine
+    NVTE_FUSED_ATTN=0 python3 /tmp/tools/jobs.py --gib-per-job 8 --cpus-per-job 1 -- pip install --no-cache-dir --no-build-isolation /tmp/src/transformer_engine
 RUN --mount=type=bind,from=src-mbridge,target=/tmp/src/mbridge,rw --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir --no-deps /tmp/src/mbridge
-RUN --mount=type=secret,id=pip-ca \
+# ---- flash-attn 2 compiled from its sdist for the variant's GPU_ARCH (FORCE_BUILD: without it its setup.py first
+# ---- downloads a prebuilt wheel from GitHub, unpinned, and installs that instead of compiling).
+RUN --mount=type=bind,source=tools,target=/tmp/tools --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    BUILD_TARGET=rocm GPU_ARCHS="${GPU_ARCH}" pip install --no-cache-dir --no-build-isolation flash-attn==2.8.3
+    BUILD_TARGET=rocm FLASH_ATTENTION_FORCE_BUILD=TRUE GPU_ARCHS="${GPU_ARCH}" python3 /tmp/tools/jobs.py --gib-per-job 9 --cpus-per-job 2 -- pip install --no-cache-dir --no-build-isolation flash-attn==2.8.3
 # ---- mooncake: the base image's ROCm build lacks the pure-Python files; take only those from the non-CUDA wheel.
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
@@ -51,6 +52,8 @@ RUN --mount=type=secret,id=pip-ca \
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir --no-deps tile_kernels==1.0.0
+# ---- Megatron-LM over whatever the base has at /root/Megatron-LM (upstream removes that tree before its clone).
+RUN rm -rf /root/Megatron-LM
 COPY --from=src-megatron_lm / /root/Megatron-LM
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
@@ -175,6 +178,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.10-rocm700-mi30x" \
       io.miles.variant="rocm700-mi30x" \
-      io.miles.spec-digest="332e9c677e5ad3529114c4b75f83012e3729356e8c0293b983125519a69eaec7"
+      io.miles.spec-digest="e2ca784b32367a22b916923847bab8aef07e1c080b668c592bcfaaba58417069"
 WORKDIR /root/
 CMD ["/bin/bash"]

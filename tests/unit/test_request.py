@@ -109,8 +109,13 @@ def test_a_source_that_cannot_be_staged_is_exit_2_before_any_engine(command, tmp
 
 
 def test_a_bake_of_targets_made_elsewhere_asks_no_engine(engine_refused):
+    # cu13 compiles kernels for arm64: with no --builder, this machine's x86 would only emulate it (refused, before
+    # any engine is asked) unless emulation is allowed
+    with Scope() as scope, pytest.raises(UsageError, match="^cu13 compiles kernels .* --builder NAME"):
+        prepare(BuildRequest("bake", ("cu13",), registry="org"), scope, log=lambda line: None)
     with Scope() as scope:
-        prepared = prepare(BuildRequest("bake", ("cu13", "rocm"), registry="org"), scope, log=lambda line: None)
+        request = BuildRequest("bake", ("cu13", "rocm"), registry="org", allow_emulation=True)
+        prepared = prepare(request, scope, log=lambda line: None)
         (cu13, rocm) = prepared.targets
         assert prepared.builder is None and prepared.client is None
         assert cu13.invocation.context == cu13.ctx.path.parent / cu13.ctx.short_hash  # where it will be kept

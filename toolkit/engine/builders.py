@@ -10,10 +10,14 @@ decides the build's shape, before anything runs:
 - any other driver: several platforms and cache export; the image exists only where it is pushed.
 
 Asking a builder for what it cannot do is bad usage (exit 2), said in one line naming the builder and the reason.
+That includes compiling kernels for a platform the builder runs only under emulation (QEMU through binfmt_misc):
+`docker buildx inspect` lists each node's platforms, the node's own first, then those it can only emulate; the
+default engine's own platform is its architecture (`docker info`).
 """
 
 from __future__ import annotations
 
+import platform as host
 import re
 from dataclasses import dataclass
 
@@ -22,6 +26,16 @@ from toolkit.errors import UsageError, short
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 CONTAINERD_STORE = "io.containerd.snapshotter.v1"  # `docker info`'s driver-type when the engine uses containerd
+# A machine's architecture (`docker info`, `uname -m`) as an OCI platform's, and what such a CPU also runs natively.
+ARCH = {
+    "x86_64": "amd64",
+    "amd64": "amd64",
+    "aarch64": "arm64",
+    "arm64": "arm64",
+    "ppc64le": "ppc64le",
+    "s390x": "s390x",
+}
+ALSO_NATIVE = {"amd64": ("386",), "arm64": ("arm",)}
 
 
 @dataclass(frozen=True)
@@ -30,6 +44,7 @@ class Builder:
     driver: str
     host: str | None = None  # docker driver: the engine's API address (None: DOCKER_HOST)
     containerd_store: bool = False
+    native: tuple = ()  # "os/arch" of what its nodes run without emulation (empty: not known)
 
     @property
     def label(self) -> str:
@@ -60,6 +75,26 @@ class Builder:
         return engine.connect(self.host)
 
 
+def native_of(arch: str, os_name: str = "linux") -> tuple:
+    """The platforms ("os/arch") a machine of this architecture runs natively; empty when the name is unknown."""
+    a = ARCH.get(arch, arch if arch in ARCH.values() else "")
+    return tuple(f"{os_name}/{x}" for x in ((a, *ALSO_NATIVE.get(a, ())) if a else ()))
+
+
+def native_platforms(inspect_text: str) -> tuple:
+    """From `docker buildx inspect`: per node, its first listed platform is its own (BuildKit lists the worker's
+    native platforms first, emulated ones after); the builder runs natively what any node runs natively."""
+    native: list = []
+    for line in inspect_text.splitlines():
+        if not line.startswith("Platforms:"):
+            continue
+        listed = [p.strip().rstrip("*") for p in line.split(":", 1)[1].split(",") if p.strip()]
+        if listed:
+            os_name, _, rest = listed[0].partition("/")
+            native += [p for p in native_of(rest.split("/")[0], os_name) if p not in native]
+    return tuple(native)
+
+
 def _context_host(name: str) -> str | None:
     run = engine.docker("context", "inspect", name, "--format", "{{.Endpoints.docker.Host}}")
     return run.stdout.strip() or None if run.returncode == 0 else None
@@ -71,20 +106,60 @@ def resolve(name: str | None, client=None) -> Builder:
     if name is not None and not NAME_RE.fullmatch(name):
         raise UsageError(f"--builder {short(name)}: not a builder name (letters, digits, '._-')")
     if name is None:
-        return Builder(None, "docker", None, _store_of(client or engine.connect()))
+        store, native = _engine_facts(client or engine.connect())
+        return Builder(None, "docker", None, store, native)
     run = engine.buildx("inspect", name)
     if run.returncode != 0:
         raise UsageError(f"--builder {short(name)}: no such buildx builder or docker context (`docker buildx ls`)")
     driver = next((ln.split(":", 1)[1].strip() for ln in run.stdout.splitlines() if ln.startswith("Driver:")), "")
+    native = native_platforms(run.stdout)
     if driver != "docker":
-        return Builder(name, driver or "unknown")
+        return Builder(name, driver or "unknown", native=native)
     host = _context_host(name)
-    return Builder(name, "docker", host, _store_of(engine.connect(host)))
+    store, engine_native = _engine_facts(engine.connect(host))
+    return Builder(name, "docker", host, store, native or engine_native)
 
 
-def _store_of(client) -> bool:
-    status = dict(tuple(pair) for pair in client.info().get("DriverStatus") or [] if len(pair) == 2)
-    return status.get("driver-type") == CONTAINERD_STORE
+def _engine_facts(client) -> tuple:
+    """(containerd image store?, native platforms) of an engine, from one `docker info`."""
+    info = client.info()
+    status = dict(tuple(pair) for pair in info.get("DriverStatus") or [] if len(pair) == 2)
+    return status.get("driver-type") == CONTAINERD_STORE, native_of(str(info.get("Architecture") or ""))
+
+
+def this_machine() -> tuple:
+    """What this machine runs natively: the builder a bake file names none for is assumed to be its engine."""
+    return native_of(host.machine())
+
+
+def emulation_problem(variant: str, compiling: list, platforms, native, builder: str) -> str | None:
+    """The refusal line when `variant` compiles kernels (`compiling`: its compiling steps, by name) for a platform
+    outside `native` (what `builder` runs without emulation; empty: not known, nothing refused), else None."""
+    if not compiling or not native:
+        return None
+    os_arch = ["/".join(p.split("/")[:2]) for p in platforms]
+    emulated = [p for p, key in zip(platforms, os_arch) if key not in native]
+    if not emulated:
+        return None
+    steps = ", ".join(compiling[:3]) + (f" and {len(compiling) - 3} more" if len(compiling) > 3 else "")
+    return (
+        f"{variant} compiles kernels ({steps}) for {emulated[0]}, which builder {builder} only emulates (native: "
+        f"{', '.join(native)}); name a builder that runs {emulated[0]} natively with --builder NAME, "
+        "or pass --allow-emulation"
+    )
+
+
+def check_emulation(builder: Builder | None, variant, allow: bool) -> None:
+    """Refuse (exit 2) a build whose kernel compiles would run under emulation, unless `allow`."""
+    from toolkit.steps import compiling_steps
+
+    if allow:
+        return
+    native = builder.native if builder is not None else this_machine()
+    label = builder.label if builder is not None else "(this machine's, as no --builder is named)"
+    problem = emulation_problem(variant.name, compiling_steps(variant), variant.platforms, native, label)
+    if problem:
+        raise UsageError(problem)
 
 
 def check(builder: Builder, platforms, push: bool, cache_export: bool) -> None:

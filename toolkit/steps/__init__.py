@@ -106,6 +106,16 @@ def check_steps(steps, v: dict, where: Where, origin) -> None:
             raise SpecError(file, key, f"no step applies it ({need})")
 
 
+def compiling_steps(variant) -> list[str]:
+    """The steps of the variant that compile native kernels (a `compile` record), each named by what it builds."""
+    named = []
+    for step in variant.steps:
+        if "compile" in step and applies(step, variant.args):
+            value = step["value"]
+            named.append(" ".join(value) if isinstance(value, list) else str(value))
+    return named
+
+
 def views(variant, wheels=()) -> list[dict]:
     """What the templates receive: each step that applies to the variant, as its kind resolves it (with the wheels
     of `--source wheels=DIR` in play for `prebuilt`)."""
@@ -142,6 +152,7 @@ __all__ = [
     "Where",
     "applies",
     "check_steps",
+    "compiling_steps",
     "expand",
     "normalize",
     "reference",

@@ -20,6 +20,13 @@ REQ_TEXT_RE = re.compile(r"[A-Za-z0-9._\[\]<>=!~, -]+")
 MANIFEST_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\.toml")
 GLOB_RE = re.compile(r"[A-Za-z0-9._/*+-]+")
 PIP_FLAGS = ("no-deps", "no-build-isolation", "force-reinstall")
+# A step that compiles native code (a CUDA or HIP extension): `compile:` records one compiler job's peak memory
+# and the CPUs it keeps busy, with where each figure comes from; image_tools/jobs.py sizes the step's jobs to the
+# worker that runs it. `parallel`: a variable the build reads as how many extensions it builds at once (apex's
+# APEX_PARALLEL_BUILD), at most `max`, sharing the same budget.
+COMPILE = {"gib_per_job": int, "cpus_per_job": int, "parallel": {"env": str, "max": int}, "record": str}
+JOBS_ARG = "MAX_JOBS"  # the build arg that, when set, is every compiling step's job budget instead
+TOOLS_MOUNT = "--mount=type=bind,source=tools,target=/tmp/tools"
 
 
 def expand(text: str, args: dict) -> str:
@@ -221,6 +228,55 @@ def with_prebuilt(step: dict, v: dict, target: str) -> dict:
         return step
     reads = [choice["name"]] if choice["how"] == "artifact" else []
     return dict(step, choice=choice, target=target, reads_artifacts=reads)
+
+
+def check_compile(step: dict, v: dict, where: Where) -> None:
+    """A `compile` record is whole (a positive memory figure and where it comes from), names no variable the step
+    sets itself, and the variant's MAX_JOBS (a `--set` included) is empty or a positive integer."""
+    c = step.get("compile")
+    if c is None:
+        return
+    if c.get("gib_per_job", 0) < 1:
+        raise where.error(
+            "compile.gib_per_job", "one compiler job's peak memory in GiB (a positive integer) is required"
+        )
+    if c.get("cpus_per_job", 1) < 1:
+        raise where.error("compile.cpus_per_job", "a positive integer (the CPUs one compiler job keeps busy)")
+    if not c.get("record", "").strip() or CONTROL_RE.search(c["record"]):
+        raise where.error("compile.record", "one line saying where the figures come from (docs, setup.py, measured)")
+    env = step.get("env", {})
+    par = c.get("parallel")
+    if par is not None:
+        if not IDENT_RE.fullmatch(par.get("env", "")) or par["env"] == JOBS_ARG:
+            raise where.error("compile.parallel.env", f"the variable the build reads, not {JOBS_ARG}")
+        if par.get("max", 0) < 1:
+            raise where.error("compile.parallel.max", "a positive integer is required")
+    for name in (JOBS_ARG, *([par["env"]] if par else [])):
+        if name in env:
+            raise where.error(f"env.{name}", "set by the step's `compile` from the worker's CPUs and memory")
+    given = (v.get("args") or {}).get(JOBS_ARG)
+    if given not in (None, "") and not (given.isdigit() and int(given) > 0):
+        raise where.error(
+            "compile", f"args.{JOBS_ARG} is empty (sized per step) or a positive integer, got {short(given)}"
+        )
+
+
+def jobs_words(step: dict, out: Out) -> str:
+    """The start of a compiling step's command: image_tools/jobs.py sets MAX_JOBS (and the parallel variable)
+    for what follows `--` and runs it; empty for a step without `compile`."""
+    c = step.get("compile")
+    if c is None:
+        return ""
+    words = [out.word(out.python), "/tmp/tools/jobs.py", "--gib-per-job", str(int(c["gib_per_job"]))]
+    words += ["--cpus-per-job", str(int(c.get("cpus_per_job", 1)))]
+    if "parallel" in c:
+        words += ["--parallel-env", out.word(c["parallel"]["env"]), "--parallel-max", str(int(c["parallel"]["max"]))]
+    return " ".join(words) + " -- "
+
+
+def with_tools(mounts: str, step: dict) -> str:
+    """A RUN's mounts, with the context's tools/ folder where the step runs one of them."""
+    return f"{TOOLS_MOUNT} {mounts}" if "compile" in step and TOOLS_MOUNT not in mounts else mounts
 
 
 def check_flags_env(step: dict, v: dict, where: Where) -> None:

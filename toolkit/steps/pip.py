@@ -8,19 +8,23 @@ from toolkit.render.quoting import hash_option
 from toolkit.spec.schema import STR_LIST, STR_MAP
 from toolkit.spec.values import DEBIAN_NAME_RE
 from toolkit.steps.base import (
+    COMPILE,
     INDEX_URL_RE,
     Kind,
+    check_compile,
     check_flags_env,
     check_prebuilt,
     check_refs,
     env_words,
     expand,
     flag_words,
+    jobs_words,
     need_pin,
     no_deps_over_closure,
     prebuilt_lines,
     run,
     with_prebuilt,
+    with_tools,
 )
 
 
@@ -32,7 +36,11 @@ class Pip(Kind):
     (apt packages the wheels replace, purged first in the same step, so the loader never mixes the two);
     `prebuilt` (a wheel artifact installed instead of building the one pin from source: toolkit/plan/artifacts.py);
     `extra_index` (https URLs of vendor wheel indexes searched besides the default one, `${NAME}` references
-    allowed: flashinfer publishes its cubin and JIT-cache wheels only there; the index check and the lock read them).
+    allowed: flashinfer publishes its cubin and JIT-cache wheels only there; the index check and the lock read them);
+    `compile` (the step compiles native code: `{gib_per_job, cpus_per_job, parallel: {env, max}, record}`, one
+    compiler job's peak memory and the CPUs it keeps busy, with where those figures come from; pip then runs under
+    image_tools/jobs.py, which sets MAX_JOBS from the CPUs and memory of the worker running the step, or takes a
+    set `args.MAX_JOBS` as the budget; a build for a platform its builder only emulates is refused).
     A `no-deps` step installs exactly the files the family's lock records (`--require-hashes`), or says in a comment
     which pin is still pending there.
     Leaves: the distributions. On a wheelhouse family pip runs offline against the wheelhouse and its constraints
@@ -44,7 +52,14 @@ class Pip(Kind):
     key = "pip"
     order = 3
     main = STR_LIST
-    options = {"flags": STR_LIST, "env": STR_MAP, "replaces_apt": STR_LIST, "prebuilt": str, "extra_index": STR_LIST}
+    options = {
+        "flags": STR_LIST,
+        "env": STR_MAP,
+        "replaces_apt": STR_LIST,
+        "prebuilt": str,
+        "extra_index": STR_LIST,
+        "compile": COMPILE,
+    }
 
     def check(self, step, v, where):
         args = v.get("args") or {}
@@ -55,6 +70,7 @@ class Pip(Kind):
             if not INDEX_URL_RE.fullmatch(expand(url, args)):
                 raise where.error(f"extra_index[{i}]", f"an https index URL is required, got {short(url)}")
         check_flags_env(step, v, where)
+        check_compile(step, v, where)
         check_prebuilt(step, v, where)
         if "prebuilt" in step:
             if len(step["value"]) != 1:
@@ -104,7 +120,7 @@ class Pip(Kind):
             ]
         pins = [out.word(name + (f"=={version}" if version else "")) for name, version in step["pins"]]
         extra = "".join(f" --extra-index-url {out.word(u)}" for u in step.get("extra_index", []))
-        install = f"{env_words(step, out)}pip install {out.pip_opts()}{flag_words(step)}{extra}"
+        install = f"{env_words(step, out)}{jobs_words(step, out)}pip install {out.pip_opts()}{flag_words(step)}{extra}"
         out_lines = [f"# {step['unhashed']}"] if "unhashed" in step else []
         head = [out.index_env(), *purge]
         if "hashes" in step:
@@ -118,4 +134,4 @@ class Pip(Kind):
             body = [install, *pins]
         else:
             body = [f"{install} {' '.join(pins)}"]
-        return [*out_lines, run(out.index_mount(), head + body)]
+        return [*out_lines, run(with_tools(out.index_mount(), step), head + body)]

@@ -8,31 +8,36 @@ from toolkit.errors import short
 from toolkit.spec.schema import STR_LIST, STR_MAP
 from toolkit.spec.values import EXTRAS_RE, check_abs_path, check_rel_path
 from toolkit.steps.base import (
+    COMPILE,
     MANIFEST_RE,
     REQ_TEXT_RE,
+    TOOLS_MOUNT,
     Kind,
+    check_compile,
     check_flags_env,
     check_prebuilt,
     env_words,
     flag_words,
+    jobs_words,
     need_component,
     no_deps_over_closure,
     patch_line,
     prebuilt_lines,
     run,
     with_prebuilt,
+    with_tools,
 )
 
 
 class Source(Kind):
     """`source: COMPONENT` — pip installs a git component's tree (the pinned commit, or `--source NAME=PATH`).
 
-    Reads: the component (its `subdir`, or the step's, is the package's folder in the tree); options `flags` and
-    `env` as `pip`; `extras` (the package's extras, comma-separated); `into` (a path: the tree is copied there with
-    its `.git`, a checkout at the pinned commit, and stays in the image; the component's own patches are applied
-    right after the copy); `replace` (remove what the base image has at `into` first); `editable` (install `into`
-    in editable mode; needs `into`); `version` (the PEP 440 version to build the tree as, for a tree whose version
-    would come from git tags it does not carry);
+    Reads: the component (its `subdir`, or the step's, is the package's folder in the tree); options `flags`,
+    `env` and `compile` as `pip`; `extras` (the package's extras, comma-separated); `into` (a path: the tree is
+    copied there with its `.git`, a checkout at the pinned commit, and stays in the image; the component's own
+    patches are applied right after the copy); `replace` (remove what the base image has at `into` first);
+    `editable` (install `into` in editable mode; needs `into`); `version` (the PEP 440 version to build the tree
+    as, for a tree whose version would come from git tags it does not carry);
     `install: false` (with `into`: copy the tree in, install nothing); `prebuilt` (without `into`: a wheel artifact
     installed instead of the build, toolkit/plan/artifacts.py);
     `pyproject` (another manifest of the package's folder that becomes its `pyproject.toml` before the install, e.g.
@@ -60,11 +65,13 @@ class Source(Kind):
         "prebuilt": str,
         "pyproject": str,
         "pyproject_replace": STR_MAP,
+        "compile": COMPILE,
     }
 
     def check(self, step, v, where):
         need_component(step["value"], v, where, "source")
         check_flags_env(step, v, where)
+        check_compile(step, v, where)
         check_prebuilt(step, v, where)
         if "prebuilt" in step and "into" in step:
             raise where.error("prebuilt", "a tree that stays in the image (`into`) has no prebuilt wheel")
@@ -110,11 +117,12 @@ class Source(Kind):
         version = f"SETUPTOOLS_SCM_PRETEND_VERSION={out.word(step['version'])} " if "version" in step else ""
         mode = " -e " if step.get("editable") else " "
         install = (
-            f"{version}{env_words(step, out)}pip install {out.pip_opts()}{flag_words(step)}{mode}{out.word(package)}"
+            f"{version}{env_words(step, out)}{jobs_words(step, out)}pip install {out.pip_opts()}{flag_words(step)}"
+            f"{mode}{out.word(package)}"
         )
         if "into" not in step:
             mounts = f"{out.source_mount(step['name'], tree)} {out.index_mount()}"
-            return [run(mounts, [out.index_env(), install])]
+            return [run(with_tools(mounts, step), [out.index_env(), install])]
         into = out.word(step["into"])
         result = [f"RUN rm -rf {into}"] if step.get("replace") else []
         result.append(f"COPY --from={out.src[step['name']]} / {into}")
@@ -126,8 +134,8 @@ class Source(Kind):
             for old, new in sorted(step.get("pyproject_replace", {}).items()):
                 rewrite += f" --replace {out.word(old)} {out.word(new)}"
             tool = f"{out.word(out.python)} /tmp/tools/pyproject.py {out.word(step['into'] + sub)}{rewrite} &&"
-            mounts = f"--mount=type=bind,source=tools,target=/tmp/tools {out.index_mount()}"
+            mounts = f"{TOOLS_MOUNT} {out.index_mount()}"
             result.append(run(mounts, [out.index_env(), tool, install]))
         else:
-            result.append(run(out.index_mount(), [out.index_env(), install]))
+            result.append(run(with_tools(out.index_mount(), step), [out.index_env(), install]))
         return result
