@@ -24,12 +24,16 @@ from toolkit.plan.build_plan import make_plan
 from toolkit.render.dockerfile import render
 from toolkit.spec.catalog import load_catalog
 
+# A rehearsal stages its step at the path the image's RUN names (/tmp/src/<step>), one run at a time: the tests that
+# run one share a worker, so one test's clean-up never meets another's run.
+pytestmark = pytest.mark.xdist_group("gpu-rehearsal")
+
 TARGET = "cu13-x86"
 # selector -> a string only that step's RUN instruction holds
 KERNEL_STEPS = {
     "flash-attn": "flash-attn==2.8.3",
     "flash_attention": "/tmp/src/flash_attention/hopper",
-    "fast_hadamard_transform": "pip install --no-cache-dir --no-build-isolation /tmp/src/fast_hadamard_transform",
+    "fast_hadamard_transform": "--no-build-isolation --no-deps /tmp/src/fast_hadamard_transform",
     "causal-conv1d": "causal-conv1d==1.6.1",
     "apex": "/tmp/src/apex",
     "miles/int4_qat": "kernels/int4_qat",
