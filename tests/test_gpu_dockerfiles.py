@@ -12,10 +12,10 @@ from dockerfile_parse import DockerfileParser
 
 from toolkit.plan.build_plan import make_plan
 from toolkit.render.context import context_files
-from toolkit.steps.closure import FILE as CLOSURE_FILE
 from toolkit.render.dockerfile import render
 from toolkit.spec.catalog import load_catalog
 from toolkit.steps import applies, expand
+from toolkit.steps.closure import FILE as CLOSURE_FILE
 
 CATALOG = load_catalog()
 GPU = sorted(n for n, v in CATALOG.variants.items() if v.family in ("rocm", "cuda"))
