@@ -7,10 +7,12 @@ bound, a global override that silences a third package's requirement, an overrid
 from __future__ import annotations
 
 import dataclasses
+import json
 import shutil
 
 import pytest
 from local_servers import LocalIndex, wheel_file
+from support import no_engine, one_line, run_build_py
 
 from toolkit.errors import SpecError, UsageError
 from toolkit.lock import file as lock_file
@@ -151,3 +153,36 @@ def test_the_image_installs_what_the_spec_asks_for_not_what_only_the_base_brings
         }
     }
     assert pip_closure.installs(record) == ["energon", "msc", "numpy", "sglang"]
+
+
+def _edit_lock(project_copy, edit):
+    path = project_copy / "images" / "cuda.lock.json"
+    lock = json.loads(path.read_text())
+    edit(lock)
+    path.write_text(json.dumps(lock))
+    return path.read_bytes()
+
+
+def test_a_closure_for_the_wrong_platform_is_refused_before_anything_is_written(project_copy, tmp_path):
+    def to_arm(lock):
+        lock["closure"]["cu13-x86"] = {"py3.12 linux/arm64": lock["closure"]["cu13-x86"]["py3.12 linux/amd64"]}
+
+    before = _edit_lock(project_copy, to_arm)
+    proc = run_build_py(
+        "render", "--target", "cu13-x86", "-o", "out.Dockerfile", cwd=project_copy, env=no_engine(tmp_path)
+    )
+    one_line(
+        proc, 2, "cuda.lock.json: closure.cu13-x86: holds py3.12 linux/arm64; the variant builds py3.12 linux/amd64"
+    )
+    assert not (project_copy / "out.Dockerfile").exists()
+    assert (project_copy / "images" / "cuda.lock.json").read_bytes() == before
+
+
+def test_a_corrupt_closure_digest_is_refused_naming_the_file(project_copy, tmp_path):
+    def corrupt(lock):
+        pkg = lock["closure"]["cu13-x86"]["py3.12 linux/amd64"]["packages"]["absl-py"]
+        pkg["files"] = {name: "not-a-digest" for name in pkg["files"]}
+
+    _edit_lock(project_copy, corrupt)
+    proc = run_build_py("render", "--target", "cu13-x86", cwd=project_copy, env=no_engine(tmp_path))
+    one_line(proc, 2, "closure.cu13-x86.py3.12 linux/amd64.packages.absl-py.files.absl_py-2.3.1-py3-none-any.whl")

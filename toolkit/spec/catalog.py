@@ -328,7 +328,7 @@ def _parse_family(path: Path, lock: dict | None = None) -> tuple[dict, dict[str,
         gates = start_imports.expand(raw["gates"], file, "gates")
         check_gates(gates, family_defaults.get("pip"), family_defaults.get("components"), file, "gates")
     family_steps = [normalize(s, Where(file, f"steps[{i}]")) for i, s in enumerate(raw.get("steps") or [])]
-    pip_section, closure_section = _lock_pip_sections(path, file, raw, lock)
+    pip_section, closure_section, lock_label = _lock_pip_sections(path, file, raw, lock)
     variants = {}
     for name, over in raw["variants"].items():
         if not NAME_RE.fullmatch(name):
@@ -370,7 +370,7 @@ def _parse_family(path: Path, lock: dict | None = None) -> tuple[dict, dict[str,
             raise SpecError(file, key, local_base_problem(v["base"]))
         origin = _origin_finder(file, name, own, over, layers)
         check_steps(steps, v, Where(file, steps_key), origin)
-        closure = _locked_closure(closure_section.get(name) or {}, v)
+        closure = _locked_closure(closure_section.get(name) or {}, v, name, lock_label)
         pip_files = _locked_pip_files(pip_section, closure, v)
         variants[name] = Variant.from_spec(
             raw,
@@ -385,20 +385,21 @@ def _parse_family(path: Path, lock: dict | None = None) -> tuple[dict, dict[str,
     return raw, variants
 
 
-def _lock_pip_sections(path: Path, file: str, raw: dict, lock: dict | None) -> tuple[dict, dict]:
-    """The family lock's `pip` and `closure` sections (the lock a `build.py lock` run holds, else the file's); a
-    family that makes its base locally or installs from a wheelhouse has none."""
+def _lock_pip_sections(path: Path, file: str, raw: dict, lock: dict | None) -> tuple[dict, dict, str]:
+    """The family lock's `pip` and `closure` sections (the lock a `build.py lock` run holds, else the file's) and
+    the lock's label; a family that makes its base locally or installs from a wheelhouse has none."""
+    from toolkit.lock import file as lock_file
+
+    lpath = lock_file.lock_path(path)
+    label = str(Path(file).with_name(lpath.name))
     if raw.get("base_build") or raw.get("wheelhouse"):
-        return {}, {}
+        return {}, {}, label
     if lock is None:
-        from toolkit.lock import file as lock_file
-
-        lpath = lock_file.lock_path(path)
-        lock = lock_file.load(lpath, str(Path(file).with_name(lpath.name)), raw["family"]) or {}
-    return lock.get("pip") or {}, lock.get("closure") or {}
+        lock = lock_file.load(lpath, label, raw["family"]) or {}
+    return lock.get("pip") or {}, lock.get("closure") or {}, label
 
 
-def _locked_closure(places: dict, v: dict) -> dict:
+def _locked_closure(places: dict, v: dict, name: str, label: str) -> dict:
     """The distributions the variant's image installs from its closure, per platform: {platform: {name: {version,
     files}}}; empty unless the lock holds a closure for every one of its platforms."""
     from toolkit.lock.pip_closure import installs
@@ -408,8 +409,15 @@ def _locked_closure(places: dict, v: dict) -> dict:
         return {}
     python = load_base(v["base"]).python_version
     platforms = v.get("platforms") or ["linux/amd64"]
-    records = [places.get(f"py{python} {p}") or {} for p in platforms]
-    if not all(records) or not all(installs(rec) for rec in records):
+    wanted = [f"py{python} {p}" for p in platforms]
+    if sorted(places) != sorted(wanted):
+        raise SpecError(
+            label,
+            f"closure.{name}",
+            f"holds {', '.join(sorted(places))}; the variant builds {', '.join(wanted)} (run `build.py lock`)",
+        )
+    records = [places[w] for w in wanted]
+    if not all(installs(rec) for rec in records):
         return {}
     return {
         p: {n: {k: rec["packages"][n][k] for k in ("version", "files")} for n in installs(rec)}
