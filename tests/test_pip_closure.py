@@ -12,7 +12,7 @@ import shutil
 
 import pytest
 from local_servers import LocalIndex, wheel_file
-from support import no_engine, one_line, run_build_py
+from support import MEGATRON_SNAPSHOT, SNAPSHOT, no_engine, one_line, run_build_py
 
 from toolkit.errors import SpecError, UsageError
 from toolkit.lock import file as lock_file
@@ -186,3 +186,35 @@ def test_a_corrupt_closure_digest_is_refused_naming_the_file(project_copy, tmp_p
     _edit_lock(project_copy, corrupt)
     proc = run_build_py("render", "--target", "cu13-x86", cwd=project_copy, env=no_engine(tmp_path))
     one_line(proc, 2, "closure.cu13-x86.py3.12 linux/amd64.packages.absl-py.files.absl_py-2.3.1-py3-none-any.whl")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["cu13-x86", "cu12-x86"])
+def test_a_cuda_variants_whole_environment_resolves_on_the_real_index(name):
+    """The spec as committed, against the package index this host reaches and the upstream snapshots: it resolves,
+    every rule-excused conflict is the rule's own pair, and every pin a step names is in the set at its version
+    (msc under energon's bound, sglang's tilelang, quack and cudnn-frontend that accept cutlass-dsl 4.6.2)."""
+    v = CATALOG.resolve(name)
+    trees = pip_closure.Trees({"miles": SNAPSHOT, "megatron_lm": MEGATRON_SNAPSHOT})
+    idx = pip_index.host_index()
+    lock = lock_file.load(lock_file.lock_path(pip_closure.ROOT / "images" / "cuda.yaml"), "cuda.lock.json", "cuda")
+    (record,) = pip_closure.lock_variant(v, lock["pip"], trees, idx, idx.cafile).values()
+    packages = record["packages"]
+    for pin, version in v.pip.items():
+        key = f"{pip_closure.expand(pin, v.args)}=={version}"
+        if key not in record["pending"]:
+            assert packages[pip_closure.canonicalize_name(pip_closure.Requirement(key).name)]["version"] == version
+    assert "nvidia-cutlass-dsl-libs-cu13" in packages  # the override kept sglang's [cu13] extra
+
+
+def test_a_base_distribution_no_record_versions_is_left_to_the_base():
+    """A CUDA 12.9 base's triton is its torch's (no record says which): the bridge's unpinned `triton` must not
+    replace it with the index's newest."""
+    record = {
+        "packages": {
+            "bridge-dep": {"version": "1", "files": {}, "via": ["(spec)"]},
+            "triton": {"version": "3.9.0", "files": {}, "via": ["(spec)", "bridge-dep"]},
+        },
+        "base_unknown": ["triton"],
+    }
+    assert pip_closure.installs(record) == ["bridge-dep"]

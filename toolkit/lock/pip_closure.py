@@ -50,7 +50,7 @@ from toolkit.lock.remote import RemoteUnavailable
 from toolkit.plan import source_archive
 from toolkit.spec import bases
 from toolkit.spec.values import PLATFORM_MACHINES
-from toolkit.steps import applies
+from toolkit.steps import applies, expand
 from verify.kinds.pip_check import AllowRule, PipLine
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,9 +70,15 @@ class Inputs:
     overrides: list = field(default_factory=list)
     pending: dict = field(default_factory=dict)  # pin -> why it is left out
     unread: list = field(default_factory=list)  # trees whose dependencies no file declares statically
+    unknown: list = field(default_factory=list)  # the base's distributions at a version no record says
+    rewrites: dict = field(default_factory=dict)  # distribution -> {requirement text: what a step writes instead}
+    own_builds: dict = field(default_factory=dict)  # base distribution -> why its requirements are the base's own
 
     def digest(self) -> str:
-        text = json.dumps([self.requirements, self.base, self.overrides, sorted(self.pending)], sort_keys=True)
+        text = json.dumps(
+            [self.requirements, self.base, self.overrides, sorted(self.pending), self.rewrites, self.own_builds],
+            sort_keys=True,
+        )
         return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -190,6 +196,8 @@ def inputs(variant, lock_pip: dict, trees: Trees, index: pip_index.Index) -> Inp
         pinned[use.project] = (key, use.version)
     for _, (text, _v) in sorted(pinned.items()):
         got.requirements.append(text)
+    got.unknown = sorted(n for n in base.unrecorded if canonicalize_name(n) not in pinned)
+    got.own_builds = _own_builds(base, index)
     for name, version in sorted(base.distributions.items()):
         if canonicalize_name(name) not in pinned and version:
             got.base.append(f"{name}=={version}")
@@ -202,8 +210,11 @@ def inputs(variant, lock_pip: dict, trees: Trees, index: pip_index.Index) -> Inp
         name = step["value"]
         if step.get("into") and step.get("into") == base.sglang_tree and "version" in step:
             # sglang's checkout over the base's: its requirements are those of the release it is built as.
+            # A manifest the step rewrites (CUDA 12's requirements over CUDA 13's) is the metadata the image holds.
             extras = f"[{step['extras']}]" if step.get("extras") else ""
             got.requirements.append(f"sglang{extras}=={step['version']}")
+            replace = step.get("pyproject_replace", {})
+            got.rewrites["sglang"] = {expand(o, args): expand(n, args) for o, n in replace.items()}
         if step["kind"] == "requirements":
             text = trees.read(name, comp, comp["requirements"])
             if text is None:
@@ -224,20 +235,28 @@ def inputs(variant, lock_pip: dict, trees: Trees, index: pip_index.Index) -> Inp
                 got.requirements += deps
     bridge = _pyproject_deps(BRIDGE.read_text(encoding="utf-8"), "bridge/pyproject.toml") or []
     got.requirements += bridge
-    got.overrides = _overrides(variant, pinned, got.requirements + got.base, index)
+    got.overrides = _overrides(variant, pinned, got.requirements + got.base, index, got.rewrites)
     return got
 
 
-def _overrides(variant, pinned: dict, requirements: list, index: pip_index.Index) -> list[str]:
+def _overrides(variant, pinned: dict, requirements: list, index: pip_index.Index, rewrites: dict) -> list[str]:
     """An allow rule's requirement pinned by a step: overridden to that pin, with the extras of the step's own text
     and of the requirement it excuses (read from the excusing distribution's metadata: an override without them
-    would drop what the extra brings); a requirement no step pins: dropped."""
+    would drop what the extra brings); a requirement no step pins: dropped. A requirement a step rewrites in a
+    manifest: overridden to what the step writes (at the step's pin where one pins it)."""
     versions = {canonicalize_name(Requirement(r).name): _exact(r) for r in requirements}
     out = {}
+    for new in (n for table in rewrites.values() for n in table.values()):
+        written = Requirement(new)
+        name = canonicalize_name(written.name)
+        extra = f"[{','.join(sorted(written.extras))}]" if written.extras else ""
+        out[name] = f"{name}{extra}=={pinned[name][1]}" if name in pinned else f"{name}{extra}{written.specifier}"
     for rule in allow_rules(variant):
         owner = canonicalize_name(rule.distribution)
         for req in rule.requirements:
             name = canonicalize_name(req)
+            if name in out:
+                continue  # the step's own rewrite says it
             if name in pinned:
                 text, version = pinned[name]
                 extras = set(Requirement(text).extras) | _extras_asked(owner, versions.get(owner), name, index)
@@ -246,6 +265,32 @@ def _overrides(variant, pinned: dict, requirements: list, index: pip_index.Index
             else:
                 out.setdefault(name, f"{name}; {NEVER}")
     return [out[k] for k in sorted(out)]
+
+
+def _own_builds(base, index: pip_index.Index) -> dict:
+    """The base's distributions that are not the index's build of the same version: a base whose torch is a CUDA
+    12 build (from PyTorch's own index) holds a torch whose requirements are not those of the index's torch 2.11.0
+    (a CUDA 13 build, `cuda-toolkit==13.*`). Their requirements are the base's: the resolve takes them as having
+    none, and the check does not read them."""
+    if not base.torch_version or not base.torch_cuda:
+        return {}
+    entries = [
+        e
+        for e in _asked(index.files, "torch") or []
+        if e.get("filename", "").endswith(".whl") and f"-{base.torch_version}-" in e["filename"]
+    ]
+    text = _asked(_metadata_of, entries[0], index) if entries else None
+    for line in (HeaderParser().parsestr(text).get_all("Requires-Dist") or []) if text else []:
+        req = Requirement(line)
+        spec = next(iter(req.specifier), None)
+        if canonicalize_name(req.name) == "cuda-toolkit" and spec is not None:
+            index_major, base_major = spec.version.split(".")[0], base.torch_cuda.split(".")[0]
+            if index_major != base_major:
+                return {
+                    "torch": f"the base's torch {base.torch_version} is a CUDA {base.torch_cuda} build; the "
+                    f"index's is CUDA {index_major} (cuda-toolkit {spec.version}): its requirements are the base's"
+                }
+    return {}
 
 
 def _exact(line: str) -> str | None:
@@ -287,10 +332,21 @@ def resolve(variant, platform: str, got: Inputs, index_url: str, cafile: str | N
         for part in ("requirements", "base", "overrides"):
             files[part] = Path(tmp, f"{part}.txt")
             files[part].write_text("".join(f"{line}\n" for line in getattr(got, part)), encoding="utf-8")
+        config = Path(tmp, "uv.toml")  # a base's own builds: their requirements are the base's (uv's static metadata)
+        config.write_text(
+            "".join(
+                f'[[dependency-metadata]]\nname = "{n}"\nversion = "{_exact(line)}"\nrequires-dist = []\n'
+                for line in got.base
+                for n in [canonicalize_name(Requirement(line).name)]
+                if n in got.own_builds
+            ),
+            encoding="utf-8",
+        )
         out = Path(tmp, "pylock.toml")
         argv = [
             "uv", "pip", "compile", str(files["requirements"]), str(files["base"]),
-            "--overrides", str(files["overrides"]), "--python-version", base.python_version,
+            "--overrides", str(files["overrides"]), "--config-file", str(config),
+            "--python-version", base.python_version,
             "--python-platform", platform_tag(platform, base.glibc or "2.17"), "--index-url", index_url,
             "--no-header", "--quiet", "--no-progress",
             "--cache-dir", str(Path(tempfile.gettempdir(), "miles-uv-cache")),
@@ -347,16 +403,17 @@ def _uv(argv: list, variant, platform: str, cafile: str | None, cwd: str) -> str
 
 def installs(record: dict) -> list[str]:
     """The distributions of a closure record the image installs: those the spec's steps and trees ask for, and
-    what they bring, but not what the base holds (a step that replaces one pins it, and then the base's is not
-    held) nor what only the base's own distributions bring: the base installed those already, for its own build
-    of them (a CUDA 12 base's torch comes from PyTorch's CUDA 12 index, while the index's torch brings CUDA 13
-    libraries)."""
+    what they bring, but not what the base holds (at a recorded version or an unrecorded one; a step that
+    replaces one pins it, and then the base's is not held) nor what only the base's own distributions bring:
+    the base installed those already, for its own build of them (a CUDA 12 base's torch comes from PyTorch's CUDA
+    12 index, while the index's torch brings CUDA 13 libraries)."""
     packages = record["packages"]
     children: dict = {}
     for name, pkg in packages.items():
         for parent in pkg.get("via", []):
             children.setdefault(parent, []).append(name)
-    held = {n for n, p in packages.items() if BASE in p.get("via", [])}  # never a step's pin (those win the base)
+    # What the base holds, at its recorded version or at one no record says: never a step's pin (that wins).
+    held = {n for n, p in packages.items() if BASE in p.get("via", [])} | set(record.get("base_unknown", []))
     seen, todo = set(), list(children.get(SPEC, []))
     while todo:
         name = todo.pop()
@@ -431,14 +488,19 @@ def _metadata_of(entry: dict, index: pip_index.Index) -> str | None:
     return text
 
 
-def check(closure: dict, metas: dict, roots: list, rules: list, python: str, platform: str) -> tuple[list, list]:
+def check(
+    closure: dict, metas: dict, roots: list, rules: list, python: str, platform: str, rewrites: dict | None = None
+) -> tuple[list, list]:
     """(conflicts, allowed): `pip check`'s lines for the closure, read from metadata alone. The extras each
-    distribution is asked for come from the resolve's inputs (`roots`) and from every requirement in the set."""
+    distribution is asked for come from the resolve's inputs (`roots`) and from every requirement in the set; a
+    distribution whose manifest a step rewrites is judged by the rewritten requirements."""
     env = _environment(python, platform)
     parsed = {}
     for name, text in metas.items():
         reqs = []
         for line in (HeaderParser().parsestr(text).get_all("Requires-Dist") or []) if text else []:
+            for old, new in ((rewrites or {}).get(name) or {}).items():
+                line = line.replace(old, new)
             try:
                 reqs.append(Requirement(line))
             except InvalidRequirement:
@@ -490,9 +552,8 @@ def lock_variant(variant, lock_pip: dict, trees: Trees, index: pip_index.Index, 
     out = {}
     for platform in variant.platforms:
         closure = resolve(variant, platform, got, index.url, cafile)
-        conflicts, allowed = check(
-            closure, metadata(closure, index), got.requirements + got.base, rules, python, platform
-        )
+        metas = {n: (None if n in got.own_builds else m) for n, m in metadata(closure, index).items()}
+        conflicts, allowed = check(closure, metas, got.requirements + got.base, rules, python, platform, got.rewrites)
         if conflicts:
             more = f" (and {len(conflicts) - 1} more)" if len(conflicts) > 1 else ""
             raise UsageError(f"closure of {variant.name} {platform}: {conflicts[0]}{more}")
@@ -501,6 +562,8 @@ def lock_variant(variant, lock_pip: dict, trees: Trees, index: pip_index.Index, 
             "packages": closure,
             "pending": dict(sorted(got.pending.items())),
             "unread": sorted(got.unread),
+            "base_unknown": got.unknown,
+            "base_own_builds": got.own_builds,
         }
     return out
 

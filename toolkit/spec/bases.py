@@ -92,6 +92,7 @@ class Base:
     rocm_path: str | None
     archs: tuple | None
     distributions: dict  # canonical name -> version, recorded versions only
+    unrecorded: tuple  # distributions the base holds at a version no record says
     records: dict
 
     @property
@@ -173,7 +174,7 @@ def load_file(path: Path) -> Base:
             facts[f"{section}.{name}"] = _fact(raw, f"{section}.{name}", kind, file, records)
     if facts["python.version"] is None or facts["python.command"] is None:
         raise SpecError(file, "python.version", "a base must record its Python version and interpreter command")
-    distributions = {}
+    distributions, unrecorded = {}, []
     for name in raw["distributions"]:
         key = f"distributions.{name}"
         problem = pip_name_problem(name)
@@ -182,6 +183,8 @@ def load_file(path: Path) -> Base:
         version = _fact(raw, key, "version", file, records)
         if version is not None:
             distributions[name] = version
+        else:
+            unrecorded.append(name)
     return Base(
         image=raw["image"],
         file=file,
@@ -205,6 +208,7 @@ def load_file(path: Path) -> Base:
         rocm_path=facts.get("rocm.path"),
         archs=tuple(facts["archs"]) if facts["archs"] is not None else None,
         distributions=distributions,
+        unrecorded=tuple(unrecorded),
         records=records,
     )
 
