@@ -224,6 +224,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16-cu129" \
       io.miles.variant="cu12-x86" \
-      io.miles.spec-digest="edac5a693be97b8bf7f40c90b7414a95b885c21e57fac8e447e317fe9cc6cd60"
+      io.miles.spec-digest="5d2b530258ef8c0cc46f681958de85293b2a253da1ab81d4720ce622fe881703"
 WORKDIR /root/
 CMD ["/bin/bash"]

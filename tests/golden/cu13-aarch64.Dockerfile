@@ -239,6 +239,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16" \
       io.miles.variant="cu13-aarch64" \
-      io.miles.spec-digest="6abab8b1c1e769f9ce428d82bd4afb359813b6aea966e96b98a5e1a569bc0d80"
+      io.miles.spec-digest="905ef967adb9b19ca744693b5c12ae8fab74eac82e3e4ebed7d3c377bc9626a9"
 WORKDIR /root/
 CMD ["/bin/bash"]

@@ -239,6 +239,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16" \
       io.miles.variant="cu13-x86" \
-      io.miles.spec-digest="8bde1f5a475c74eb76df08f2268323d5dff69ba6215e466e2ab3d5bc9e243d35"
+      io.miles.spec-digest="09b2f86ed634f89600d13cc9a6dce49c2652ab752a3d41f010dc09f92440d5f8"
 WORKDIR /root/
 CMD ["/bin/bash"]

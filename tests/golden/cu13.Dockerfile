@@ -242,6 +242,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16" \
       io.miles.variant="cu13" \
-      io.miles.spec-digest="b44fac2a1800081c48617075b5fc345e44564b7385418ed62656b584a54041fa"
+      io.miles.spec-digest="40f2cdf2835636efbfd7544a0832375ab1bd2c3659c7bf9a8e03a9ed509ea1e3"
 WORKDIR /root/
 CMD ["/bin/bash"]
