@@ -435,19 +435,6 @@ def _uv_reason(stderr: str) -> str:
     return short(text.replace("cause: ", ""), 600)
 
 
-def _environment(python: str, platform: str) -> dict:
-    return {
-        "python_version": python,
-        "python_full_version": python + ".0",
-        "sys_platform": "linux",
-        "platform_system": "Linux",
-        "platform_machine": PLATFORM_MACHINES[platform],
-        "implementation_name": "cpython",
-        "platform_python_implementation": "CPython",
-        "os_name": "posix",
-    }
-
-
 def metadata(closure: dict, index: pip_index.Index) -> dict:
     """{name: METADATA text or None (an sdist, whose requirements are known only once built)} of each
     distribution's first wheel, read from the index (PEP 658 copies)."""
@@ -494,7 +481,7 @@ def check(
     """(conflicts, allowed): `pip check`'s lines for the closure, read from metadata alone. The extras each
     distribution is asked for come from the resolve's inputs (`roots`) and from every requirement in the set; a
     distribution whose manifest a step rewrites is judged by the rewritten requirements."""
-    env = _environment(python, platform)
+    env = pip_index.marker_environment(python, platform)
     parsed = {}
     for name, text in metas.items():
         reqs = []

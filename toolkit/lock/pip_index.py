@@ -283,9 +283,9 @@ def choose(entries: list, version: str, tags: list[Tag], python: str) -> tuple[d
     return None, "no file for this version and platform"
 
 
-def extra_pins(metadata: str, extras: tuple, python: str, platform: str) -> list[Requirement]:
-    """The exact (`==`) requirements the given extras add, for the target Python and platform."""
-    env = {
+def marker_environment(python: str, platform: str) -> dict:
+    """PEP 508 marker values of a GPU base: CPython `python` on Linux `platform`."""
+    return {
         "python_version": python,
         "python_full_version": python + ".0",
         "sys_platform": "linux",
@@ -295,6 +295,11 @@ def extra_pins(metadata: str, extras: tuple, python: str, platform: str) -> list
         "platform_python_implementation": "CPython",
         "os_name": "posix",
     }
+
+
+def extra_pins(metadata: str, extras: tuple, python: str, platform: str) -> list[Requirement]:
+    """The exact (`==`) requirements the given extras add, for the target Python and platform."""
+    env = marker_environment(python, platform)
     out = []
     for line in HeaderParser().parsestr(metadata).get_all("Requires-Dist") or []:
         try:
