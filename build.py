@@ -368,6 +368,16 @@ def check_targets(args) -> None:
             raise UsageError(f"--target: {problem}")
 
 
+def check_environment() -> None:
+    """Every variable the toolkit reads, read now by toolkit/strict.py's rule: a bad value is exit 2 naming it."""
+    from toolkit.gates.verify_image import gpu_required
+    from toolkit.plan.source_archive import member_caps
+
+    engine_timeout()
+    member_caps()
+    gpu_required()
+
+
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0].startswith("--target"):
@@ -383,7 +393,7 @@ def main(argv=None) -> int:
         empty = empty_option(args)
         if empty:
             raise UsageError(f"{empty}: an empty value; give one, or leave the option out")
-        engine_timeout()  # the environment's bound is data too: checked before anything runs
+        check_environment()  # the environment's values are data too: checked before anything runs
         check_targets(args)
         return COMMAND_FUNCS[args.command](args)
     except ToolkitError as e:
