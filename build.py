@@ -387,7 +387,17 @@ def check_environment() -> None:
     gpu_required()
 
 
+def plain_streams() -> None:
+    """Text that cannot be encoded (a file name of bytes that are not UTF-8, echoed back) is written escaped,
+    never a UnicodeEncodeError."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
+
+
 def main(argv=None) -> int:
+    plain_streams()
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0].startswith("--target"):
         argv.insert(0, "build")  # `build.py --target T` is `build.py build --target T`
