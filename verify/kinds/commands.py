@@ -343,7 +343,7 @@ def _commands(value: Any, where: str) -> List[CommandSpec]:
         timeout = entry.get("timeout", 600.0)
         if not _is_seconds(timeout):
             raise config_error(
-                where, key + ".timeout", "must be a number of seconds above 0 and at most %d" % MAX_TIMEOUT
+                where, key + ".timeout", "must be a positive number of seconds, finite and at most %d" % MAX_TIMEOUT
             )
         out.append(CommandSpec(entry["name"], list(argv), float(timeout), shell))
     return out
