@@ -7,12 +7,19 @@ lands there. Bounded: a fixed number of examples, no deadline (a render takes a 
 from __future__ import annotations
 
 import os
+import shutil
 
 import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import ROOT
 
 import build
+from toolkit.errors import ToolkitError
+from toolkit.plan.build_plan import make_plan
+from toolkit.render.dockerfile import render
+from toolkit.spec.catalog import load_catalog
 
 NOT_UTF8 = os.fsdecode(b"\xff\xfe")  # a name of bytes that are not UTF-8, as Python holds it (surrogateescape)
 ENV = ["MILES_ENGINE_TIMEOUT", "MILES_SOURCE_MAX_FILES", "MILES_SOURCE_MAX_BYTES", "MILES_GATES_REQUIRE_GPU"]
@@ -136,16 +143,6 @@ spec_values = st.one_of(
 def test_no_spec_value_makes_loading_or_rendering_raise(images_dir, field, value, raw):
     """A spec field given anything YAML holds (or the file's bytes not UTF-8) loads, plans and renders, or is one
     ToolkitError (build.py's exit 2): never another exception."""
-    import shutil
-
-    import yaml
-
-    from support import ROOT
-    from toolkit.errors import ToolkitError
-    from toolkit.plan.build_plan import make_plan
-    from toolkit.render.dockerfile import render
-    from toolkit.spec.catalog import load_catalog
-
     for name in ("smoke.constraints.txt", "smoke.constraints.arm64.txt"):
         shutil.copyfile(ROOT / "images" / name, images_dir / name)
     data = yaml.safe_load((ROOT / "images" / "smoke.yaml").read_text())
