@@ -23,7 +23,7 @@ from toolkit.outputs import check_output, write_output
 from toolkit.plan.build_plan import make_plan
 from toolkit.render.dockerfile import render
 from toolkit.spec.catalog import load_catalog
-from toolkit.spec.values import reference_problem, target_problem
+from toolkit.spec.values import platform_problem, reference_problem, target_problem
 
 
 def out(line: str) -> None:
@@ -121,10 +121,8 @@ def cmd_verify(args) -> int:
         return _verify_base(variant, args)
     from toolkit.gates.verify_image import by_platform, verify_image
 
+    check_image_options(args)
     image = args.image or f"{variant.repository}:{variant.tag_suffix}"
-    problem = reference_problem(image)
-    if problem:
-        raise UsageError(f"--image: {problem}")
     client = engine.connect()
     images = by_platform(client, image, args.platform)  # [(platform or None, ref)]: one per platform of a list
     if len(images) > 1 and (args.json or args.junit):
@@ -138,11 +136,22 @@ def cmd_verify(args) -> int:
     return worst
 
 
+def check_image_options(args) -> None:
+    """`--image` is an image reference and `--platform` a platform (os/arch[/variant]), whatever verify does."""
+    problem = reference_problem(args.image) if args.image else None
+    if problem:
+        raise UsageError(f"--image: {problem}")
+    problem = platform_problem(args.platform) if args.platform else None
+    if problem:
+        raise UsageError(f"--platform: {problem}")
+
+
 def _verify_base(variant, args) -> int:
     """The variant's base file (images/bases/) against the real base image: one line per fact that differs."""
     from toolkit.gates.base_check import check_base
     from toolkit.spec.bases import load_base
 
+    check_image_options(args)
     base = load_base(variant.base)
     differences = check_base(engine.connect(), base, image=args.image, platform=args.platform)
     for line in differences:
@@ -368,7 +377,27 @@ def check_targets(args) -> None:
             raise UsageError(f"--target: {problem}")
 
 
+def check_environment() -> None:
+    """Every variable the toolkit reads, read now by toolkit/strict.py's rule: a bad value is exit 2 naming it."""
+    from toolkit.gates.verify_image import gpu_required
+    from toolkit.plan.source_archive import member_caps
+
+    engine_timeout()
+    member_caps()
+    gpu_required()
+
+
+def plain_streams() -> None:
+    """Text that cannot be encoded (a file name of bytes that are not UTF-8, echoed back) is written escaped,
+    never a UnicodeEncodeError."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
+
+
 def main(argv=None) -> int:
+    plain_streams()
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0].startswith("--target"):
         argv.insert(0, "build")  # `build.py --target T` is `build.py build --target T`
@@ -383,7 +412,7 @@ def main(argv=None) -> int:
         empty = empty_option(args)
         if empty:
             raise UsageError(f"{empty}: an empty value; give one, or leave the option out")
-        engine_timeout()  # the environment's bound is data too: checked before anything runs
+        check_environment()  # the environment's values are data too: checked before anything runs
         check_targets(args)
         return COMMAND_FUNCS[args.command](args)
     except ToolkitError as e:

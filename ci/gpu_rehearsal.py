@@ -46,8 +46,10 @@ if str(ROOT) not in sys.path:  # `python3 ci/gpu_rehearsal.py` as well as `-m ci
     sys.path.insert(0, str(ROOT))
 
 from toolkit.errors import UsageError, short  # noqa: E402
+from toolkit.strict import MAX_SECONDS, option_whole  # noqa: E402
 
 PLAN = "plan.json"
+MAX_PLAN_BYTES = 16 << 20  # a plan holds each step's instruction text: a few hundred KiB
 SECRET_MOUNT = "type=secret"
 SRC_PREFIX = "src-"
 # Each kernel step's call-and-compare probes (verify/probes/), by the selector that names the step.
@@ -509,9 +511,68 @@ def environment_line() -> str:
     return f"GPU {gpu}; torch {torch}; nvcc {nvcc}; python {sys.version.split()[0]}; {os.cpu_count()} cores"
 
 
+STR, STRS, PAIRS = str, [str], {str: str}
+STEP_SHAPE = {
+    "selector": STR,
+    "instruction": STR,
+    "command": STR,
+    "mounts": [{"target": STR, "archives": [[str]]}],
+    "dockerfile_env": PAIRS,
+    "env": PAIRS,
+    "probes": STRS,
+    "suites": [{"argv": STRS, "env": PAIRS, "timeout": "seconds"}],
+    "timeout": "seconds",
+}
+PLAN_SHAPE = {"variant": STR, "shell": STRS, "knobs": {"env": PAIRS}, "steps": [STEP_SHAPE]}
+
+
+def shape_problem(value, shape, key: str) -> str | None:
+    """Where `value` is not of `shape` (a type, [item shape], {str: value shape}, {key: shape} of required keys,
+    or "seconds": a whole number from 1 to MAX_SECONDS), as `KEY: problem`; None when it is."""
+    if shape == "seconds":
+        ok = isinstance(value, int) and not isinstance(value, bool) and 0 < value <= MAX_SECONDS
+        return None if ok else f"{key}: expected a whole number of seconds from 1 to {MAX_SECONDS}"
+    if isinstance(shape, type):
+        return None if isinstance(value, shape) else f"{key}: expected {shape.__name__}"
+    if isinstance(shape, list):
+        if not isinstance(value, list):
+            return f"{key}: expected a list"
+        return next(filter(None, (shape_problem(v, shape[0], f"{key}[{i}]") for i, v in enumerate(value))), None)
+    if not isinstance(value, dict):
+        return f"{key}: expected an object"
+    if list(shape) == [str]:
+        return next(filter(None, (shape_problem(v, shape[str], f"{key}.{k}") for k, v in value.items())), None)
+    for k, sub in shape.items():
+        if k not in value:
+            return f"{key}.{k}: missing"
+        problem = shape_problem(value[k], sub, f"{key}.{k}")
+        if problem:
+            return problem
+    return None
+
+
+def load_plan(home: Path) -> dict:
+    """plan.json as `prepare` wrote it (a regular file, at most MAX_PLAN_BYTES, of the shape `run` reads), or a
+    UsageError naming the file and the first key that is not."""
+    from toolkit import json_input
+
+    path = home / PLAN
+    try:
+        plan = json_input.load_file(path, MAX_PLAN_BYTES)
+    except OSError as e:
+        raise UsageError(f"{short(str(path), 200, quote=False)}: {e.strerror or type(e).__name__}") from None
+    except json_input.BadJson as e:
+        raise UsageError(f"{short(str(path), 200, quote=False)}: {e}") from None
+    problem = shape_problem(plan, PLAN_SHAPE, "plan")
+    if problem:
+        raise UsageError(f"{short(str(path), 200, quote=False)}: {problem} (write it with `prepare`)")
+    assert isinstance(plan, dict)
+    return plan
+
+
 def run(args) -> int:
-    home = Path(args.plan_dir).resolve()
-    plan = json.loads((home / PLAN).read_text())
+    home = Path(os.path.realpath(args.plan_dir))
+    plan = load_plan(home)
     chosen = [s for s in plan["steps"] if not args.only or s["selector"] in args.only]
     for step in chosen:
         step["suites"] = [narrowed(suite, args.suite_path, args.suite_timeout) for suite in step.get("suites", [])]
@@ -551,7 +612,12 @@ def table(results: list[dict]) -> str:
     return "\n".join(rows)
 
 
+SECONDS = option_whole(1, MAX_SECONDS, "of seconds")  # a bound a wait can take: never 0, negative or odd
+
+
 def main(argv=None) -> int:
+    from toolkit.cli import parse
+
     parser = argparse.ArgumentParser(prog="ci.gpu_rehearsal", description=__doc__.split("\n", 1)[0])
     sub = parser.add_subparsers(dest="verb", required=True)
     p = sub.add_parser("prepare", help="stage sources and sdists, write plan.json (here)")
@@ -561,17 +627,19 @@ def main(argv=None) -> int:
     p.add_argument("--env", action="append", default=[], help="NAME=VALUE over every step (a shrink knob)")
     p.add_argument("--step-env", action="append", default=[], help="STEP:NAME=VALUE over one step")
     p.add_argument("--arch-list", help="TORCH_CUDA_ARCH_LIST for every step (a shrink knob)")
-    p.add_argument("--timeout", type=int, default=540, help="seconds per step build")
+    p.add_argument("--timeout", type=SECONDS, default=540, help="seconds per step build")
     p.add_argument("-o", "--output", required=True, help="the folder to carry")
     r = sub.add_parser("run", help="execute plan.json offline (on the GPU host)")
     r.add_argument("plan_dir")
     r.add_argument("--out", required=True)
     r.add_argument("--scratch", default="/tmp/rehearsal")
     r.add_argument("--only", action="append", default=[], help="run only these steps")
-    r.add_argument("--deadline", type=int, default=560, help="seconds from start after which builds are stopped")
+    r.add_argument("--deadline", type=SECONDS, default=560, help="seconds from start after which builds are stopped")
     r.add_argument("--suite-path", action="append", default=[], help="run only these paths of a step's suite")
-    r.add_argument("--suite-timeout", type=int, help="seconds for a step's suite (its own limit otherwise)")
-    args = parser.parse_args(argv)
+    r.add_argument("--suite-timeout", type=SECONDS, help="seconds for a step's suite (its own limit otherwise)")
+    args = parse(parser, argv)
+    if isinstance(args, int):
+        return args
     try:
         return prepare(args) if args.verb == "prepare" else run(args)
     except UsageError as e:

@@ -23,6 +23,7 @@ import sys
 
 GIB = 1024**3
 JOBS = "MAX_JOBS"
+MAX_GIVEN = 4096  # the largest budget a set MAX_JOBS may give (toolkit/steps/base.py: MAX_JOBS_GIVEN)
 
 
 def read(path):
@@ -81,11 +82,15 @@ def available_bytes():
 
 
 def given_jobs(value):
-    """MAX_JOBS as the build arg gives it: None when unset or empty, else a positive integer (ValueError)."""
+    """MAX_JOBS as the build arg gives it: None when unset or empty, else a whole number from 1 to MAX_GIVEN in
+    ASCII digits (ValueError), as the toolkit checks it (toolkit/steps/base.py)."""
     if value is None or value == "":
         return None
-    if not value.isdigit() or int(value) < 1:
-        raise ValueError("MAX_JOBS=%r: a positive integer, or empty to size the jobs to the machine" % value[:40])
+    if not (len(value) <= 4 and value.isascii() and value.isdigit()) or not 1 <= int(value) <= MAX_GIVEN:
+        raise ValueError(
+            "MAX_JOBS=%r: a whole number from 1 to %d, or empty to size the jobs to the machine"
+            % (value[:40], MAX_GIVEN)
+        )
     return int(value)
 
 

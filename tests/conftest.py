@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -10,7 +9,18 @@ from pathlib import Path
 import pytest
 from support import ROOT, run_build_py
 
+from toolkit.errors import UsageError
 from toolkit.render.context import PROJECT_ITEMS
+from toolkit.strict import env_flag
+
+
+def engine_required() -> bool:
+    """MILES_REQUIRE_ENGINE (CI sets it), read as every boolean the toolkit reads is (toolkit/strict.py)."""
+    try:
+        return env_flag("MILES_REQUIRE_ENGINE")
+    except UsageError as e:
+        raise pytest.UsageError(str(e)) from None
+
 
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build", ".pytest_cache", "tests", "bench")
 
@@ -32,10 +42,11 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "docker" in item.keywords:
             item.add_marker(pytest.mark.xdist_group("engine"))
+    required = engine_required()  # read whether or not an engine answers: a bad value is refused either way
     if _engine_answers():
         return
-    if os.environ.get("MILES_REQUIRE_ENGINE") == "1":
-        raise pytest.UsageError("MILES_REQUIRE_ENGINE=1 but no Docker engine with buildx answers")
+    if required:
+        raise pytest.UsageError("MILES_REQUIRE_ENGINE is true but no Docker engine with buildx answers")
     skip = pytest.mark.skip(reason="no Docker engine with buildx answers (run ci/setup.sh)")
     for item in items:
         if "docker" in item.keywords:

@@ -16,6 +16,7 @@ from toolkit.engine import builders, local_images, registry
 from toolkit.engine import docker_engine as engine
 from toolkit.engine.invocation import Invocation
 from toolkit.errors import UsageError, short
+from toolkit.gates.verify_image import check_build_gates
 from toolkit.plan.build_plan import Plan, host_pip_ca, make_plan, parse_secret
 from toolkit.plan.sources import overrides_for, refs_for
 from toolkit.render.context import Context, kept, stage
@@ -119,6 +120,7 @@ def prepare(request: BuildRequest, scope, log=print) -> Prepared:
             sources=sources[variant.name],
         )
         refuse_zero_context(plan)
+        check_build_gates(plan.variant)  # MILES_GATES_REQUIRE_GPU true: GPU gates cannot pass in a build
         local_images.check_platforms(plan.variant)
         text = render(plan)
         plan = registry.with_registry(plan, request.registry)

@@ -12,6 +12,7 @@ from typing import List, NoReturn, Optional
 
 from . import report
 from .config import ConfigError, GateConfig, load_config
+from .env_flag import BadEnvironment, gpu_required
 from .kinds import KINDS
 from .runner import run_checks
 
@@ -44,8 +45,9 @@ def config_from_args(args: argparse.Namespace) -> GateConfig:
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        gpu_required()  # the environment is read before any check starts: a bad value is bad usage
         cfg = config_from_args(args)
-    except ConfigError as exc:
+    except (ConfigError, BadEnvironment) as exc:
         sys.stderr.write("verify: error: %s\n" % exc)
         return EXIT_USAGE
     if cfg.is_empty():

@@ -15,24 +15,18 @@ import re
 import signal
 import threading
 
-from toolkit.errors import EngineUnavailable, UsageError, short
+from toolkit.errors import EngineUnavailable, short
+from toolkit.strict import MAX_SECONDS, env_whole
 
 DEFAULT_ENGINE_TIMEOUT = 120
 IMPORT_TIMEOUT = 1800  # seconds for `docker import` of a base image or a wheelhouse (gigabytes, on a busy disk)
-MAX_ENGINE_TIMEOUT = 86_400  # a day
+MAX_ENGINE_TIMEOUT = MAX_SECONDS  # a day
 HINT = "is the engine overloaded or stuck? (MILES_ENGINE_TIMEOUT raises the bound)"
 
 
 def engine_timeout() -> int:
-    """MILES_ENGINE_TIMEOUT: 1 to MAX_ENGINE_TIMEOUT seconds (a socket timeout holds no larger number)."""
-    text = os.environ.get("MILES_ENGINE_TIMEOUT", "")
-    if not text:
-        return DEFAULT_ENGINE_TIMEOUT
-    if not (text.isascii() and text.isdigit()) or not 0 < int(text) <= MAX_ENGINE_TIMEOUT:
-        raise UsageError(
-            f"MILES_ENGINE_TIMEOUT={short(text)}: expected a whole number of seconds from 1 to {MAX_ENGINE_TIMEOUT}"
-        )
-    return int(text)
+    """MILES_ENGINE_TIMEOUT: 1 to MAX_ENGINE_TIMEOUT seconds in ASCII digits (toolkit/strict.py)."""
+    return env_whole("MILES_ENGINE_TIMEOUT", DEFAULT_ENGINE_TIMEOUT, MAX_ENGINE_TIMEOUT, unit="of seconds")
 
 
 def unanswered(call: str, seconds: float) -> EngineUnavailable:

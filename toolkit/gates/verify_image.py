@@ -11,9 +11,28 @@ import tarfile
 
 from toolkit.errors import BuildFailed, UsageError, short
 from toolkit.outputs import write_output
+from toolkit.strict import env_flag
 
 WORKDIR = "/tmp/miles-gates"
 RUN_LABEL = "io.miles.gate-run"  # marks the throwaway container a verify run makes (it is always removed)
+REQUIRE_GPU = "MILES_GATES_REQUIRE_GPU"  # verify/env_flag.py reads it in the container, by the same rule
+GPU_GATES = ("gpu_imports", "gpu_commands")
+
+
+def gpu_required() -> bool:
+    """MILES_GATES_REQUIRE_GPU of this host, read strictly (toolkit/strict.py): a GPU gate that finds no driver
+    fails rather than reports `not run`."""
+    return env_flag(REQUIRE_GPU)
+
+
+def check_build_gates(variant) -> None:
+    """A build's gate step runs in BuildKit, which gives it no GPU: with MILES_GATES_REQUIRE_GPU true, a variant
+    with GPU gates could only fail there, after the whole build. Refused first (exit 2), naming the variable."""
+    if gpu_required() and any(variant.gates.get(key) for key in GPU_GATES):
+        raise UsageError(
+            f"{REQUIRE_GPU} is true, but a build's gate step has no GPU, so the GPU gates of {variant.name} can only "
+            "fail there: build without it, then run `build.py verify` on a GPU host"
+        )
 
 
 def _gates_tar(gates: dict) -> bytes:
@@ -90,6 +109,7 @@ def verify_image(client, variant, image: str, json_path=None, junit_path=None, o
         image,
         command=cmd,
         entrypoint=[variant.python],
+        environment={REQUIRE_GPU: "1" if gpu_required() else "0"},  # the runner judges GPU gates as asked here
         working_dir=WORKDIR,
         network_disabled=True,
         user="0",

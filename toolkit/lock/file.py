@@ -68,7 +68,9 @@ def _need(cond: bool, label: str, key: str, problem: str) -> None:
 
 
 def _check_record(rec, label: str, key: str) -> None:
+    """A locked file: its URL, sha256 and size (a lock holds no pending artifact: one nobody locked is absent)."""
     _need(isinstance(rec, dict), label, key, "expected a mapping")
+    _need("pending" not in rec, label, f"{key}.pending", "a lock holds only locked files (leave a pending one out)")
     problem = url_problem(rec.get("url"))
     _need(problem is None, label, f"{key}.url", str(problem))
     _need(SHA256_RE.fullmatch(str(rec.get("sha256", ""))) is not None, label, f"{key}.sha256", "not a sha256 hex")
@@ -98,7 +100,15 @@ def check(lock, label: str, family: str) -> dict:
         _need(COMMIT_RE.fullmatch(str(entry.get("commit", ""))) is not None, label, f"{key}.commit", "not a commit")
         policy = entry.get("policy")
         _need(
-            bool(isinstance(policy, dict) and policy and set(policy) <= set(TRACK_KINDS)), label, f"{key}.policy", "bad"
+            bool(
+                isinstance(policy, dict)
+                and policy
+                and set(policy) <= set(TRACK_KINDS)
+                and all(isinstance(v, str) and v for v in policy.values())
+            ),
+            label,
+            f"{key}.policy",
+            "bad",
         )
         _need(isinstance(entry.get("via"), str), label, f"{key}.via", "missing")
     for name, entry in (lock.get("artifacts") or {}).items():

@@ -612,9 +612,15 @@ def check_section(closure, label: str) -> None:
             if not isinstance(rec, dict) or not isinstance(rec.get("packages"), dict):
                 raise SpecError(label, key, "expected a record with packages")
             for name, pkg in rec["packages"].items():
+                where = f"{key}.packages.{name}"
                 files = pkg.get("files") if isinstance(pkg, dict) else None
                 if not isinstance(pkg, dict) or not isinstance(pkg.get("version"), str) or not files:
-                    raise SpecError(label, f"{key}.packages.{name}", "needs version and files")
+                    raise SpecError(label, where, "needs version and files")
+                if not isinstance(files, dict):
+                    raise SpecError(label, f"{where}.files", "expected {file: sha256}")
                 for file, sha in files.items():
                     if not (isinstance(sha, str) and re.fullmatch(r"[0-9a-f]{64}", sha)):
-                        raise SpecError(label, f"{key}.packages.{name}.files.{file}", "not a sha256 hex")
+                        raise SpecError(label, f"{where}.files.{file}", "not a sha256 hex")
+                via = pkg.get("via", [])
+                if not (isinstance(via, list) and all(isinstance(v, str) for v in via)):
+                    raise SpecError(label, f"{where}.via", "expected a list of names")

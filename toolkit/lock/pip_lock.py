@@ -82,7 +82,9 @@ def show(records: dict | None) -> str:
 def _check_record(rec, label: str, key: str) -> None:
     if not isinstance(rec, dict):
         raise SpecError(label, key, "expected a record")
-    if "pending" in rec and "file" not in rec:
+    if "pending" in rec:  # exactly what `lock` writes for a pin it could not resolve: no digest, no file
+        if rec != {"pending": rec["pending"]} or not isinstance(rec["pending"], str) or not rec["pending"].strip():
+            raise SpecError(label, key, 'a pending record is {"pending": REASON} alone (no file, digest or kind)')
         return
     if rec.get("kind") not in KINDS or not isinstance(rec.get("file"), str):
         raise SpecError(label, key, "needs file and kind (wheel or sdist)")

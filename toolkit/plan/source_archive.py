@@ -36,9 +36,11 @@ from pathlib import Path
 from typing import BinaryIO
 
 from toolkit.errors import BuildFailed, UsageError, short
+from toolkit.strict import env_whole
 
 DEFAULT_MAX_FILES = 100_000  # a large checkout (Megatron-LM) has about 10,000
 DEFAULT_MAX_BYTES = 2 << 30  # 2 GiB unpacked; miles is about 10 MB
+MAX_LIMIT = 1 << 50  # the largest either cap may be set to (a PiB; no disk here holds as many files either)
 DISK_MARGIN = 64 << 20  # bytes left free on the staging disk after unpacking
 NAME_MAX = 255  # bytes per path component on Linux file systems
 MAX_NAME_DEPTH = 256  # folders in a member's name; the deepest file of Megatron-LM is 8
@@ -67,13 +69,8 @@ GLOBAL_REFUSED = (b"path", b"linkpath", b"size")  # a global header that would r
 
 
 def limit(variable: str, default: int) -> int:
-    """A cap from the environment (a positive integer), else its default."""
-    text = os.environ.get(variable, "")
-    if not text:
-        return default
-    if not text.isdigit() or int(text) <= 0:
-        raise UsageError(f"{variable}={short(text)}: expected a positive whole number")
-    return int(text)
+    """A cap from the environment (a whole number from 1 to MAX_LIMIT, toolkit/strict.py), else its default."""
+    return env_whole(variable, default, MAX_LIMIT)
 
 
 @dataclass(slots=True)

@@ -83,7 +83,7 @@ def parse_overrides(items, variant) -> dict:
                 f"--source {short(item)}: {short(name)} is not a git component of {variant.name} ({listed})"
             )
         try:
-            p = Path(path).expanduser().resolve()
+            p = local_path(path)
             usable = p.is_dir() or (p.is_file() and is_archive(p))
         except OSError as e:  # a name too long, a loop of links, no permission
             raise UsageError(f"--source {short(item)}: {e.strerror or type(e).__name__}") from None
@@ -97,12 +97,25 @@ def parse_overrides(items, variant) -> dict:
     return out
 
 
+def local_path(path: str) -> Path:
+    """`path` made absolute with every link followed; a loop of links (a link to itself) raises OSError (ELOOP),
+    where Path.resolve raises RuntimeError on this Python."""
+    p = Path(os.path.realpath(os.path.expanduser(path)))
+    if p.is_symlink():  # realpath stops at a link it cannot follow: a loop
+        os.stat(p)  # raises OSError ELOOP, naming the reason
+    return p
+
+
 def wheels_folder(item: str, path: str) -> Path:
     """`--source wheels=DIR`: a folder holding at least one wheel (by its file name)."""
-    p = Path(path).expanduser().resolve()
-    if not p.is_dir():
-        raise UsageError(f"--source {short(item)}: {short(path)} is not a folder of wheels")
-    if not any(f.name.lower().endswith(".whl") for f in p.iterdir()):
+    try:
+        p = local_path(path)
+        if not p.is_dir():
+            raise UsageError(f"--source {short(item)}: {short(path)} is not a folder of wheels")
+        names = [f.name for f in p.iterdir()]
+    except OSError as e:  # a loop of links, no permission
+        raise UsageError(f"--source {short(item)}: {e.strerror or type(e).__name__}") from None
+    if not any(name.lower().endswith(".whl") for name in names):
         raise UsageError(f"--source {short(item)}: {short(path)} holds no wheel (NAME-VERSION-TAGS.whl)")
     return p
 

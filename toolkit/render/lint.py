@@ -11,7 +11,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from toolkit.errors import SpecError, UsageError
+from toolkit.errors import MAX_LINE, SpecError, UsageError, short
 from toolkit.plan.build_plan import make_plan
 from toolkit.render.dockerfile import render
 from toolkit.spec.catalog import IMAGES_DIR, ROOT, load_catalog, load_family, read_spec_file
@@ -29,8 +29,11 @@ def overlay_findings(paths) -> list[str]:
 
     missing = [str(p) for p in paths if not Path(p).exists()]
     if missing:
-        raise UsageError(f"lint: no such file or directory: {', '.join(missing)}")
-    return [str(f) for f in lint_paths([str(p) for p in paths])]
+        raise UsageError(f"lint: no such file or directory: {short(', '.join(missing), MAX_LINE, quote=False)}")
+    try:
+        return [str(f) for f in lint_paths([str(p) for p in paths])]
+    except OSError as e:  # a FIFO, a device or a socket (overlay_guard reads regular files only), no permission
+        raise UsageError(f"lint: {short(str(e), MAX_LINE, quote=False)}") from None
 
 
 def zero_context_findings(variant) -> list[str]:

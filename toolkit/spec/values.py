@@ -80,6 +80,16 @@ def reference_problem(ref: str) -> str | None:
     return None
 
 
+ANY_PLATFORM_RE = re.compile(r"[a-z0-9_]{1,32}/[a-z0-9_]{1,32}(/[a-z0-9_]{1,32})?")
+
+
+def platform_problem(platform: str) -> str | None:
+    """Why `platform` is not a platform as the engine names one (os/arch[/variant], e.g. linux/arm64), or None."""
+    if isinstance(platform, str) and ANY_PLATFORM_RE.fullmatch(platform):
+        return None
+    return f"not a platform (os/arch[/variant], e.g. linux/arm64): {short(platform)}"
+
+
 def check_image_ref(ref: str, file: str, key: str) -> None:
     """A base image is a valid reference, pinned when it names a tag other than `latest`, or a digest."""
     problem = reference_problem(ref)

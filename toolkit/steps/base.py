@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 from toolkit.errors import SpecError, short
 from toolkit.plan import artifacts as art
 from toolkit.spec.values import CONTROL_RE, IDENT_RE
+from toolkit.strict import whole
 
 ARG_REF_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 # An extra package index a pip step declares (a vendor's wheel index): https, a host name, plain path segments.
@@ -25,6 +26,7 @@ PIP_FLAGS = ("no-deps", "no-build-isolation", "force-reinstall")
 # worker that runs it. `parallel`: a variable the build reads as how many extensions it builds at once (apex's
 # APEX_PARALLEL_BUILD), at most `max`, sharing the same budget.
 COMPILE = {"gib_per_job": int, "cpus_per_job": int, "parallel": {"env": str, "max": int}, "record": str}
+MAX_JOBS_GIVEN = 4096  # the largest job budget `--set args.MAX_JOBS=N` may give (image_tools/jobs.py: the same)
 JOBS_ARG = "MAX_JOBS"  # the build arg that, when set, is every compiling step's job budget instead
 TOOLS_MOUNT = "--mount=type=bind,source=tools,target=/tmp/tools"
 
@@ -255,9 +257,11 @@ def check_compile(step: dict, v: dict, where: Where) -> None:
         if name in env:
             raise where.error(f"env.{name}", "set by the step's `compile` from the worker's CPUs and memory")
     given = (v.get("args") or {}).get(JOBS_ARG)
-    if given not in (None, "") and not (given.isdigit() and int(given) > 0):
+    if given not in (None, "") and whole(given, 1, MAX_JOBS_GIVEN) is None:
         raise where.error(
-            "compile", f"args.{JOBS_ARG} is empty (sized per step) or a positive integer, got {short(given)}"
+            "compile",
+            f"args.{JOBS_ARG} is empty (sized per step) or a whole number from 1 to {MAX_JOBS_GIVEN}, "
+            f"got {short(given)}",
         )
 
 

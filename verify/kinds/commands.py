@@ -14,6 +14,7 @@ enforces each gate's timeout itself, on the gate's whole process group.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import signal
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox", "fish", "csh", "tcsh"}
 ALWAYS_SUCCEED = {"true", ":", "echo", "printf", "yes"}
 COMMAND_KEYS = ("name", "argv", "timeout", "shell")
+MAX_TIMEOUT = 86400  # seconds (a day): the longest a gate command may run, as the toolkit's other timeouts
 # The shell's compound commands and groupings: inside them `set -e` does not apply, or a status is replaced.
 GRAMMAR = {
     "if",
@@ -311,6 +313,14 @@ def refusals(value: Any) -> List[Tuple[str, str]]:
     return out
 
 
+def _is_seconds(value: Any) -> bool:
+    """A gate timeout: a finite number of seconds in (0, MAX_TIMEOUT] (not a bool, NaN or infinity: a wait on
+    the child takes no larger bound)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return math.isfinite(value) and 0 < value <= MAX_TIMEOUT
+
+
 def _commands(value: Any, where: str) -> List[CommandSpec]:
     if not isinstance(value, list) or not value:
         raise config_error(where, "commands", 'must be a non-empty list of {"name", "argv"} objects')
@@ -331,8 +341,10 @@ def _commands(value: Any, where: str) -> List[CommandSpec]:
         if problem is not None:
             raise config_error(where, "%s.argv[%d]" % (key, problem[0]), problem[1])
         timeout = entry.get("timeout", 600.0)
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-            raise config_error(where, key + ".timeout", "must be a positive number of seconds")
+        if not _is_seconds(timeout):
+            raise config_error(
+                where, key + ".timeout", "must be a positive number of seconds, finite and at most %d" % MAX_TIMEOUT
+            )
         out.append(CommandSpec(entry["name"], list(argv), float(timeout), shell))
     return out
 

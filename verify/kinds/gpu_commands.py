@@ -7,13 +7,13 @@ run" unless ``MILES_GATES_REQUIRE_GPU=1`` says a GPU must be there, when it fail
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any, Dict, List
 
+from ..env_flag import REQUIRE_GPU, gpu_required
 from ..result import CheckResult
 from .base import Check, ConfigError, RunnerTest, config_error
 from .commands import Command, CommandRun, CommandSpec
-from .gpu_import import REQUIRE_ENV, gpu_driver
+from .gpu_import import gpu_driver
 
 if TYPE_CHECKING:
     from ..config import GateConfig
@@ -43,8 +43,8 @@ class GpuCommand(Command):
         return [lambda run=run: self._as_ours(run.result()) for run in runs]  # type: ignore[misc]  # bound default
 
     def _not_run(self, spec: CommandSpec) -> CheckResult:
-        if os.environ.get(REQUIRE_ENV) == "1":
-            return CheckResult(self.kind, spec.name, False, "no GPU driver here, and %s=1 requires one" % REQUIRE_ENV)
+        if gpu_required():
+            return CheckResult(self.kind, spec.name, False, "no GPU driver here, and %s=1 requires one" % REQUIRE_GPU)
         return CheckResult(self.kind, spec.name, True, "not run: no GPU driver here (build.py verify on a GPU host)")
 
     def _as_ours(self, res: CheckResult) -> CheckResult:

@@ -2,8 +2,9 @@
 
 A build has no GPU and no driver, so such a module cannot be imported there: this kind imports it only where a
 driver is present, which is `build.py verify` on a GPU host. Without a driver it passes with "not run" unless the
-environment says a GPU must be there (``MILES_GATES_REQUIRE_GPU=1``, set when verifying on a GPU host), when it
-fails: a driverless run is never mistaken for a passed one.
+environment says a GPU must be there (``MILES_GATES_REQUIRE_GPU`` true: ``1``, ``true`` or ``yes``, read by
+verify/env_flag.py; ``build.py verify`` passes the host's on), when it fails: a driverless run is never mistaken for
+a passed one.
 """
 
 from __future__ import annotations
@@ -12,14 +13,13 @@ import ctypes
 import os
 from typing import TYPE_CHECKING, Any, List
 
+from ..env_flag import REQUIRE_GPU, gpu_required
 from ..result import CheckResult
 from .base import Check, fresh_import
 from .imports import Import
 
 if TYPE_CHECKING:
     from ..config import GateConfig
-
-REQUIRE_ENV = "MILES_GATES_REQUIRE_GPU"
 
 
 def gpu_driver() -> str:
@@ -64,8 +64,8 @@ class GpuImport(Import):
         return [fresh_import(self.kind, module, None) for module in items]
 
     def _not_run(self, module: str) -> CheckResult:
-        if os.environ.get(REQUIRE_ENV) == "1":
-            return CheckResult(self.kind, module, False, "no GPU driver here, and %s=1 requires one" % REQUIRE_ENV)
+        if gpu_required():
+            return CheckResult(self.kind, module, False, "no GPU driver here, and %s=1 requires one" % REQUIRE_GPU)
         return CheckResult(self.kind, module, True, "not run: no GPU driver here (build.py verify on a GPU host)")
 
     def cst_tests(self, items, python, runner_test, cfg):
