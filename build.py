@@ -86,16 +86,20 @@ def build_prepared(request, builder, client, target) -> int:
         if found:
             out(f"skip: {hash_tag} exists {found} (same input hash); nothing to build")
             return 0
+    gate_steps: list = []
     if request.push and builders.pushes_itself(builder, plan.variant.platforms):
-        # The builder pushes the image itself, and only when every step, gates included, passed.
-        digest = engine.build(plan, invocation.pushed(), out=out)
+        # The builder pushes the image itself, and only when every step, gates included, passed: the gate step
+        # itself fails without its report and nonce (templates/partials/gates.j2); a report in the log is judged.
+        digest = engine.build(plan, invocation.pushed(), out=out, gate_steps=gate_steps)
+        judge_gates(plan, ctx, gate_steps, None, digest)
         for ref in refs:
             out(f"pushed {ref}@{digest}")
         out(f"digest: {registry.repository_of(hash_tag)}@{digest}")
         return 0
-    image_id = engine.build(plan, invocation, out=out)
-    # Only now, with every gate passed inside the build, do tags move: all, or none.
+    image_id = engine.build(plan, invocation, out=out, gate_steps=gate_steps)
     engine_of = builder.client() if builder.name else client
+    judge_gates(plan, ctx, gate_steps, engine_of, image_id)
+    # Only now, with every gate passed inside the build and its report proven, do tags move: all, or none.
     engine.tag_all(engine_of, image_id, refs)
     for ref in refs:
         out(f"tagged {ref}")
@@ -104,6 +108,28 @@ def build_prepared(request, builder, client, target) -> int:
         for digest in sorted(digests):
             out(f"digest: {registry.repository_of(hash_tag)}@{digest}")
     return 0
+
+
+def judge_gates(plan, ctx, gate_steps: list, engine_of, image_id: str) -> None:
+    """BuildFailed (exit 1, one line, no tag moved) unless the gate step proved it ran: a report in its log (or, for a
+    cached step, the one its layer keeps in the image) with this build's nonce, from a CPython 3, holding a check of
+    every gate the config declares (toolkit/gates/report.py). A pushed build's cached step is judged by the step
+    itself, which fails without its report and nonce."""
+    from toolkit.errors import BuildFailed
+    from toolkit.gates.report import REPORT_PATH, report_problem
+    from verify.report import find_report
+
+    if not gate_steps:
+        raise BuildFailed(f"build of {plan.name} failed: BuildKit reported no gate step")
+    for status, report in gate_steps:
+        if report is None and status == "cached" and engine_of is not None:
+            kept = engine.read_image_file(engine_of, image_id, REPORT_PATH)
+            report = find_report(kept.decode("utf-8", "replace").splitlines()) if kept is not None else None
+        elif report is None and status == "cached":
+            continue
+        problem = report_problem(report, ctx.gate_nonce, plan.gates)
+        if problem is not None:
+            raise BuildFailed(f"build of {plan.name} failed: gate step: {problem}; no tag moved")
 
 
 def cmd_verify(args) -> int:

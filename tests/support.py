@@ -187,3 +187,16 @@ def result_lines(output: str, status=None, kind=None) -> list:
             if (status is None or parts[0] == status) and (kind is None or parts[1] == kind):
                 out.append(line)
     return out
+
+
+def passing_report(gates: dict, nonce: str) -> dict:
+    """A gate report that proves a passing run of `gates` with `nonce` on this CPython (one passing check per
+    declared item): what an engine stand-in hands the build as its gate step's report."""
+    from verify.config import from_dict
+    from verify.kinds import KINDS
+    from verify.report import to_json
+    from verify.result import CheckResult
+
+    cfg = from_dict(gates, "gates")
+    results = [CheckResult(k.kind, k.target(i), True, "ok") for k in KINDS for i in cfg[k.key]]
+    return to_json(results, nonce)

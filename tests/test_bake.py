@@ -15,6 +15,7 @@ from toolkit.engine.builders import site
 from toolkit.engine.invocation import Invocation
 from toolkit.engine.registry import with_registry
 from toolkit.errors import UsageError
+from toolkit.gates.report import gate_nonce
 from toolkit.plan.build_plan import make_plan
 from toolkit.render.context import Context
 from toolkit.spec.catalog import load_catalog
@@ -56,7 +57,8 @@ def test_every_target_becomes_a_bake_target_with_tags_labels_platforms(tmp_path)
         assert t["context"] == str(tmp_path / name / "context") and t["dockerfile"] == "Dockerfile"
         assert t["platforms"] == list(v.platforms)
         keep_git = {"BUILDKIT_CONTEXT_KEEP_GIT_DIR": "1"} if t.get("contexts") else {}  # git trees keep their .git
-        assert t["args"] == {**v.args, **keep_git}
+        nonce = {"MILES_GATE_NONCE": gate_nonce(HASH)}  # the gate step's, derived from the input hash
+        assert t["args"] == {**v.args, **keep_git, **nonce}
         assert t["tags"] == [f"{v.repository}:{v.tag_suffix}", f"{v.repository}:{v.tag_suffix}-{HASH[:12]}"]
         assert t["labels"]["io.miles.input-hash"] == HASH
         assert t["labels"]["org.opencontainers.image.revision"] == "r" * 40

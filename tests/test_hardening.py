@@ -178,10 +178,10 @@ GATE_CASES = [
     ("empty imports", lambda g: g.update(imports=[]), "gates.imports", "must not be empty"),
     ("empty compile", lambda g: g.update(compile=[]), "gates.compile", "must not be empty"),
     (
-        "command swallows failure",
-        lambda g: g.update(commands=[{"name": "c", "argv": ["bash", "-c", "false || true"], "shell": "a script"}]),
-        "gates.commands[0].argv[2]",
-        "passes when `false` fails",
+        "command runs a shell",
+        lambda g: g.update(commands=[{"name": "c", "argv": ["bash", "-c", "false || true"]}]),
+        "gates.commands[0].argv[0]",
+        "the image's Python on a probe",
     ),
     (
         "substring allowance",

@@ -2,6 +2,9 @@
 
 Each gate kind (``verify/kinds``) adds its own flags. ``--json -`` writes the JSON report to stdout, as one line
 after every check ran, and the per-check lines to stderr: a build log then carries a report a program can read.
+``--nonce`` is the caller's nonce for this run: the report carries it, with the interpreter that ran the gates and
+a proof tying the two to the checks, so the caller can tell this runner's report from no report, a stale one or a
+program that only pretends to be Python. The runner refuses to run on anything but CPython 3 (exit 1, one line).
 """
 
 from __future__ import annotations
@@ -30,7 +33,15 @@ def build_parser() -> argparse.ArgumentParser:
     for kind in KINDS:
         kind.add_flags(p)
     p.add_argument("--config", metavar="FILE", help="JSON gate config; flags add to it")
-    p.add_argument("--json", metavar="FILE", help="write a JSON report ('-': to stdout, one line; lines to stderr)")
+    p.add_argument(
+        "--json",
+        metavar="FILE",
+        action="append",
+        default=[],
+        help="write a JSON report ('-': to stdout, one line; lines to stderr); repeat for several",
+    )
+    p.add_argument("--json-line", metavar="FILE", help="write the one-line JSON report (as '--json -' prints it)")
+    p.add_argument("--nonce", metavar="HEX", help="the caller's nonce for this run (32 to 64 hex digits)")
     p.add_argument("--junit", metavar="FILE", help="write a JUnit XML report")
     return p
 
@@ -42,8 +53,21 @@ def config_from_args(args: argparse.Namespace) -> GateConfig:
     return cfg
 
 
+def _write_text(path: str, text: str) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
+    found = report.interpreter()
+    problem = report.interpreter_problem(found)
+    if problem is not None:  # before any gate: a report from another interpreter would judge another image
+        sys.stderr.write("verify: error: the gate runner %s (%s)\n" % (problem, found.get("executable")))
+        return EXIT_FAILED
+    if args.nonce is not None and not report.NONCE_RE.fullmatch(args.nonce):
+        sys.stderr.write("verify: error: --nonce must be 32 to 64 lower-case hex digits\n")
+        return EXIT_USAGE
     try:
         gpu_required()  # the environment is read before any check starts: a bad value is bad usage
         cfg = config_from_args(args)
@@ -53,17 +77,20 @@ def main(argv: Optional[List[str]] = None) -> int:
     if cfg.is_empty():
         sys.stderr.write("verify: error: nothing to check: give --config or at least one check flag\n")
         return EXIT_USAGE
-    console = sys.stderr if args.json == "-" else sys.stdout
+    streamed = "-" in args.json
+    console = sys.stderr if streamed else sys.stdout
 
     def show(res):
         print(report.line(res), file=console, flush=True)
 
     results = run_checks(cfg, on_result=show)
     print(report.summary(results), file=console, flush=True)
-    if args.json == "-":
-        sys.stdout.write(report.stream_line(results))
+    if streamed:
+        sys.stdout.write(report.stream_line(results, nonce=args.nonce))
         sys.stdout.flush()
-    writers = ((None if args.json == "-" else args.json, report.write_json), (args.junit, report.write_junit))
+    writers = [(path, lambda r, p: report.write_json(r, p, args.nonce)) for path in args.json if path != "-"]
+    writers.append((args.json_line, lambda r, p: _write_text(p, report.stream_line(r, nonce=args.nonce))))
+    writers.append((args.junit, report.write_junit))
     for path, writer in writers:
         if path:
             try:

@@ -4,7 +4,8 @@ Every problem is a ConfigError whose message is one line naming the file and the
 machine-written and a person reads the error in a build log. This is the one schema of the gate config: the
 toolkit applies ``from_dict`` when a spec loads, so a config the runner would refuse never starts a build. The
 schema of each key is its gate kind's (``verify/kinds/``); a config may not weaken itself (an explicitly empty
-check list, a command that cannot fail, a ``pip check`` allowance that names no requirement are refused).
+check list, a command that is not the image's Python on a probe or a module, a ``pip check`` allowance that names
+no requirement are refused).
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ toolkit finds it there with ``find_report`` and names the failed checks with ``f
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import sys
@@ -34,9 +35,48 @@ def summary(results: List[CheckResult]) -> str:
     return text + (" (%d allowed)" % allowed if allowed else "")
 
 
-def to_json(results: List[CheckResult]) -> dict:
-    failed = sum(1 for r in results if not r.passed)
+NONCE_RE = re.compile(r"[0-9a-f]{32,64}")
+
+
+def interpreter() -> Dict[str, Any]:
+    """What ran the gates, as only a running Python knows it: its executable, implementation and version."""
     return {
+        "executable": sys.executable,
+        "implementation": sys.implementation.name,
+        "version": list(sys.version_info[:3]),
+    }
+
+
+def interpreter_problem(found: Any) -> Optional[str]:
+    """Why ``found`` (a report's ``interpreter``) is not a CPython 3 interpreter at an absolute path, or None."""
+    if not isinstance(found, dict):
+        return "names no interpreter"
+    executable, name, version = found.get("executable"), found.get("implementation"), found.get("version")
+    if not isinstance(executable, str) or not executable.startswith("/"):
+        return "names no interpreter executable (sys.executable %r)" % (executable,)
+    if name != "cpython":
+        return "was run by %r, not CPython" % (name,)
+    if not (isinstance(version, list) and len(version) == 3 and all(type(v) is int for v in version)):
+        return "names no interpreter version"
+    if version[0] != 3:
+        return "was run by Python %s, not Python 3" % ".".join(map(str, version))
+    return None
+
+
+def proof(nonce: str, found: Any, checks: List[Dict[str, Any]]) -> str:
+    """The digest that ties a report to the nonce it was given: the nonce, the interpreter, and every check's kind,
+    target and status, hashed together (a report copied from another run, or edited, does not match)."""
+    h = hashlib.sha256()
+    h.update(b"verify-proof\0" + nonce.encode() + b"\0")
+    h.update(json.dumps(found, sort_keys=True).encode() + b"\0")
+    for c in checks:
+        h.update(json.dumps([c.get("kind"), c.get("target"), c.get("status")]).encode() + b"\0")
+    return h.hexdigest()
+
+
+def to_json(results: List[CheckResult], nonce: Optional[str] = None) -> dict:
+    failed = sum(1 for r in results if not r.passed)
+    data = {
         "runner": RUNNER,
         "format": FORMAT,
         "checks": [
@@ -57,12 +97,17 @@ def to_json(results: List[CheckResult]) -> dict:
         "seconds": round(sum(r.seconds for r in results), 4),
         "python": sys.executable,
         "python_version": sys.version.split()[0],
+        "interpreter": interpreter(),
     }
+    if nonce is not None:  # the run's nonce (the toolkit's), and the proof that ties this report to it
+        data["nonce"] = nonce
+        data["proof"] = proof(nonce, data["interpreter"], data["checks"])  # type: ignore[arg-type]
+    return data
 
 
-def write_json(results: List[CheckResult], path: str) -> None:
+def write_json(results: List[CheckResult], path: str, nonce: Optional[str] = None) -> None:
     with open(path, "w", encoding="utf-8") as fh:
-        json.dump(to_json(results), fh, indent=2)
+        json.dump(to_json(results, nonce), fh, indent=2)
         fh.write("\n")
 
 
@@ -70,10 +115,10 @@ STREAM_LIMIT = 64 * 1024  # BuildKit clips a step's output beyond 200 KiB/s: the
 STREAM_LOG_TAIL = 2000  # characters of each check's log kept in the one-line report (the file keeps all of it)
 
 
-def stream_line(results: List[CheckResult], limit: int = STREAM_LIMIT) -> str:
+def stream_line(results: List[CheckResult], limit: int = STREAM_LIMIT, nonce: Optional[str] = None) -> str:
     """The JSON report as one line (``--json -``), at most ``limit`` bytes: each check's log is cut to its tail,
     then dropped from passed checks, then from all, as needed; the checks themselves are always all there."""
-    data = to_json(results)
+    data = to_json(results, nonce)
     for check in data["checks"]:
         check["log"] = check["log"][-STREAM_LOG_TAIL:]
     for keep in (lambda c: True, lambda c: c["status"] != "PASS", lambda c: False):

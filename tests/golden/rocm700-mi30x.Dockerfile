@@ -151,7 +151,8 @@ RUN --mount=type=secret,id=pip-ca \
 # ---- bundle is mounted as a secret on every family (offline ones too), so every build proves it never lands in a layer.
 RUN --mount=type=bind,source=bridge,target=/tmp/sglang-attn-bridge,rw --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    python3 -m pip install --no-cache-dir --no-deps --no-build-isolation /tmp/sglang-attn-bridge
+    python3 -m pip install --no-cache-dir --no-deps --no-build-isolation /tmp/sglang-attn-bridge \
+    && test "$(python3 -c 'import importlib.metadata as m, sys; print(sys.implementation.name, m.version("sglang-attn-bridge"))')" = 'cpython 0.2.0'
 
 # ---- The runtime environment, before the gates: the gates judge the image exactly as it will run.
 ENV HIP_FORCE_DEV_KERNARG="1" \
@@ -171,9 +172,15 @@ ENV HIP_FORCE_DEV_KERNARG="1" \
 # ---- Gates: verify/ runs with the image's own python against this target's gate list (gates/gates.json).
 # ---- Any failing check fails the build, so no tag ever points at an image that does not import. Nothing after
 # ---- this step may change how the image behaves (labels only). `--json -` puts the runner's report into the build
-# ---- log as one line: the toolkit reads the outcome of each check from it.
+# ---- log as one line, and the same line is kept in the image: the toolkit reads each check's outcome from it, and
+# ---- refuses a build whose report is missing, lacks this build's nonce (the build arg, derived from the input
+# ---- hash: only this step reads it, and a cached gate layer keeps a report of the same input) or a declared gate.
+# ---- The runner runs only on a CPython 3; a `python` that runs no runner writes no report and fails the step here.
+ARG MILES_GATE_NONCE
 RUN --mount=type=bind,source=gates,target=/tmp/gates \
-    cd /tmp/gates && python3 -m verify --config gates.json --json -
+    mkdir -p /usr/share/miles-gates && cd /tmp/gates \
+    && python3 -m verify --config gates.json --nonce "${MILES_GATE_NONCE}" --json - --json-line /usr/share/miles-gates/report.json \
+    && grep -q "\"nonce\":\"${MILES_GATE_NONCE}\"" /usr/share/miles-gates/report.json
 
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.10-rocm700-mi30x" \

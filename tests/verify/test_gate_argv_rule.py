@@ -1,119 +1,151 @@
-"""The gate-command rule, `gate_argv_problem`, on its own: without `shell` a gate is the image's Python on a script
-file or a module outside the standard library, nothing else; with `shell`, a script that cannot hide a failure and
-starts no other shell or Python. The cases are the shapes a spec edit used to hollow a gate out with; the runner's
-own timeout ends the gate's whole process group."""
+"""The gate-command rule, `gate_argv_problem`, on its own: `{python}` first, then a probe of the bundle
+(`probes/NAME.py`) or `-m MODULE` outside the standard library, then that program's own arguments; nothing else. The
+cases are the shapes a spec edit used to hollow a gate out with (shells, wrappers, inline code, the interpreter's own
+programs); the runner applies the rule again in the image, finds probes in its own bundle only, and ends a gate at its
+timeout with everything it started."""
 
 import json
+import os
 import time
 
 import pytest
 
-from verify.kinds.commands import gate_argv_problem, refusals
+from toolkit.spec.catalog import load_catalog
+from verify.config import from_dict
+from verify.kinds.commands import gate_argv_problem, module_problem, refusals
 
-REFUSED_WITHOUT_SHELL = [
-    ["ls", "probes/bridge_attention.py"],
-    ["test", "-f", "probes/bridge_attention.py"],
-    ["{python}", "-c", "pass", "probes/bridge_attention.py"],
-    ["{python}", "-m", "py_compile", "probes/bridge_attention.py"],
-    ["{python}", "-m", "runpy", "probes/bridge_attention.py"],
-    ["{python}", "-m", "timeit", "pass"],
-    ["{python}", "-I", "probes/bridge_attention.py"],
-    ["{python}", "../probes/bridge_attention.py"],
-    ["{python}"],
-    ["python3", "probes/bridge_attention.py"],
-    ["nice", "sh", "-c", "false || true"],
-    ["timeout", "5", "bash", "-c", "exit 0"],
-    ["nohup", "{python}", "probes/bridge_attention.py"],
-    ["xargs", "-a", "/dev/null", "false"],
-    ["busybox", "true"],
-    ["env", "{python}", "-c", "pass"],
-    ["/usr/bin/env", "-S", "true"],
-    ["stdbuf", "-o0", "{python}", "probes/x.py"],
+REFUSED = [
+    (["ls", "probes/bridge_attention.py"], 0),
+    (["true"], 0),
+    (["/bin/true"], 0),
+    (["bash", "-c", "{python} probes/bridge_attention.py"], 0),
+    (["sh", "-ec", "exit 1"], 0),
+    (["env", "{python}", "probes/bridge_attention.py"], 0),
+    (["nice", "{python}", "probes/bridge_attention.py"], 0),
+    (["timeout", "5", "{python}", "probes/bridge_attention.py"], 0),
+    (["busybox", "true"], 0),
+    (["python3", "probes/bridge_attention.py"], 0),
+    (["{python}"], 0),
+    (["{python}", "-c", "pass"], 1),
+    (["{python}", "-I", "probes/bridge_attention.py"], 1),
+    (["{python}", "../probes/bridge_attention.py"], 1),
+    (["{python}", "probes/../verify/__main__.py"], 1),
+    (["{python}", "probes/sub/x.py"], 1),
+    (["{python}", "/opt/checks/x.py"], 1),
+    (["{python}", "x.py"], 1),
+    (["{python}", "probes/x.sh"], 1),
+    (["{python}", "probes/.py"], 1),
+    (["{python}", "-m"], 1),
+    (["{python}", "-m", "-c"], 2),
+    (["{python}", "-m", "py_compile", "probes/bridge_attention.py"], 2),
+    (["{python}", "-m", "runpy", "probes/bridge_attention.py"], 2),
+    (["{python}", "-m", "timeit", "pass"], 2),
+    (["{python}", "-m", "os.path"], 2),
+    (["{python}", "-m", "ensurepip"], 2),
 ]
 
 
-@pytest.mark.parametrize("argv", REFUSED_WITHOUT_SHELL, ids=[" ".join(a) for a in REFUSED_WITHOUT_SHELL])
-def test_without_shell_only_the_image_python_on_a_script_or_module_runs(argv):
-    problem = gate_argv_problem(argv, None)
+@pytest.mark.parametrize("argv,index", REFUSED, ids=[" ".join(a) for a, _ in REFUSED])
+def test_only_the_image_python_on_a_probe_or_a_module_is_a_gate(argv, index):
+    problem = gate_argv_problem(argv)
     assert problem is not None, argv
-    assert 0 <= problem[0] < max(len(argv), 1)
+    assert problem[0] == index, problem
 
 
-@pytest.mark.parametrize(
-    "argv",
-    [
-        ["{python}", "probes/bridge_attention.py"],
-        ["{python}", "probes/router_fork.py", "/usr/local/bin/sgl-model-gateway"],
-        ["{python}", "-m", "sglang_attn_bridge.doctor", "--require-sglang"],
-        ["{python}", "-m", "pytest", "-q", "tests/x.py"],
-        ["{python}", "/opt/checks/x.py"],
-    ],
-)
-def test_the_image_python_on_a_script_or_module_is_a_gate(argv):
-    assert gate_argv_problem(argv, None) is None
-
-
-REFUSED_SCRIPTS = [
-    ("exit 256", "can wrap to 0"),
-    ("cmd && exit 512", "can wrap to 0"),
-    ("cmd || exit 256", "can wrap to 0"),
-    ("cmd || exit $X", "can wrap to 0"),
-    ("trap 'exit 0' EXIT; cmd", "trap"),
-    ("cmd; set -e; other", "after the first command"),
-    ("set -- -e; cmd; other", "runs on after"),
-    ("set -e; cmd && other; last", "a list `set -e` ignores"),
-    ("set -e; if cmd; then :; fi; other", "simple commands"),
-    ("set -e; f() { cmd; }; f; other", "simple commands"),
-    ("set -e; ( cmd ); other", "simple commands"),
-    ("set -e; { cmd; }; other", "simple commands"),
-    ("set -e; while cmd; do :; done", "simple commands"),
-    ("sh -c 'cmd || true'", "starts another shell"),
-    ("env sh -c 'cmd || true'", "starts another shell"),
-    ("timeout 5 bash -c 'cmd || true'", "starts another shell"),
-    ("xargs sh -c 'cmd || :' < /dev/null", "starts another shell"),
-    ("nice busybox sh -c 'cmd'", "starts another shell"),
-    ("eval 'cmd || true'", "starts another shell"),
-    ("{python} -c 'import os; os.system(\"cmd\")'", "starts another shell"),
+ACCEPTED = [
+    ["{python}", "probes/bridge_attention.py"],
+    ["{python}", "probes/router_fork.py", "/usr/local/bin/sgl-model-gateway"],
+    ["{python}", "probes/te_triplet.py", "2.17.1"],
+    ["{python}", "-m", "sglang_attn_bridge.doctor", "--require-sglang"],
+    ["{python}", "-m", "pytest", "-q", "tests/x.py"],
+    ["{python}", "probes/argv.py", "a; exit 0", "$HOME", "{python}"],  # a probe's arguments are its data
 ]
 
 
-@pytest.mark.parametrize("script,problem", REFUSED_SCRIPTS, ids=[s for s, _ in REFUSED_SCRIPTS])
-def test_a_shell_gate_script_that_can_pass_after_a_failure_is_refused(script, problem):
-    found = gate_argv_problem(["bash", "-c", script], "a pipeline")
-    assert found is not None and problem in found[1], (script, found)
-    assert found[0] == 2  # the script is the argument at fault
+@pytest.mark.parametrize("argv", ACCEPTED, ids=[" ".join(a) for a in ACCEPTED])
+def test_a_probe_or_a_module_with_its_arguments_is_a_gate(argv):
+    assert gate_argv_problem(argv) is None
 
 
-def test_a_shell_gate_needs_its_shell_as_the_program_and_a_script():
-    assert "runs a shell" in gate_argv_problem(["bash", "-ec", "cmd"], None)[1]
-    assert "through env" in gate_argv_problem(["env", "bash", "-ec", "cmd"], "r")[1]
-    assert "script file" in gate_argv_problem(["bash", "check.sh"], "r")[1]
-    assert gate_argv_problem(["bash", "-euo", "pipefail", "-c", "cmd | tee log && {python} probes/x.py"], "r") is None
+def test_every_command_of_every_spec_keeps_the_rule():
+    seen = 0
+    for variant in load_catalog().variants.values():
+        cfg = from_dict(variant.gates)
+        for command in cfg["commands"] + cfg["gpu_commands"]:
+            assert gate_argv_problem(command.argv) is None, (variant.name, command.name)
+            seen += 1
+    assert seen > 10
+
+
+def test_a_shell_key_is_refused_naming_it():
+    entries = [{"name": "s", "argv": ["{python}", "probes/bridge_attention.py"], "shell": "a pipeline"}]
+    with pytest.raises(ValueError) as err:
+        from_dict({"commands": entries}, "gates.json")
+    assert "key 'commands[0].shell'" in str(err.value) and "\n" not in str(err.value)
 
 
 def test_refusals_lists_every_refused_entry():
     entries = [
         {"name": "ok", "argv": ["{python}", "probes/bridge_attention.py"]},
         {"name": "a", "argv": ["ls", "probes/bridge_attention.py"]},
-        {"name": "b", "argv": ["bash", "-ec", "exit 256"], "shell": "why"},
+        {"name": "b", "argv": ["bash", "-ec", "exit 1"], "shell": "why"},
         {"name": "c", "argv": ["{python}", "-m", "py_compile", "x.py"]},
     ]
     keys = [key for key, _ in refusals(entries)]
-    assert keys == ["commands[1].argv[0]", "commands[2].argv[2]", "commands[3].argv[2]"]
+    assert keys == ["commands[1].argv[0]", "commands[2].argv[0]", "commands[2].shell", "commands[3].argv[2]"]
 
 
-def test_the_runner_ends_a_timed_out_gate_with_everything_it_started(tmp_path, run_verify, lines):
+def test_a_module_must_be_found_outside_the_standard_library():
+    assert module_problem("pytest") is None  # an installed distribution's
+    assert "interpreter's own" in module_problem("json")
+    assert "no module" in module_problem("no_such_module_xyz")
+
+
+def test_the_runner_runs_a_probe_of_its_own_bundle_whatever_the_folder(bundle, tmp_path, run_verify, lines):
+    """`probes/NAME.py` is the bundle's: a file of that name in the working folder is never what runs."""
+    (tmp_path / "probes").mkdir()
+    (tmp_path / "probes" / "say.py").write_text("print('the working folder wins')\n")
+    cfg = tmp_path / "gates.json"
+    cfg.write_text(json.dumps({"commands": [{"name": "say", "argv": ["{python}", "probes/say.py", "bundled"]}]}))
+    proc = run_verify("--config", cfg, cwd=tmp_path, pythonpath=[bundle])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "bundled" in lines(proc, "PASS", "command")[0]
+
+
+def test_a_probe_that_is_a_link_in_the_bundle_does_not_run(bundle, tmp_path, run_verify, lines):
+    target = tmp_path / "elsewhere.py"
+    target.write_text("print('not shipped')\n")
+    link = bundle / "probes" / "linked_probe.py"
+    os.symlink(target, link)
+    try:
+        cfg = tmp_path / "gates.json"
+        cfg.write_text(json.dumps({"commands": [{"name": "l", "argv": ["{python}", "probes/linked_probe.py"]}]}))
+        proc = run_verify("--config", cfg, cwd=bundle)
+    finally:
+        link.unlink()
+    assert proc.returncode == 1, proc.stdout
+    assert "not a regular file" in lines(proc, "FAIL", "command")[0]
+
+
+def test_a_module_of_the_standard_library_does_not_run(bundle, tmp_path, run_verify, lines):
+    """An older runner has no list of the standard library: the module's location decides in the image."""
+    cfg = tmp_path / "gates.json"
+    cfg.write_text(json.dumps({"commands": [{"name": "m", "argv": ["{python}", "-m", "no_such_module_xyz"]}]}))
+    proc = run_verify("--config", cfg, cwd=bundle)
+    assert proc.returncode == 1 and "no module no_such_module_xyz" in lines(proc, "FAIL", "command")[0]
+
+
+def test_the_runner_ends_a_timed_out_gate_with_everything_it_started(bundle, tmp_path, run_verify, lines):
     """A gate that starts a child and hangs is ended at its timeout, child included (its process group)."""
     marker = tmp_path / "child-alive"
-    script = tmp_path / "hang.py"
     child = f"import time; time.sleep(4); open({str(marker)!r}, 'w')"
-    script.write_text(
+    (bundle / "probes" / "hang.py").write_text(
         f"import subprocess, sys, time\nsubprocess.Popen([sys.executable, '-c', {child!r}])\ntime.sleep(60)\n"
     )
     cfg = tmp_path / "gates.json"
-    cfg.write_text(json.dumps({"commands": [{"name": "hang", "argv": ["{python}", str(script)], "timeout": 1}]}))
+    cfg.write_text(json.dumps({"commands": [{"name": "hang", "argv": ["{python}", "probes/hang.py"], "timeout": 1}]}))
     started = time.monotonic()
-    proc = run_verify("--config", cfg)
+    proc = run_verify("--config", cfg, cwd=bundle)
     assert proc.returncode == 1 and "timed out after 1s" in lines(proc, "FAIL", "command")[0], proc.stdout
     assert time.monotonic() - started < 30
     time.sleep(5)

@@ -71,9 +71,10 @@ def test_a_new_kind_is_one_file(tmp_path, lines):
     """Copy the runner, add one module to verify/kinds: the kind is in the schema, the order, the CLI and the table."""
     shutil.copytree(REPO / "verify", tmp_path / "verify", ignore=shutil.ignore_patterns("__pycache__"))
     (tmp_path / "verify" / "kinds" / "env.py").write_text(ENV_KIND)
-    (tmp_path / "c.py").write_text("print('a command')\n")
+    (tmp_path / "probes").mkdir()
+    (tmp_path / "probes" / "c.py").write_text("print('a command')\n")
     cfg = tmp_path / "gates.json"
-    cfg.write_text(json.dumps({"env": ["PATH"], "commands": [{"name": "c", "argv": ["{python}", "c.py"]}]}))
+    cfg.write_text(json.dumps({"env": ["PATH"], "commands": [{"name": "c", "argv": ["{python}", "probes/c.py"]}]}))
     args = ["--config", cfg, "--env", "NO_SUCH_VARIABLE_XYZ", "--import", "json"]
     proc = subprocess.run([sys.executable, "-m", "verify", *args], cwd=tmp_path, capture_output=True, text=True)
     assert proc.returncode == 1, proc.stdout + proc.stderr

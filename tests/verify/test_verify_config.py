@@ -32,7 +32,7 @@ BAD = [
     ({"provenance": ["miles"]}, "'provenance'"),
     ({"commands": [{"name": "doctor", "argv": []}]}, "'commands[0].argv'"),
     ({"commands": [{"argv": ["x"]}]}, "'commands[0].name'"),
-    ({"commands": [{"name": "d", "argv": ["{python}", "x.py"], "timeout": -1}]}, "'commands[0].timeout'"),
+    ({"commands": [{"name": "d", "argv": ["{python}", "probes/x.py"], "timeout": -1}]}, "'commands[0].timeout'"),
     ({"import": ["sglang"]}, "'import'"),
 ]
 

@@ -4,7 +4,6 @@ on the host."""
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -18,9 +17,7 @@ GATES = {
     "platform": "cpu",
     "pip_check": {"allow": [{"distribution": "no-such-dist", "requirement": "other", "reason": "shape only"}]},
     "provenance": {"json": "/"},
-    "commands": [
-        {"name": "hello", "argv": ["{python}", str(Path(__file__).resolve().parent / "scripts" / "say.py"), "hi"]}
-    ],
+    "commands": [{"name": "hello", "argv": ["{python}", "-m", "pytest", "--version"]}],
 }
 
 

@@ -3,7 +3,6 @@
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -281,7 +280,7 @@ def test_pip_check_allowed_and_not(tmp_path, run_verify, lines, pip_venv):
     assert proc.stdout.strip().splitlines()[-1] == "1 passed, 0 failed (1 allowed)"
 
 
-def test_commands_and_check_order(tmp_path, run_verify, write_tree, lines, pip_venv):
+def test_commands_and_check_order(bundle, tmp_path, run_verify, write_tree, lines, pip_venv):
     write_tree(tmp_path, {"orderpkg/__init__.py": "def f(a):\n    return a\n"})
     cfg = tmp_path / "gates.json"
     cfg.write_text(
@@ -295,9 +294,9 @@ def test_commands_and_check_order(tmp_path, run_verify, write_tree, lines, pip_v
       "compile": ["orderpkg"],
       "provenance": {"orderpkg": "%(tmp)s"}
     }"""
-        % {"tmp": tmp_path, "say": Path(__file__).resolve().parent / "scripts" / "say.py"}
+        % {"tmp": tmp_path, "say": "probes/say.py"}
     )
-    proc = run_verify("--config", cfg, pythonpath=[tmp_path], python=pip_venv)
+    proc = run_verify("--config", cfg, pythonpath=[tmp_path], python=pip_venv, cwd=bundle)
     assert proc.returncode == 1
     kinds = [ln.split()[1] for ln in lines(proc)]
     assert kinds == ["provenance", "compile", "import", "signature", "platform", "pip-check", "command", "command"]

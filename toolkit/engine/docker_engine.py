@@ -29,6 +29,8 @@ from verify.report import failures, find_report
 START_HINT = "start one with `sudo dockerd &` (or run ci/setup.sh), or point DOCKER_HOST at a running engine"
 STEP_RE = re.compile(r"^#(\d+) (.*)$")
 LOG_RE = re.compile(r"^\d+\.\d+ (.*)$")
+GATE_STEP = "-m verify --config gates.json --nonce"  # how the gate step's name reads (templates/partials/gates.j2)
+BRIDGE_STEP = "target=/tmp/sglang-attn-bridge"  # the bridge install step's mount (templates/partials/bridge.j2)
 PING_TIMEOUT = 10  # seconds: an engine that accepts and never answers is as absent as one that refuses
 STOP_GRACE = 30  # seconds the stopped build child gets to cancel its BuildKit session before SIGKILL
 
@@ -176,6 +178,11 @@ class ProgressParser:
             for ln in step_lines(report):
                 self.out(f"      {ln}")
 
+    def gate_steps(self) -> list:
+        """The gate steps BuildKit reported (one per platform): (status, the report in its log or None). A cached
+        step prints no log: its report is the one its layer keeps (toolkit/gates/report.py, REPORT_PATH)."""
+        return [(s.status, find_report(s.log)) for s in self.steps.values() if GATE_STEP in " ".join(s.name.split())]
+
     def failed_step(self) -> Step | None:
         errored = [s for s in self.steps.values() if s.status == "error"]
         return errored[-1] if errored else None
@@ -212,10 +219,11 @@ class BuildSite:
         return cmd
 
 
-def build(plan, invocation, out=print) -> str:
+def build(plan, invocation, out=print, gate_steps: list | None = None) -> str:
     """Run BuildKit as `invocation` (toolkit/engine/invocation.py) says; return the image ID (or, when pushed from the
     builder, the registry's digest). Tags nothing in any engine (the caller tags after success); a pushed image is
-    pushed only when every step, gates included, passed."""
+    pushed only when every step, gates included, passed. `gate_steps` (a list) receives each gate step's status and
+    the report its log holds, for the caller to judge (toolkit/gates/report.py: report_problem)."""
     buildx = buildx_cmd()
     for sid, src in invocation.secrets:
         if not os.path.isfile(src):
@@ -262,6 +270,13 @@ def build(plan, invocation, out=print) -> str:
             fetched = artifact_of(step, plan.variant.artifacts) if step is not None else None
             if report is not None:  # the last line of the log says which gate failed and why
                 reason = f"gate step: {failures(report)}"
+            elif step is not None and GATE_STEP in " ".join(step.name.split()):
+                reason = "gate step: no gate report: the gate runner did not run (is the spec's `python` a Python?)"
+            elif step is not None and BRIDGE_STEP in step.name:
+                reason = (
+                    "bridge install step: the spec's python did not report sglang-attn-bridge installed "
+                    "(is the spec's `python` a CPython?)"
+                )
             elif step is not None and fetched is not None:  # an artifact's fetch stage: which file, which digest
                 name, record = fetched
                 said = next((ln for ln in reversed(step.log) if ln.startswith("ERROR")), reason)
@@ -270,6 +285,8 @@ def build(plan, invocation, out=print) -> str:
                 reason = " ".join(step.name.split())
             raise BuildFailed(f"build of {plan.name} failed: {reason}")
         image_id = open(iidfile).read().strip()
+        if gate_steps is not None:
+            gate_steps += parser.gate_steps()
         if invocation.site.push:
             with open(metadata) as f:
                 image_id = json.load(f).get("containerimage.digest") or image_id
@@ -308,6 +325,28 @@ def stop_child(proc, signum: int) -> None:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+
+
+def read_image_file(client, image: str, path: str) -> bytes | None:
+    """The bytes of the regular file `path` in `image` (a container is created, never started, then removed), or
+    None when the image has no such file."""
+    import docker.errors
+
+    container = client.containers.create(image, entrypoint=["/nonexistent"], network_disabled=True)
+    try:
+        try:
+            stream, _ = container.get_archive(path)
+        except docker.errors.NotFound:
+            return None
+        import io
+        import tarfile
+
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+            member = tar.getmembers()[0]
+            fh = tar.extractfile(member) if member.isfile() else None
+            return fh.read() if fh is not None else None
+    finally:
+        container.remove(force=True)
 
 
 def tag_all(client, iid: str, refs) -> None:

@@ -39,3 +39,60 @@ def failure_lines(report: dict) -> list[str]:
         lines.append(line)
         lines += [f"    {log_line}" for log_line in str(check["log"]).rstrip().splitlines()[-LOG_LINES:]]
     return lines
+
+
+# ---- The proof that the gate runner ran: its report, with this run's nonce, from a CPython 3, every gate declared.
+
+REPORT_PATH = "/usr/share/miles-gates/report.json"  # where the gate step keeps its one-line report in the image
+NONCE_ARG = "MILES_GATE_NONCE"  # the build arg that hands the gate step its nonce (templates/partials/gates.j2)
+# Kinds whose checks do not report one target per declared item: pip check reports a line per problem (or one
+# "pip check"), a signature resolved through a call table reports the candidate that took the call.
+AT_LEAST = {"pip_check": lambda items: 1, "signatures": len}
+
+
+def gate_nonce(input_hash: str) -> str:
+    """The gate step's nonce for a build of this input: derived from the input hash, so it is the same for every
+    build of the same input (a cached gate layer's report carries it, and the build args change nothing before the
+    gate step) and different for every other input (a report kept from another input's gate step never matches)."""
+    import hashlib
+
+    return hashlib.sha256(b"miles-gate-nonce\0" + input_hash.encode()).hexdigest()[:32]
+
+
+def report_problem(report: dict | None, nonce: str, gates: dict) -> str | None:
+    """Why ``report`` does not prove that the gate runner ran this gate config with ``nonce`` on a CPython 3, or
+    None: it must exist, carry the nonce and the proof of it, name a CPython 3 interpreter, and hold a check of
+    every gate the config declares."""
+    from verify.config import from_dict
+    from verify.kinds import KINDS
+    from verify.report import interpreter_problem, proof
+
+    if report is None:
+        return "no gate report: the gate runner did not run (is the spec's `python` a Python?)"
+    if report.get("nonce") != nonce:
+        return "the gate report does not carry this run's nonce (a report from another run, or none at all)"
+    checks = report.get("checks")
+    if not isinstance(checks, list) or not all(isinstance(c, dict) for c in checks):
+        return "the gate report holds no list of checks"
+    problem = interpreter_problem(report.get("interpreter"))
+    if problem is not None:
+        return f"the gate report {problem}"
+    if report.get("proof") != proof(nonce, report["interpreter"], checks):
+        return "the gate report's proof does not match its nonce, interpreter and checks"
+    cfg = from_dict(gates, "gates")
+    for kind in KINDS:
+        items = cfg[kind.key]
+        if not items:
+            continue
+        reported = [c for c in checks if c.get("kind") == kind.kind]
+        if kind.key in AT_LEAST:
+            if len(reported) < AT_LEAST[kind.key](items):
+                return f"the gate report is missing {kind.kind} checks the config declares ({kind.key})"
+            continue
+        targets = {c.get("target") for c in reported}
+        for item in items:
+            if kind.target(item) not in targets:
+                return f"the gate report has no {kind.kind} check of {kind.target(item)} ({kind.key} declares it)"
+    if any(c.get("status") != "PASS" for c in checks) or report.get("failed"):
+        return f"the gate report holds failed checks: {gate_summary(report)}"
+    return None

@@ -104,7 +104,12 @@ def verify_image(client, variant, image: str, json_path=None, junit_path=None, o
         client.images.get(image)
     except docker.errors.ImageNotFound:
         raise UsageError(f"image {image} is not present on this engine (pull or load it first)") from None
-    cmd = ["-m", "verify", "--config", "gates.json", "--json", "report.json", "--junit", "report.xml"]
+    import secrets
+
+    from toolkit.gates.report import report_problem
+
+    nonce = secrets.token_hex(16)  # this run's: a report without it is not this run's
+    cmd = ["-m", "verify", "--config", "gates.json", "--nonce", nonce, "--json", "report.json", "--junit", "report.xml"]
     container = client.containers.create(
         image,
         command=cmd,
@@ -127,6 +132,7 @@ def verify_image(client, variant, image: str, json_path=None, junit_path=None, o
         rc = container.wait(timeout=1800).get("StatusCode", 1)
         for line in container.logs(stdout=True, stderr=True).decode(errors="replace").splitlines():
             out(line)
+        kept = _read_back(container, f"{WORKDIR}/report.json")
         for dest, name in ((json_path, "report.json"), (junit_path, "report.xml")):
             if dest:
                 data = _read_back(container, f"{WORKDIR}/{name}")
@@ -137,4 +143,21 @@ def verify_image(client, variant, image: str, json_path=None, junit_path=None, o
         container.remove(force=True)
     if rc == 2:
         raise UsageError(f"the gate runner rejected the gate config of {variant.name} (see above)")
+    report = _report_of(kept)
+    problem = report_problem(report, nonce, variant.gates)
+    if problem is not None and (rc == 0 or report is None or "nonce" not in report):
+        out(f"verify {variant.name} on {image}: {problem}")
+        return 1
     return 0 if rc == 0 else 1
+
+
+def _report_of(data: bytes | None) -> dict | None:
+    import json
+
+    if data is None:
+        return None
+    try:
+        report = json.loads(data.decode("utf-8", "replace"))
+    except ValueError:
+        return None
+    return report if isinstance(report, dict) else None

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from toolkit.cleanup import Scope
+from toolkit.gates.report import NONCE_ARG, gate_nonce
 from toolkit.lock.policy import artifact_origin
 from toolkit.plan import artifacts
 from toolkit.plan.sources import LABEL_PREFIX, git_components, remote, resolve
@@ -49,10 +50,20 @@ class Context:
         return {s.context_name: s.context for s in self.sources}
 
     @property
+    def gate_nonce(self) -> str:
+        """The gate step's nonce (toolkit/gates/report.py: derived from the input hash, per input, deterministic)."""
+        return gate_nonce(self.input_hash)
+
+    @property
     def build_args(self) -> dict:
-        """BuildKit's own build args: a git named context keeps its `.git`, so a tree a step copies into the image
-        is a checkout at the pinned commit (upstream's CI moves it with `git fetch`)."""
-        return {"BUILDKIT_CONTEXT_KEEP_GIT_DIR": "1"} if self.sources else {}
+        """The toolkit's own build args: the gate step's nonce, which only the gate step reads (its `ARG` stands
+        just before it, so no earlier layer's cache depends on it), and BuildKit's: a git named context keeps its
+        `.git`, so a tree a step copies into the image is a checkout at the pinned commit (upstream's CI moves it
+        with `git fetch`)."""
+        args = {NONCE_ARG: self.gate_nonce}
+        if self.sources:
+            args["BUILDKIT_CONTEXT_KEEP_GIT_DIR"] = "1"
+        return args
 
 
 def build_labels(plan, ctx: Context) -> dict:

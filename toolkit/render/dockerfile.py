@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import functools
 import posixpath
+import re
 
 import jinja2
 
 from toolkit.errors import SpecError, UsageError, short
+from toolkit.gates.report import NONCE_ARG, REPORT_PATH
 from toolkit.plan import artifacts
 from toolkit.plan.build_plan import SECRET_PIP_CA, Plan
 from toolkit.plan.sources import context_name, git_components
@@ -22,6 +24,8 @@ from toolkit.spec.values import IDENT_RE, MAX_VALUE_BYTES, check_abs_path, refer
 from toolkit.steps import KINDS, Out, views
 
 TEMPLATES = ROOT / "templates"
+BRIDGE_VERSION_FILE = ROOT / "bridge" / "src" / "sglang_attn_bridge" / "_version.py"
+BRIDGE_VERSION_RE = re.compile(r'^__version__ = "([0-9][0-9A-Za-z.+-]*)"$', re.M)
 
 
 def guard(variant) -> None:
@@ -91,6 +95,7 @@ def environment() -> jinja2.Environment:
         extensions=["jinja2.ext.do"],
     )
     env.filters["basename"] = posixpath.basename
+    env.filters["dirname_of"] = posixpath.dirname
     env.filters["dq"] = dockerfile_quote
     env.filters["shquote"] = shell_quote
     env.filters["shword"] = jinja2.pass_context(lambda ctx, value: shell_word(value, ctx["args"]))
@@ -127,10 +132,22 @@ def context(plan: Plan) -> dict:
         wheelhouse_image=image_ref(v),
         src={name: context_name(name) for name in git_components(v)},
         artifact_stages=artifacts.stages(data["steps"], v.artifacts),
+        bridge_version=bridge_version(),
+        gate_report=REPORT_PATH,
+        nonce_arg=NONCE_ARG,
         artifact_dir=artifacts.MOUNT_DIR,
         wheels_context=context_name(artifacts.WHEELS),
         wheels_dir=artifacts.WHEELS_DIR,
     )
+
+
+def bridge_version() -> str:
+    """The bridge's version, as its distribution's metadata will say it once installed (the bridge install step
+    checks that the image's Python reports exactly this)."""
+    found = BRIDGE_VERSION_RE.search(BRIDGE_VERSION_FILE.read_text())
+    if found is None:
+        raise UsageError(f'{BRIDGE_VERSION_FILE.relative_to(ROOT)}: no plain __version__ = "X.Y.Z" line')
+    return found.group(1)
 
 
 def render(plan: Plan) -> str:

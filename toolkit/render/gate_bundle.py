@@ -15,8 +15,24 @@ import time
 import zipfile
 from pathlib import Path
 
-RUNNER_DIR = Path(__file__).resolve().parents[2] / "verify"
+ROOT = Path(__file__).resolve().parents[2]
+RUNNER_DIR = ROOT / "verify"
 PROBES_DIR = RUNNER_DIR / "probes"
+
+
+def probe_problem(name: str) -> str | None:
+    """Why ``verify/probes/NAME`` cannot be shipped as a probe, or None: it must be a regular file of the repository
+    (not a link, to a file inside it or out of it, and not under a folder that is one)."""
+    path = PROBES_DIR / name
+    if "/" in name or name in ("", ".", ".."):
+        return f"{name!r} is not a file name of verify/probes/"
+    if PROBES_DIR.is_symlink() or PROBES_DIR.resolve() != PROBES_DIR:
+        return "verify/probes/ is a link: probes are regular files of the repository"
+    if path.is_symlink():
+        return f"verify/probes/{name} is a link: a probe is a regular file of the repository"
+    if not path.is_file():
+        return f"verify/probes/{name} is not a file of the repository"
+    return None
 
 
 def payload_files() -> dict[str, Path]:
@@ -25,9 +41,18 @@ def payload_files() -> dict[str, Path]:
 
     Probes are scripts that command gates run with the image's python (cwd: that folder). Unlike the runner they may
     use the image's packages; they travel beside it and are never imported by it."""
+    from toolkit.errors import UsageError
+
     files = {f"verify/{p.relative_to(RUNNER_DIR).as_posix()}": p for p in sorted(RUNNER_DIR.rglob("*.py"))}
     files = {name: p for name, p in files.items() if not name.startswith("verify/probes/")}
-    files.update({f"probes/{p.name}": p for p in sorted(PROBES_DIR.glob("*.py"))})
+    for name, path in files.items():
+        if path.is_symlink() or not path.is_file():
+            raise UsageError(f"{name}: the gate runner's files are regular files of the repository, not links")
+    for path in sorted(PROBES_DIR.glob("*.py")):
+        problem = probe_problem(path.name)
+        if problem is not None:
+            raise UsageError(f"{problem}; refusing to ship it in the gate bundle")
+        files[f"probes/{path.name}"] = path
     return files
 
 

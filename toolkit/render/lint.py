@@ -85,7 +85,8 @@ def gate_command_findings(path: Path) -> list[str]:
         f"spec: {file}: {prefix}.{key}: {problem}"
         for prefix, gates in places
         if isinstance(gates, dict)
-        for key, problem in refusals(gates.get("commands"))
+        for kind in ("commands", "gpu_commands")
+        for key, problem in refusals(gates.get(kind), kind)
     ]
 
 

@@ -220,6 +220,15 @@ def check_gates(gates: dict, pip: dict | None, components: dict | None, file: st
         cfg = from_dict(gates, file)
     except ConfigError as e:
         raise SpecError(file, f"{key}.{e.key}" if e.key else key, e.problem or str(e)) from None
+    from toolkit.render.gate_bundle import probe_problem
+    from verify.kinds.commands import probe_of
+
+    for kind in ("commands", "gpu_commands"):
+        for i, command in enumerate(cfg[kind]):
+            name = probe_of(command.argv)
+            problem = probe_problem(name) if name is not None else None
+            if problem is not None:
+                raise SpecError(file, f"{key}.{kind}[{i}].argv[1]", problem)
     if "sglang_attn_bridge" not in cfg["imports"]:
         raise SpecError(file, f"{key}.imports", "must import sglang_attn_bridge (every image installs the bridge)")
     if not any(c.argv[:2] == ["{python}", probe] for c in cfg["commands"]):  # run as the image Python's script
