@@ -10,6 +10,7 @@ import re
 import pytest
 from dockerfile_parse import DockerfileParser
 
+from toolkit.gates.report import NONCE_ARG
 from toolkit.plan.build_plan import make_plan
 from toolkit.render.context import context_files
 from toolkit.render.dockerfile import render
@@ -46,7 +47,7 @@ def test_structure(name):
         assert add.startswith(f"--checksum=sha256:{record['sha256']} [") and record["url"] in add
     for copy in (i["value"] for i in df.structure if i["instruction"] == "COPY"):
         assert copy.startswith("--from=src-"), copy  # only source trees; files of the context are bind-mounted
-    assert df.args == v.args  # every build arg comes from the spec, nothing else
+    assert df.args == {**v.args, NONCE_ARG: ""}  # every build arg comes from the spec, but the gate step's nonce
     for key, value in v.env.items():
         assert df.envs.get(key) == value, key
     runs = [i["value"] for i in df.structure if i["instruction"] == "RUN"]
