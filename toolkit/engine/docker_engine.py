@@ -327,24 +327,30 @@ def stop_child(proc, signum: int) -> None:
             signal.signal(s, handler)
 
 
+def read_container_file(container, path: str) -> bytes | None:
+    """The bytes of the regular file `path` in a container, or None when it has none there."""
+    import io
+    import tarfile
+
+    import docker.errors
+
+    try:
+        stream, _ = container.get_archive(path)
+    except docker.errors.NotFound:
+        return None
+    with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+        member = tar.getmembers()[0]
+        fh = tar.extractfile(member) if member.isfile() else None
+        return fh.read() if fh is not None else None
+
+
 def read_image_file(client, image: str, path: str) -> bytes | None:
     """The bytes of the regular file `path` in `image` (a container is created, never started, then removed), or
     None when the image has no such file."""
-    import docker.errors
 
     container = client.containers.create(image, entrypoint=["/nonexistent"], network_disabled=True)
     try:
-        try:
-            stream, _ = container.get_archive(path)
-        except docker.errors.NotFound:
-            return None
-        import io
-        import tarfile
-
-        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
-            member = tar.getmembers()[0]
-            fh = tar.extractfile(member) if member.isfile() else None
-            return fh.read() if fh is not None else None
+        return read_container_file(container, path)
     finally:
         container.remove(force=True)
 

@@ -6,9 +6,6 @@ own python; reports are copied back; the container is always removed.
 
 from __future__ import annotations
 
-import io
-import tarfile
-
 from toolkit.errors import BuildFailed, UsageError, short
 from toolkit.outputs import write_output
 from toolkit.strict import env_flag
@@ -45,17 +42,9 @@ def _gates_tar(gates: dict) -> bytes:
 
 
 def _read_back(container, path: str) -> bytes | None:
-    import docker.errors
+    from toolkit.engine.docker_engine import read_container_file
 
-    try:
-        stream, _ = container.get_archive(path)
-    except docker.errors.NotFound:
-        return None
-    with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
-        member = tar.getmembers()[0]
-        fh = tar.extractfile(member)
-        assert fh is not None  # a regular file
-        return fh.read()
+    return read_container_file(container, path)
 
 
 def by_platform(client, image: str, platform: str | None = None) -> list:
