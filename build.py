@@ -18,10 +18,11 @@ from toolkit.cli import empty_option, parse
 from toolkit.engine import docker_engine as engine
 from toolkit.engine import registry
 from toolkit.engine.calls import as_engine_error, engine_timeout
-from toolkit.errors import Interrupted, ToolkitError, UsageError, short
+from toolkit.errors import BuildFailed, Interrupted, ToolkitError, UsageError, short
 from toolkit.outputs import check_output, write_output
 from toolkit.plan.build_plan import make_plan
 from toolkit.render.dockerfile import render
+from toolkit.retry import retried, transient
 from toolkit.spec.catalog import load_catalog
 from toolkit.spec.values import platform_problem, reference_problem, target_problem
 
@@ -86,16 +87,22 @@ def build_prepared(request, builder, client, target) -> int:
         if found:
             out(f"skip: {hash_tag} exists {found} (same input hash); nothing to build")
             return 0
-    gate_steps: list = []
     if request.push and builders.pushes_itself(builder, plan.variant.platforms):
         # The builder pushes the image itself, and only when every step, gates included, passed: the gate step
         # itself fails without its report and nonce (templates/partials/gates.j2); a report in the log is judged.
-        digest = engine.build(plan, invocation.pushed(), out=out, gate_steps=gate_steps)
+        # A registry's transient answer to that push runs the build again, its steps from the builder's cache.
+        digest, gate_steps = retried(
+            lambda: pushed_build(plan, invocation),
+            lambda e: isinstance(e, engine.PushFailed) and transient(str(e)),
+            log=out,
+            what=f"the push of {plan.name}",
+        )
         judge_gates(plan, ctx, gate_steps, None, digest)
         for ref in refs:
             out(f"pushed {ref}@{digest}")
         out(f"digest: {registry.repository_of(hash_tag)}@{digest}")
         return 0
+    gate_steps = []
     image_id = engine.build(plan, invocation, out=out, gate_steps=gate_steps)
     engine_of = builder.client() if builder.name else client
     judge_gates(plan, ctx, gate_steps, engine_of, image_id)
@@ -104,10 +111,24 @@ def build_prepared(request, builder, client, target) -> int:
     for ref in refs:
         out(f"tagged {ref}")
     if request.push:
-        digests = {engine.push(engine_of, ref, out=out) for ref in refs}
+        digests = {
+            retried(
+                lambda ref=ref: engine.push(engine_of, ref, out=out),
+                lambda e: isinstance(e, BuildFailed) and transient(str(e)),
+                log=out,
+                what=f"the push of {ref}",
+            )
+            for ref in refs
+        }
         for digest in sorted(digests):
             out(f"digest: {registry.repository_of(hash_tag)}@{digest}")
     return 0
+
+
+def pushed_build(plan, invocation) -> tuple:
+    """A build the builder pushes itself: (digest, the gate steps it reported)."""
+    gate_steps: list = []
+    return engine.build(plan, invocation.pushed(), out=out, gate_steps=gate_steps), gate_steps
 
 
 def judge_gates(plan, ctx, gate_steps: list, engine_of, image_id: str) -> None:
@@ -115,7 +136,6 @@ def judge_gates(plan, ctx, gate_steps: list, engine_of, image_id: str) -> None:
     cached step, the one its layer keeps in the image) with this build's nonce, from a CPython 3, holding a check of
     every gate the config declares (toolkit/gates/report.py). A pushed build's cached step is judged by the step
     itself, which fails without its report and nonce."""
-    from toolkit.errors import BuildFailed
     from toolkit.gates.report import REPORT_PATH, report_problem
     from verify.report import find_report
 

@@ -148,3 +148,23 @@ def test_the_yaml_layout_is_not_hashed(catalog, images_dir):
     original = catalog.resolve("rocm720-mi35x")
     assert list(relaid.env) != list(original.env)  # really in another order
     assert relaid.digest == original.digest and hashed(relaid) == hashed(original)
+
+
+def content(variant, **kw) -> str:
+    from toolkit.render.context import content_hash
+
+    return content_hash(make_plan(variant, revision="r", **kw))
+
+
+def test_the_content_hash_is_blind_to_name_and_platforms_only(catalog):
+    """The gate step's nonce derives from the content hash: a build for other platforms, or the `-arm64` twin of a
+    target, must reuse a gate layer from a shared cache (the fleet's cache test), while any change to what goes into
+    the image, or to the gates, must give another nonce."""
+    smoke = content(catalog.resolve("smoke"))
+    assert content(catalog.resolve("smoke-arm64")) == smoke
+    assert content(catalog.resolve("smoke"), sets=["platforms=linux/amd64,linux/arm64"]) == smoke
+    assert hashed(catalog.resolve("smoke-arm64")) != hashed(catalog.resolve("smoke"))  # the input hash is not blind
+    variant = catalog.resolve("smoke")
+    assert content(dataclasses.replace(variant, env={**variant.env, "EXTRA": "1"})) != smoke
+    gates = dict(variant.gates, imports=[*variant.gates["imports"], "json"])
+    assert content(dataclasses.replace(variant, gates=gates)) != smoke

@@ -31,6 +31,15 @@ STEP_RE = re.compile(r"^#(\d+) (.*)$")
 LOG_RE = re.compile(r"^\d+\.\d+ (.*)$")
 GATE_STEP = "-m verify --config gates.json --nonce"  # how the gate step's name reads (templates/partials/gates.j2)
 BRIDGE_STEP = "target=/tmp/sglang-attn-bridge"  # the bridge install step's mount (templates/partials/bridge.j2)
+# How BuildKit names the exporter's push: "pushing REF with docker" (docker driver), "exporting to image" (others).
+PUSH_STEP_RE = re.compile(r"^(pushing \S+ with docker|exporting to image)$")
+
+
+class PushFailed(BuildFailed):
+    """Every step passed, gates included, and the builder's own push of the image failed: the build may be run
+    again (its steps come from the builder's cache) when the registry's answer says it may pass (toolkit/retry.py)."""
+
+
 PING_TIMEOUT = 10  # seconds: an engine that accepts and never answers is as absent as one that refuses
 STOP_GRACE = 30  # seconds the stopped build child gets to cancel its BuildKit session before SIGKILL
 
@@ -281,6 +290,9 @@ def build(plan, invocation, out=print, gate_steps: list | None = None) -> str:
                 name, record = fetched
                 said = next((ln for ln in reversed(step.log) if ln.startswith("ERROR")), reason)
                 reason = f"artifact {name} ({record['url']}, lock sha256:{record['sha256'][:12]}): {said}"
+            elif step is not None and PUSH_STEP_RE.match(" ".join(step.name.split())):
+                said = next((ln for ln in reversed(step.log) if ln.startswith("ERROR")), reason)
+                raise PushFailed(f"build of {plan.name} failed: {' '.join(step.name.split())}: {said}")
             elif step is not None:
                 reason = " ".join(step.name.split())
             raise BuildFailed(f"build of {plan.name} failed: {reason}")

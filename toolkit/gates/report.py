@@ -50,13 +50,14 @@ NONCE_ARG = "MILES_GATE_NONCE"  # the build arg that hands the gate step its non
 AT_LEAST = {"pip_check": lambda items: 1, "signatures": len}
 
 
-def gate_nonce(input_hash: str) -> str:
-    """The gate step's nonce for a build of this input: derived from the input hash, so it is the same for every
-    build of the same input (a cached gate layer's report carries it, and the build args change nothing before the
-    gate step) and different for every other input (a report kept from another input's gate step never matches)."""
+def gate_nonce(content_hash: str) -> str:
+    """The gate step's nonce for a build of this content (toolkit/render/context.py: content_hash, the input hash
+    blind to name and platforms): the same for every build of the same content (a cached gate layer's report
+    carries it, and the build arg changes nothing before the gate step) and different for every other content (a
+    report kept from another content's gate step never matches)."""
     import hashlib
 
-    return hashlib.sha256(b"miles-gate-nonce\0" + input_hash.encode()).hexdigest()[:32]
+    return hashlib.sha256(b"miles-gate-nonce\0" + content_hash.encode()).hexdigest()[:32]
 
 
 def report_problem(report: dict | None, nonce: str, gates: dict) -> str | None:

@@ -28,6 +28,7 @@ BUILD_DIR = ROOT / "build"
 # What a copy of the project needs to render, stage and build every target (tests and benches copy exactly this).
 PROJECT_ITEMS = ("build.py", "toolkit", "images", "templates", "verify", "overlay_guard", "bridge", "image_tools")
 INPUT_HASH_LABEL = "io.miles.input-hash"
+NEUTRAL = ("linux/amd64",)  # the platform content_hash renders for
 BRIDGE_EXCLUDE = {"tests", "bench", "build", "dist", "__pycache__", ".pytest_cache"}
 IMAGE_TOOLS = ROOT / "image_tools"  # stdlib scripts that build steps run inside the image (context folder tools/)
 
@@ -37,6 +38,7 @@ class Context:
     path: Path
     dockerfile: Path
     input_hash: str  # sha256 hex over the Dockerfile, every context file and the resolved spec
+    content_hash: str = ""  # the same, blind to the variant's name and platforms (content_hash below)
     sources: tuple = ()  # toolkit.plan.sources.Source per git component: the named build contexts
     sources_dir: Path | None = None  # the private folder holding the local `--source` trees, if any
 
@@ -51,8 +53,8 @@ class Context:
 
     @property
     def gate_nonce(self) -> str:
-        """The gate step's nonce (toolkit/gates/report.py: derived from the input hash, per input, deterministic)."""
-        return gate_nonce(self.input_hash)
+        """The gate step's nonce (toolkit/gates/report.py): one per content, deterministic."""
+        return gate_nonce(self.content_hash or self.input_hash)
 
     @property
     def build_args(self) -> dict:
@@ -131,6 +133,19 @@ def plan_hash(plan, dockerfile_text: str, files: dict | None = None, sources=Non
     return h.hexdigest()
 
 
+def content_hash(plan, files: dict | None = None, sources=None) -> str:
+    """The input hash of the same plan under a neutral name, tag suffix and platform: what the gate step's nonce
+    derives from. Two builds of the same content share it whatever their target name or platforms (a one-platform
+    build, or the `-arm64` twin, reuses the gate layer a two-platform build left in a shared cache: BuildKit keys
+    each platform's layers apart by itself); any change to what goes into the image or to the gate config moves it."""
+    from toolkit.render.dockerfile import render
+
+    neutral = replace(
+        plan, variant=replace(plan.variant, name="content", tag_suffix="content", description="", platforms=NEUTRAL)
+    )
+    return plan_hash(neutral, render(neutral), files, sources)
+
+
 def stage(plan, dockerfile_text: str, build_dir: Path = BUILD_DIR, scope: Scope | None = None) -> Context:
     """Write a new private folder under build/<target>/: Dockerfile, bridge/, gates/ (verify/ + gates.json),
     patches/; and a second one for the local `--source` trees. Two builds at once never share one. Each folder
@@ -158,7 +173,14 @@ def stage(plan, dockerfile_text: str, build_dir: Path = BUILD_DIR, scope: Scope 
         if own is not None:
             own.close()
         raise
-    return Context(path=root, dockerfile=dockerfile, input_hash=digest, sources=sources, sources_dir=sources_dir)
+    return Context(
+        path=root,
+        dockerfile=dockerfile,
+        input_hash=digest,
+        content_hash=content_hash(plan, files, sources),
+        sources=sources,
+        sources_dir=sources_dir,
+    )
 
 
 def kept(ctx: Context) -> Context:
