@@ -40,7 +40,11 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         help="write a JSON report ('-': to stdout, one line; lines to stderr); repeat for several",
     )
-    p.add_argument("--json-line", metavar="FILE", help="write the one-line JSON report (as '--json -' prints it)")
+    p.add_argument(
+        "--json-line",
+        metavar="FILE",
+        help="write the one-line report an image keeps: outcomes and proof, no times or logs",
+    )
     p.add_argument("--nonce", metavar="HEX", help="the caller's nonce for this run (32 to 64 hex digits)")
     p.add_argument("--junit", metavar="FILE", help="write a JUnit XML report")
     return p
@@ -89,7 +93,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         sys.stdout.write(report.stream_line(results, nonce=args.nonce))
         sys.stdout.flush()
     writers = [(path, lambda r, p: report.write_json(r, p, args.nonce)) for path in args.json if path != "-"]
-    writers.append((args.json_line, lambda r, p: _write_text(p, report.stream_line(r, nonce=args.nonce))))
+    writers.append((args.json_line, lambda r, p: _write_text(p, report.kept_line(r, nonce=args.nonce))))
     writers.append((args.junit, report.write_junit))
     for path, writer in writers:
         if path:

@@ -131,6 +131,18 @@ def stream_line(results: List[CheckResult], limit: int = STREAM_LIMIT, nonce: Op
     return text
 
 
+KEPT_CHECK_KEYS = ("status", "kind", "target", "allowed")
+
+
+def kept_line(results: List[CheckResult], nonce: Optional[str] = None) -> str:
+    """The one-line report an image keeps (``--json-line``): each check's outcome and the proof, without times, logs
+    or details (a command's last line may hold a measured number), so two builds of one input write the same bytes."""
+    data = to_json(results, nonce)
+    del data["seconds"]
+    data["checks"] = [{k: c[k] for k in KEPT_CHECK_KEYS} for c in data["checks"]]
+    return json.dumps(data, separators=(",", ":")) + "\n"
+
+
 def find_report(lines: Iterable[str]) -> Optional[Dict[str, Any]]:
     """The last runner report among log lines, or None."""
     found = None

@@ -4,6 +4,9 @@ FROM scratch AS art-rust-x86-64
 ADD --checksum=sha256:3bb1925a0a5ad2c17be731ee6e977e4a68490ab2182086db897bd28be21e965f ["https://static.rust-lang.org/dist/rust-1.94.0-x86_64-unknown-linux-gnu.tar.gz", "/rust-1.94.0-x86_64-unknown-linux-gnu.tar.gz"]
 FROM lmsysorg/sglang:v0.5.16-cu129
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+# The build's clock (the spec's source_date_epoch, also passed as the build arg BuildKit reads): every step sees it, so
+# pip and compileall write hash-checked .pyc files, and the exporter clamps every file time of the layers to it.
+ARG SOURCE_DATE_EPOCH=1787049764
 ARG CUDA_ARCHS="8.0;9.0;10.0;10.3;12.0"
 ARG CUDA_MAJOR="12"
 ARG FLASHINFER_CUDA="cu129"
@@ -222,15 +225,16 @@ ENV FLASHINFER_VERSION="0.6.15.post1"
 # ---- refuses a build whose report is missing, lacks this build's nonce (the build arg, derived from the input
 # ---- hash: only this step reads it, and a cached gate layer keeps a report of the same input) or a declared gate.
 # ---- The runner runs only on a CPython 3; a `python` that runs no runner writes no report and fails the step here.
+# ---- It writes nothing else: no .pyc of what it imports, and a report without times, so the layer reproduces.
 ARG MILES_GATE_NONCE
 RUN --mount=type=bind,source=gates,target=/tmp/gates \
     mkdir -p /usr/share/miles-gates && cd /tmp/gates \
-    && python3 -m verify --config gates.json --nonce "${MILES_GATE_NONCE}" --json - --json-line /usr/share/miles-gates/report.json \
+    && PYTHONDONTWRITEBYTECODE=1 python3 -m verify --config gates.json --nonce "${MILES_GATE_NONCE}" --json - --json-line /usr/share/miles-gates/report.json \
     && grep -q "\"nonce\":\"${MILES_GATE_NONCE}\"" /usr/share/miles-gates/report.json
 
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16-cu129" \
       io.miles.variant="cu12-x86" \
-      io.miles.spec-digest="5d2b530258ef8c0cc46f681958de85293b2a253da1ab81d4720ce622fe881703"
+      io.miles.spec-digest="bd942f4631e8a6c6b51fa8c00e14b21123b8db73cd59459cf84d524a821392ad"
 WORKDIR /root/
 CMD ["/bin/bash"]

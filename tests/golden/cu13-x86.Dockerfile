@@ -4,6 +4,9 @@ FROM scratch AS art-rust-x86-64
 ADD --checksum=sha256:3bb1925a0a5ad2c17be731ee6e977e4a68490ab2182086db897bd28be21e965f ["https://static.rust-lang.org/dist/rust-1.94.0-x86_64-unknown-linux-gnu.tar.gz", "/rust-1.94.0-x86_64-unknown-linux-gnu.tar.gz"]
 FROM lmsysorg/sglang:v0.5.16
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+# The build's clock (the spec's source_date_epoch, also passed as the build arg BuildKit reads): every step sees it, so
+# pip and compileall write hash-checked .pyc files, and the exporter clamps every file time of the layers to it.
+ARG SOURCE_DATE_EPOCH=1787049764
 ARG CUDA_ARCHS="8.0;9.0;10.0;10.3;12.0"
 ARG CUDA_MAJOR="13"
 ARG FLASHINFER_CUDA="cu130"
@@ -237,15 +240,16 @@ ENV FLASHINFER_VERSION="0.6.15.post1"
 # ---- refuses a build whose report is missing, lacks this build's nonce (the build arg, derived from the input
 # ---- hash: only this step reads it, and a cached gate layer keeps a report of the same input) or a declared gate.
 # ---- The runner runs only on a CPython 3; a `python` that runs no runner writes no report and fails the step here.
+# ---- It writes nothing else: no .pyc of what it imports, and a report without times, so the layer reproduces.
 ARG MILES_GATE_NONCE
 RUN --mount=type=bind,source=gates,target=/tmp/gates \
     mkdir -p /usr/share/miles-gates && cd /tmp/gates \
-    && python3 -m verify --config gates.json --nonce "${MILES_GATE_NONCE}" --json - --json-line /usr/share/miles-gates/report.json \
+    && PYTHONDONTWRITEBYTECODE=1 python3 -m verify --config gates.json --nonce "${MILES_GATE_NONCE}" --json - --json-line /usr/share/miles-gates/report.json \
     && grep -q "\"nonce\":\"${MILES_GATE_NONCE}\"" /usr/share/miles-gates/report.json
 
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16" \
       io.miles.variant="cu13-x86" \
-      io.miles.spec-digest="09b2f86ed634f89600d13cc9a6dce49c2652ab752a3d41f010dc09f92440d5f8"
+      io.miles.spec-digest="d70b42618a9891eed8efab675213e7a74db0699baca1b11028021fd531241e0c"
 WORKDIR /root/
 CMD ["/bin/bash"]

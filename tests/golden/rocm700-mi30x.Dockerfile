@@ -4,6 +4,9 @@ FROM scratch AS art-rust-x86-64
 ADD --checksum=sha256:3bb1925a0a5ad2c17be731ee6e977e4a68490ab2182086db897bd28be21e965f ["https://static.rust-lang.org/dist/rust-1.94.0-x86_64-unknown-linux-gnu.tar.gz", "/rust-1.94.0-x86_64-unknown-linux-gnu.tar.gz"]
 FROM lmsysorg/sglang:v0.5.10-rocm700-mi30x
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+# The build's clock (the spec's source_date_epoch, also passed as the build arg BuildKit reads): every step sees it, so
+# pip and compileall write hash-checked .pyc files, and the exporter clamps every file time of the layers to it.
+ARG SOURCE_DATE_EPOCH=1787049764
 ARG APPLY_ROCR_VMMFIX="0"
 ARG GPU_ARCH="gfx942"
 ARG MAX_JOBS=""
@@ -176,15 +179,16 @@ ENV HIP_FORCE_DEV_KERNARG="1" \
 # ---- refuses a build whose report is missing, lacks this build's nonce (the build arg, derived from the input
 # ---- hash: only this step reads it, and a cached gate layer keeps a report of the same input) or a declared gate.
 # ---- The runner runs only on a CPython 3; a `python` that runs no runner writes no report and fails the step here.
+# ---- It writes nothing else: no .pyc of what it imports, and a report without times, so the layer reproduces.
 ARG MILES_GATE_NONCE
 RUN --mount=type=bind,source=gates,target=/tmp/gates \
     mkdir -p /usr/share/miles-gates && cd /tmp/gates \
-    && python3 -m verify --config gates.json --nonce "${MILES_GATE_NONCE}" --json - --json-line /usr/share/miles-gates/report.json \
+    && PYTHONDONTWRITEBYTECODE=1 python3 -m verify --config gates.json --nonce "${MILES_GATE_NONCE}" --json - --json-line /usr/share/miles-gates/report.json \
     && grep -q "\"nonce\":\"${MILES_GATE_NONCE}\"" /usr/share/miles-gates/report.json
 
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.10-rocm700-mi30x" \
       io.miles.variant="rocm700-mi30x" \
-      io.miles.spec-digest="e2ca784b32367a22b916923847bab8aef07e1c080b668c592bcfaaba58417069"
+      io.miles.spec-digest="532f39cca6269c738021b786dbd0eaca8e8ea3803d6fc8894648f69d13cbdd1c"
 WORKDIR /root/
 CMD ["/bin/bash"]

@@ -4,6 +4,9 @@ FROM scratch AS art-rust-x86-64
 ADD --checksum=sha256:3bb1925a0a5ad2c17be731ee6e977e4a68490ab2182086db897bd28be21e965f ["https://static.rust-lang.org/dist/rust-1.94.0-x86_64-unknown-linux-gnu.tar.gz", "/rust-1.94.0-x86_64-unknown-linux-gnu.tar.gz"]
 FROM rocm/sgl-dev:v0.5.16-rocm720-mi35x-20260730
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+# The build's clock (the spec's source_date_epoch, also passed as the build arg BuildKit reads): every step sees it, so
+# pip and compileall write hash-checked .pyc files, and the exporter clamps every file time of the layers to it.
+ARG SOURCE_DATE_EPOCH=1787049764
 ARG APPLY_ROCR_VMMFIX="1"
 ARG GPU_ARCH="gfx950"
 ARG MAX_JOBS=""
@@ -179,15 +182,16 @@ ENV HIP_FORCE_DEV_KERNARG="1" \
 # ---- refuses a build whose report is missing, lacks this build's nonce (the build arg, derived from the input
 # ---- hash: only this step reads it, and a cached gate layer keeps a report of the same input) or a declared gate.
 # ---- The runner runs only on a CPython 3; a `python` that runs no runner writes no report and fails the step here.
+# ---- It writes nothing else: no .pyc of what it imports, and a report without times, so the layer reproduces.
 ARG MILES_GATE_NONCE
 RUN --mount=type=bind,source=gates,target=/tmp/gates \
     mkdir -p /usr/share/miles-gates && cd /tmp/gates \
-    && python3 -m verify --config gates.json --nonce "${MILES_GATE_NONCE}" --json - --json-line /usr/share/miles-gates/report.json \
+    && PYTHONDONTWRITEBYTECODE=1 python3 -m verify --config gates.json --nonce "${MILES_GATE_NONCE}" --json - --json-line /usr/share/miles-gates/report.json \
     && grep -q "\"nonce\":\"${MILES_GATE_NONCE}\"" /usr/share/miles-gates/report.json
 
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="rocm/sgl-dev:v0.5.16-rocm720-mi35x-20260730" \
       io.miles.variant="rocm720-mi35x" \
-      io.miles.spec-digest="07a639df100a356fa62f336443308aa208a7b659e3160004537c8e5bfb82f423"
+      io.miles.spec-digest="a09870b07d93bd6d83e5236a8903105b4dc08a10c13ce750a1ece1b3dc75148f"
 WORKDIR /root/
 CMD ["/bin/bash"]

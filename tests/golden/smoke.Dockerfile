@@ -1,6 +1,9 @@
 # Rendered by build.py from images/smoke.yaml, variant smoke. Do not edit: change the spec or the template.
 FROM miles-base:bookworm-minbase-py311-git
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+# The build's clock (the spec's source_date_epoch, also passed as the build arg BuildKit reads): every step sees it, so
+# pip and compileall write hash-checked .pyc files, and the exporter clamps every file time of the layers to it.
+ARG SOURCE_DATE_EPOCH=1787049764
 
 ENV VIRTUAL_ENV=/opt/venv PATH=/opt/venv/bin:$PATH PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python3 -m venv /opt/venv
@@ -27,13 +30,14 @@ RUN --mount=type=bind,source=bridge,target=/tmp/sglang-attn-bridge,rw --mount=ty
 # ---- refuses a build whose report is missing, lacks this build's nonce (the build arg, derived from the input
 # ---- hash: only this step reads it, and a cached gate layer keeps a report of the same input) or a declared gate.
 # ---- The runner runs only on a CPython 3; a `python` that runs no runner writes no report and fails the step here.
+# ---- It writes nothing else: no .pyc of what it imports, and a report without times, so the layer reproduces.
 ARG MILES_GATE_NONCE
 RUN --mount=type=bind,source=gates,target=/tmp/gates \
     mkdir -p /usr/share/miles-gates && cd /tmp/gates \
-    && /opt/venv/bin/python -m verify --config gates.json --nonce "${MILES_GATE_NONCE}" --json - --json-line /usr/share/miles-gates/report.json \
+    && PYTHONDONTWRITEBYTECODE=1 /opt/venv/bin/python -m verify --config gates.json --nonce "${MILES_GATE_NONCE}" --json - --json-line /usr/share/miles-gates/report.json \
     && grep -q "\"nonce\":\"${MILES_GATE_NONCE}\"" /usr/share/miles-gates/report.json
 
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="miles-base:bookworm-minbase-py311-git" \
       io.miles.variant="smoke" \
-      io.miles.spec-digest="cabf7ec063eb840bee74dee9f3852ed1e8ce0eb94036e5316d05354e3f424cb0"
+      io.miles.spec-digest="b0e89a4eb19aaa62d39c6484b5c6e01dea329760c17b4fca0bef90228194621e"

@@ -17,6 +17,7 @@ repository: miles
 default: a
 alias: dm
 python: /opt/venv/bin/python
+source_date_epoch: 1787049764
 base: debian:12
 platforms: [linux/amd64]
 args: {{MAX_JOBS: "8", GPU_ARCH: gfx942}}

@@ -213,7 +213,7 @@ def test_invalid_yaml_names_the_line(write_spec, demo_text):
 
 def test_a_duplicate_key_is_refused_not_last_wins(write_spec, demo_text):
     text = demo_text.replace("base: debian:12\n", "base: debian:12\nbase: debian:11\n")
-    assert refusal(write_spec(text)) == "images/demo.yaml: line 9: invalid YAML: duplicate key 'base'"
+    assert refusal(write_spec(text)) == "images/demo.yaml: line 10: invalid YAML: duplicate key 'base'"
 
 
 def test_an_alias_bomb_is_refused_before_it_expands(write_spec):

@@ -33,7 +33,7 @@ def declared(place: str) -> set:
 
 def test_the_schemas_hold_exactly_the_declared_keys():
     assert set(variant.VARIANT) == declared(VARIANT_ENTRY)
-    layer = {"description", "args", "env", "components", "pip", "artifacts"}
+    layer = {"description", "args", "env", "components", "pip", "artifacts", "source_date_epoch"}
     assert set(variant.LAYER) == declared(LAYER_FILE) == layer
     assert set(variant.FAMILY) == declared(FAMILY_FILE) | {"alias", "extends", "variants"}
     assert "tag_suffix" not in variant.FAMILY and "template" not in variant.VARIANT and "default" in variant.FAMILY

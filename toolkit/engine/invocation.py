@@ -15,6 +15,12 @@ from toolkit.engine.registry import hash_tag
 from toolkit.render.context import build_labels
 
 
+def epoch_arg(plan) -> dict:
+    """BuildKit's clock (the Dockerfile's `ARG SOURCE_DATE_EPOCH` holds the same value for the steps): the image's
+    `created` time and its history's, and, with the exporter's rewrite-timestamp, every file time in its layers."""
+    return {"SOURCE_DATE_EPOCH": str(plan.variant.source_date_epoch)}
+
+
 @dataclass(frozen=True)
 class Invocation:
     context: Path
@@ -36,7 +42,7 @@ class Invocation:
             context=ctx.path,
             dockerfile=ctx.dockerfile,
             platforms=tuple(plan.variant.platforms),
-            build_args=tuple(sorted({**plan.variant.args, **ctx.build_args}.items())),
+            build_args=tuple(sorted({**plan.variant.args, **ctx.build_args, **epoch_arg(plan)}.items())),
             labels=tuple(build_labels(plan, ctx).items()),
             contexts=tuple(ctx.build_contexts.items()),
             secrets=tuple(plan.secrets),

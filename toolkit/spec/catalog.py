@@ -152,6 +152,19 @@ def constraint_pins(path: Path) -> dict:
 TAG_WORD_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 
 
+# The latest SOURCE_DATE_EPOCH accepted: 2106-02-07, the end of the 32-bit unsigned time tar and zip headers hold.
+MAX_EPOCH = 2**32 - 1
+
+
+def check_source_date_epoch(raw: dict, file: str) -> None:
+    """Every family fixes its build clock (the family file or a layer it extends): no image takes the host's."""
+    epoch = raw.get("source_date_epoch")
+    if epoch is None:
+        raise SpecError(file, "source_date_epoch", "missing required key (the family file or a layer it extends)")
+    if not 0 < epoch <= MAX_EPOCH:
+        raise SpecError(file, "source_date_epoch", f"a Unix time from 1 to {MAX_EPOCH}, got {short(epoch)}")
+
+
 def check_family_values(raw: dict, file: str) -> None:
     """The family-level values that are not variant values (check_pins covers those)."""
     check_repo_file(raw["template"], file, "template", ROOT / "templates")
@@ -330,6 +343,7 @@ def _parse_family(path: Path, lock: dict | None = None) -> tuple[dict, dict[str,
         raise SpecError(file, "default", f"names no variant: {short(raw['default'])}")
     layers = load_layers(raw.get("extends") or [], path.parent, file)
     own, raw = raw, with_layers(raw, layers)
+    check_source_date_epoch(raw, file)
     fill_from_lock(raw, path, file, lock)  # `lock`: one `build.py lock` has resolved but not yet written
     family_defaults = {k: v for k, v in raw.items() if k in VARIANT}
     check_pins(family_defaults, file, "")

@@ -93,6 +93,9 @@ class Variant:
     tag_suffix: str = spec_field(Key(str, (VARIANT_ENTRY,), settable=True, default=lambda name: name), default="")
     platforms: tuple = spec_field(Key(STR_LIST, OVERRIDABLE, settable=True, default=("linux/amd64",), convert=tuple))
     description: str = spec_field(Key(str, ANYWHERE, default=""))
+    # The build's clock (BuildKit's SOURCE_DATE_EPOCH): the image's `created` time and every file time of its layers.
+    # A fixed input, never the build host's clock, so two builds of one input give one digest; not in `--set`.
+    source_date_epoch: int = spec_field(Key(int, (FAMILY_FILE, LAYER_FILE)), default=0)
     steps: tuple = spec_field(Key(STEPS, OVERRIDABLE, convert=tuple))
     gates: dict = spec_field(Key(GATES, OVERRIDABLE, convert=dict))
     patches: tuple = spec_field(Key(("list", PATCH), OVERRIDABLE, convert=tuple))
