@@ -7,7 +7,7 @@ by a small python wrapper: wall seconds (what a build waits for) and CPU seconds
 so drift hits all alike, after one warm-up round. Prints markdown tables: min and median of each, ratios against
 the bare import, and the full gate's per-check seconds.
 
-    python -m ci.bench_gates [--image miles:smoke] [--target smoke | --config gates.json] [--python PY] [-n 7]
+    python3 -m ci.bench_gates [--image miles:smoke] [--target smoke | --config gates.json] [--python PY] [-n 7]
 """
 
 from __future__ import annotations

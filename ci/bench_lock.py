@@ -7,7 +7,7 @@ assets) with a releases API beside them; the servers are the tests' own (tests/l
 seconds of a cold lock (every policy resolved, every artifact downloaded), a no-op lock, `--check`, and
 `--update` (all re-resolved), and the lock file's size.
 
-    python -m ci.bench_lock [--repos 9] [--wheel-mib 64] [--assets 3] [--asset-mib 32]
+    python3 -m ci.bench_lock [--repos 9] [--wheel-mib 64] [--assets 3] [--asset-mib 32]
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ are kept, so their one-time preparation is not counted). The one-line change edi
 actor in an unpacked copy of the source, so only the layers after the miles source should rerun. The engine's
 build cache is left alone; the bench's tag is `miles-bench:miles-cpu`.
 
-    python -m ci.bench_miles [--source ../shared/upstream/miles-v0.1.0.tar.gz]
+    python3 -m ci.bench_miles [--source ../shared/upstream/miles-v0.1.0.tar.gz]
                              [--megatron ../shared/upstream/megatron-lm-37f91617b.tar.gz]
 """
 

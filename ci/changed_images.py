@@ -9,7 +9,7 @@ differs between the two revisions is changed; a file that no image reads (README
 The hash printed here is the build's input hash (a host wheelhouse enters it through its recipe, which the rendered
 Dockerfile names), so the decision needs no network and no download.
 
-    python -m ci.changed_images --base origin/main [--head HEAD] [--repo DIR] [--json FILE]
+    python3 -m ci.changed_images --base origin/main [--head HEAD] [--repo DIR] [--json FILE]
 
 Prints one line per target (`changed`, `same`, `added`, `removed`) and, under GitHub Actions, writes
 `changed` (space-separated), `changed_json` and `any` to $GITHUB_OUTPUT. Exit 0 whatever changed; 1 when the head

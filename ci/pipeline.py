@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """The CI image pipeline, one entry point for the workflows in .github/workflows/ (and for a person at a shell).
 
-    python -m ci.pipeline matrix                       # GitHub matrix: one job per image family, runner by GPU vendor
-    python -m ci.pipeline render-all --out DIR         # render every target (a broken spec/template fails the PR)
-    python -m ci.pipeline images (--family F | --target T...) --registry R [--cache REF] [--skip-existing]
+    python3 -m ci.pipeline matrix                       # GitHub matrix: one job per image family, runner by GPU vendor
+    python3 -m ci.pipeline render-all --out DIR         # render every target (a broken spec/template fails the PR)
+    python3 -m ci.pipeline images (--family F | --target T...) --registry R [--cache REF] [--skip-existing]
                                  [--no-cache] [--reports DIR] [--summary FILE] [--builder NAME] [--jobs N]
 
 `images` is the main-branch flow for a set of targets: `build.py bake` writes the bake file (tags, labels with the

@@ -10,7 +10,7 @@ commit. The body is read from an environment variable, never from the command li
 shell: the output is one argument per line for `build.py bake` (`--target T` for every target with the component,
 then `--ref NAME=COMMIT`).
 
-    PR_BODY=... python -m ci.pr_refs [--body-env PR_BODY] [--args FILE]
+    PR_BODY=... python3 -m ci.pr_refs [--body-env PR_BODY] [--args FILE]
 
 Writes `any=true|false` to $GITHUB_OUTPUT under GitHub Actions. Exit 0 (also when the body names nothing), 2 on a
 refused value or a ref the repository does not have, 3 when the repository cannot be reached.

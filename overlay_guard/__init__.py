@@ -1,6 +1,6 @@
 """The overlay guard: patches that could apply to the wrong place, and build steps that could hide it.
 
-``python -m overlay_guard [--tree-root PREFIX] PATH...`` prints one finding per line and exits 1 when there is
+``python3 -m overlay_guard [--tree-root PREFIX] PATH...`` prints one finding per line and exits 1 when there is
 any (0 clean, 2 bad usage). Patch findings read ``PATCH:HUNK(line) rule: problem`` (HUNK counts hunks over the
 whole patch file, line is the @@ header's line) or ``PATCH:line rule: problem`` for a file-level finding; scan
 findings read ``FILE:line rule: problem``. Rules for patches:

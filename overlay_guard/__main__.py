@@ -1,4 +1,4 @@
-"""``python -m overlay_guard [--tree-root PREFIX] PATH...``: a finding a line; exit 1 on any, 0 clean, 2 bad usage."""
+"""``python3 -m overlay_guard [--tree-root PREFIX] PATH...``: a finding a line; exit 1 on any, 0 clean, 2 bad usage."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from .files import lint_paths
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m overlay_guard", description="Overlay guard: unsafe patches and unsafe patch steps."
+        prog="python3 -m overlay_guard", description="Overlay guard: unsafe patches and unsafe patch steps."
     )
     parser.add_argument(
         "--tree-root",

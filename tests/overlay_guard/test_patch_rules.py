@@ -134,7 +134,7 @@ def test_not_a_diff_and_malformed_header():
 
 
 def guard(*args):
-    """``python -m overlay_guard ARGS`` from the repository root, as CI runs it."""
+    """``python3 -m overlay_guard ARGS`` from the repository root, as CI runs it."""
     return subprocess.run(
         [sys.executable, "-m", "overlay_guard", *map(str, args)], cwd=ROOT, capture_output=True, text=True, timeout=120
     )

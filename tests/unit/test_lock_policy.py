@@ -61,7 +61,7 @@ def test_the_lock_moves_the_input_hash_and_the_label_the_policy_text_does_not(wr
 @pytest.mark.parametrize(
     "lock, track, words",
     [
-        (None, "{branch: main}", "components.lib.track: no pin in images/demo.lock.json: run `python build.py lock"),
+        (None, "{branch: main}", "components.lib.track: no pin in images/demo.lock.json: run `python3 build.py lock"),
         ({}, "{branch: main}", "no pin in images/demo.lock.json"),
         ({"lib": entry()}, "{tag: v1}", "images/demo.lock.json pins https://example.com/org/lib.git for branch main"),
         ({"lib": entry()}, "{branch: main, tag: v1}", "expected branch, tag, commit or commit + branch"),

@@ -14,7 +14,7 @@ from verify.kinds import KINDS, readme_table
 from verify.kinds.base import REGISTERED
 
 README = "verify/README.md"
-START = "<!-- gate kinds: generated from verify/kinds by `python -m verify.kinds`"
+START = "<!-- gate kinds: generated from verify/kinds by `python3 -m verify.kinds`"
 END = "<!-- end gate kinds -->"
 
 
@@ -24,7 +24,7 @@ def test_readme_table_is_the_registry():
     text = (ROOT / README).read_text()
     block = text[text.index(START) :]
     block = block[block.index("\n") + 1 : block.index(END)]
-    assert block == readme_table(), "regenerate the table: python -m verify.kinds"
+    assert block == readme_table(), "regenerate the table: python3 -m verify.kinds"
 
 
 def test_one_kind_per_module_each_with_everything():

@@ -88,7 +88,7 @@ def ensure_base(client, variant, log=print, scope=None, platform: str | None = N
     return True
 
 
-if __name__ == "__main__":  # `python -m toolkit.engine.base_image smoke` for a manual run
+if __name__ == "__main__":  # `python3 -m toolkit.engine.base_image smoke` for a manual run
     import docker
 
     from toolkit.spec.catalog import load_catalog

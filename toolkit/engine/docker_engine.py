@@ -259,6 +259,7 @@ def build(plan, invocation, out=print, gate_steps: list | None = None) -> str:
             raise
         finally:
             first.done()
+            proc.stdout.close()  # read to the end or abandoned: closed here, not by the garbage collector
         if first.expired:
             raise unanswered(f"`docker buildx build` of {plan.name} (BuildKit started no step)", first.seconds)
         if rc != 0 or not os.path.exists(iidfile):
@@ -296,7 +297,8 @@ def build(plan, invocation, out=print, gate_steps: list | None = None) -> str:
             elif step is not None:
                 reason = " ".join(step.name.split())
             raise BuildFailed(f"build of {plan.name} failed: {reason}")
-        image_id = open(iidfile).read().strip()
+        with open(iidfile) as f:
+            image_id = f.read().strip()
         if gate_steps is not None:
             gate_steps += parser.gate_steps()
         if invocation.site.push:

@@ -187,7 +187,7 @@ def check_base(client, base, image: str | None = None, platform: str | None = No
     return compare(base, observed)
 
 
-if __name__ == "__main__":  # `python -m toolkit.gates.base_check IMAGE [LOCAL_REF]` on a host that has the image
+if __name__ == "__main__":  # `python3 -m toolkit.gates.base_check IMAGE [LOCAL_REF]` on a host that has the image
     import sys
 
     import docker

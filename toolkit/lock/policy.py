@@ -164,7 +164,7 @@ def fill_from_lock(raw: dict, spec_path: Path, file: str, lock: dict | None = No
     family = raw["family"]
     lock = lock if lock is not None else lock_file.load(path, label, family)
     check_locked_urls(lock, artifacts, label)
-    fix = f"run `python build.py lock --family {family}`"
+    fix = f"run `python3 build.py lock --family {family}`"
     for name, policy in git.items():
         entry = (lock or {}).get("sources", {}).get(name)
         if entry is None:
@@ -201,7 +201,7 @@ def check_locked_urls(lock: dict | None, artifacts: dict, label: str) -> None:
             raise SpecError(
                 label,
                 f"artifacts.{name}.url",
-                f"is not the spec's URL {short(policy.policy['url'])}: run `python build.py lock --update {name}`",
+                f"is not the spec's URL {short(policy.policy['url'])}: run `python3 build.py lock --update {name}`",
             )
 
 

@@ -1,4 +1,4 @@
-"""``python -m verify.kinds``: print the README's gate table from the registry."""
+"""``python3 -m verify.kinds``: print the README's gate table from the registry."""
 
 import sys
 
