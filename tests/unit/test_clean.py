@@ -174,6 +174,7 @@ def images():
         FakeImage("sha256:" + "3" * 64, ["miles-wheelhouse:smoke-1"], {LOCAL_IMAGE_LABEL: "wheelhouse"}, 2_000_000),
         FakeImage("sha256:" + "4" * 64, ["debian:12"], {}, 100),  # not the project's
         FakeImage("sha256:" + "5" * 64, ["miles:mine"], {"io.miles.variantish": "smoke"}, 100),  # a look-alike
+        FakeImage("sha256:" + "6" * 64, ["mine:smoke"], {VARIANT_LABEL: "smoke"}, 100),  # no build of ours made it
     ]
 
 
@@ -201,7 +202,7 @@ def test_dry_run_lists_the_labelled_images_and_the_folders_and_removes_nothing(h
     assert "would remove image miles:smoke (111111111111) (3.0 MB)" in lines
     assert "would remove image miles:cpu (222222222222) (9.0 KB)" in lines
     assert "would remove image miles-wheelhouse:smoke-1 (333333333333) (2.0 MB)" in lines
-    assert "debian:12" not in text and "miles:mine" not in text
+    assert "debian:12" not in text and "miles:mine" not in text and "mine:smoke" not in text
     assert "would remove .cache/wheelhouse (" in text and "keep .cache/actionlint (" in text
     assert "would prune the engine's BuildKit cache (700 B)" in text
     assert lines[-1].startswith("clean --dry-run: would remove 3 image(s) and 10 folder(s); would free up to ")
@@ -221,7 +222,7 @@ def test_clean_removes_the_projects_images_and_folders_and_says_what_it_freed(ho
     root, tmp = host
     client, lines = FakeClient(images()), []
     assert clean(client, out=lines.append, root=root, tmp_dir=tmp) == 0
-    assert sorted(client.images.images) == ["sha256:" + "4" * 64, "sha256:" + "5" * 64]  # the foreign ones stay
+    assert sorted(client.images.images) == ["sha256:" + c * 64 for c in "456"]  # the foreign ones stay
     assert not (root / ".cache" / "wheelhouse").exists() and not (tmp / "miles-rootfs-1").exists()
     assert (root / ".cache" / "actionlint").exists() and (root / ".cache" / "stub-gates").exists()
     assert (root / "build" / "smoke" / "0123456789ab").exists() and (tmp / "someone-elses-5").exists()
@@ -291,3 +292,17 @@ def test_the_cache_folders_match_the_tests_and_the_set_up():
     setup = (ROOT / "ci" / "lint-tools.sh").read_text()
     installed = set(re.findall(r"\.cache/([\w.-]+)", setup))
     assert installed and installed <= set(TOOLS)
+
+
+def test_the_command_resolves_an_alias_and_asks_the_engine_only_for_images(monkeypatch):
+    import build
+
+    calls: dict = {}
+    monkeypatch.setattr(build.engine, "connect", lambda: "the engine")
+    monkeypatch.setattr(clean_mod, "clean", lambda client, **kw: calls.update(client=client, **kw) or 0)
+    assert build.main(["clean", "--target", "rocm", "--dry-run"]) == 0
+    assert calls["client"] == "the engine" and calls["target"] == "rocm720-mi35x" and calls["dry_run"]
+    assert build.main(["clean", "--target", "gone-from-the-specs"]) == 0 and calls["target"] == "gone-from-the-specs"
+    assert build.main(["clean", "--no-images", "--tools"]) == 0
+    assert calls["client"] is None and calls["images"] is False and calls["tools"] is True
+    assert build.main(["clean", "--no-images", "--build-cache"]) == 0 and calls["client"] == "the engine"
