@@ -271,6 +271,26 @@ def cmd_lint(args) -> int:
     return 1 if findings else 0
 
 
+def cmd_clean(args) -> int:
+    """Exit 0 ok, 1 something could not be removed, 2 bad usage, 3 no engine (images or the build cache asked for)."""
+    from toolkit.clean import clean
+
+    if args.target and (args.build_cache or args.no_images or args.tools):
+        raise UsageError("--target removes one target's images only: it takes no --build-cache, --no-images or --tools")
+    target = args.target and load_catalog().aliases.get(args.target, args.target)  # a target no spec names any more too
+    needs_engine = not args.no_images or args.build_cache
+    client = engine.connect() if needs_engine else None
+    return clean(
+        client,
+        target=target,
+        dry_run=args.dry_run,
+        build_cache=args.build_cache,
+        images=not args.no_images,
+        tools=args.tools,
+        out=out,
+    )
+
+
 COMMAND_FUNCS = {
     "build": cmd_build,
     "render": cmd_render,
@@ -279,6 +299,7 @@ COMMAND_FUNCS = {
     "lint": cmd_lint,
     "lock": cmd_lock,
     "list": cmd_list,
+    "clean": cmd_clean,
 }
 
 
@@ -402,6 +423,13 @@ def parser() -> argparse.ArgumentParser:
     lint.add_argument("paths", nargs="*", metavar="PATCH_OR_DIR")
 
     sub.add_parser("list", help="list targets")
+
+    c = sub.add_parser("clean", help="remove the project's images, the wheelhouse and what runs leave on disk")
+    c.add_argument("--dry-run", action="store_true", help="print what would be removed, with sizes; remove nothing")
+    c.add_argument("--build-cache", action="store_true", help="also prune the engine's BuildKit cache")
+    c.add_argument("--target", help="only the images built for this target (no folder, no cache)")
+    c.add_argument("--no-images", action="store_true", help="only the folders: no image, no engine needed")
+    c.add_argument("--tools", action="store_true", help="also the lint tools ci/setup.sh installs under .cache/")
     return p
 
 

@@ -3,7 +3,7 @@ engine."""
 
 from __future__ import annotations
 
-from support import no_engine, run_build_py
+from support import no_engine, one_line, run_build_py
 
 from toolkit.engine.docker_engine import ProgressParser
 
@@ -48,6 +48,23 @@ def test_target_shorthand_is_build(tmp_path):
     # Reaches the engine stage (exit 3), so it parsed as `build --target smoke`.
     assert run_build_py("--target", "smoke", env=env).returncode == 3
     assert run_build_py("--target", "nope", env=env).returncode == 2
+
+
+def test_clean_without_an_engine_is_exit_3_and_its_folders_need_none(tmp_path):
+    env = no_engine(tmp_path)
+    proc = run_build_py("clean", "--dry-run", env=env)  # images are to be listed: the engine is asked first
+    one_line(proc, 3, "no Docker engine answers")
+    assert proc.stdout == ""
+    proc = run_build_py("clean", "--no-images", "--dry-run", env=env)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert proc.stdout.splitlines()[-1].startswith("clean --dry-run: would remove 0 image(s) and ")
+
+
+def test_clean_usage_errors_exit_2(tmp_path):
+    env = no_engine(tmp_path)
+    one_line(run_build_py("clean", "--target", "smoke", "--build-cache", env=env), 2, "--target", "--build-cache")
+    one_line(run_build_py("clean", "--target", "no such/name", env=env), 2, "--target")
+    one_line(run_build_py("clean", "--dry-run", "--frobnicate", env=env), 2, "--frobnicate")
 
 
 PLAIN_STREAM = """\

@@ -16,7 +16,10 @@ import tempfile
 from toolkit.cleanup import scope_or_own
 from toolkit.engine import docker_engine as engine
 from toolkit.errors import BuildFailed, Interrupted, UsageError
+from toolkit.render.context import LOCAL_IMAGE_LABEL
 from toolkit.spec.values import PLATFORM_MACHINES
+
+ROOTFS_PREFIX = "miles-rootfs-"  # the debootstrap root's folder in the temp dir (removed once imported)
 
 
 def debootstrap(cmd: list) -> subprocess.CompletedProcess:
@@ -70,7 +73,7 @@ def ensure_base(client, variant, log=print, scope=None, platform: str | None = N
     arch = ["--arch=" + platform.rpartition("/")[2]] if foreign and platform else []
     log(f"base image {ref} missing: debootstrap {' '.join(arch + [suite])} ({flavour}{extra})")
     with scope_or_own(scope) as own:
-        rootfs = own.mkdtemp("miles-rootfs-", tempfile.gettempdir())
+        rootfs = own.mkdtemp(ROOTFS_PREFIX, tempfile.gettempdir())
         cmd = ["debootstrap", *arch, f"--variant={flavour}"]
         if include:
             cmd.append("--include=" + ",".join(include))
@@ -82,7 +85,13 @@ def ensure_base(client, variant, log=print, scope=None, platform: str | None = N
         # Keep the image small and its apt state clean.
         for junk in ("var/cache/apt/archives", "var/lib/apt/lists"):
             shutil.rmtree(rootfs / junk, ignore_errors=True)
-        engine.import_tree(rootfs, ref, ("--numeric-owner",), platform=platform if foreign else None)
+        engine.import_tree(
+            rootfs,
+            ref,
+            ("--numeric-owner",),
+            platform=platform if foreign else None,
+            labels={LOCAL_IMAGE_LABEL: "base"},
+        )
         own.remove(rootfs)
     log(f"base image {ref} made locally")
     return True

@@ -111,11 +111,16 @@ def _bounded(cmd: list, prefix: str, args, timeout=None, on_timeout=None) -> sub
         raise unanswered(f"`{prefix} {' '.join(words)}`", seconds) from None
 
 
-def import_tree(folder, ref: str, tar_options: tuple = (), platform: str | None = None) -> None:
+def import_tree(folder, ref: str, tar_options: tuple = (), platform: str | None = None, labels=None) -> None:
     """`tar -c folder | docker import - ref`: an image whose one layer is exactly the folder (base images and the
-    wheelhouse, made on this machine because no registry can be reached), for `platform` (default: the engine's)."""
+    wheelhouse, made on this machine because no registry can be reached), for `platform` (default: the engine's),
+    carrying `labels` ({name: value}: how `build.py clean` finds the images the project made)."""
+    from toolkit.render.quoting import dockerfile_quote
+
     tar = subprocess.Popen(["tar", *tar_options, "-C", str(folder), "-c", "."], stdout=subprocess.PIPE)
     plat = ["--platform", platform] if platform else []
+    for name, value in sorted((labels or {}).items()):
+        plat += ["--change", f"LABEL {name}={dockerfile_quote(value)}"]
     try:
         imp = subprocess.run(
             [docker_cmd(), "import", *plat, "-", ref],

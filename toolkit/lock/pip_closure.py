@@ -53,6 +53,8 @@ from toolkit.spec.values import PLATFORM_MACHINES
 from toolkit.steps import applies, expand
 from verify.kinds.pip_check import AllowRule, PipLine
 
+TEMP_PREFIX = "miles-closure-"  # the folders a lock unpacks and resolves in (gone when it ends; `build.py clean`)
+
 ROOT = Path(__file__).resolve().parents[2]
 BRIDGE = ROOT / "bridge" / "pyproject.toml"
 UV_TIMEOUT = 600  # a cold resolve of ~300 distributions answers in 15-25 s here; the index may be slower
@@ -161,13 +163,13 @@ class Trees:
         if src.is_dir():
             return src
         if name not in self._unpacked:
-            self._unpacked[name] = tempfile.TemporaryDirectory(prefix="miles-closure-")
+            self._unpacked[name] = tempfile.TemporaryDirectory(prefix=TEMP_PREFIX)
             source_archive.unpack(src, Path(self._unpacked[name].name, "tree"), f"--source {name}")
         return Path(self._unpacked[name].name, "tree")
 
 
 def _from_git(url: str, commit: str, path: str) -> str | None:
-    with tempfile.TemporaryDirectory(prefix="miles-closure-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=TEMP_PREFIX) as tmp:
         env = dict(os.environ, GIT_TERMINAL_PROMPT="0")
         run = [["git", "init", "-q", "--bare", tmp], ["git", "-C", tmp, "fetch", "-q", "--depth=1", url, commit]]
         for argv in run:
@@ -327,7 +329,7 @@ def platform_tag(platform: str, glibc: str) -> str:
 def resolve(variant, platform: str, got: Inputs, index_url: str, cafile: str | None) -> dict:
     """{canonical name: {"version", "files": {file name: sha256}}} for one platform, from uv's pylock output."""
     base = bases.load_base(variant.base)
-    with tempfile.TemporaryDirectory(prefix="miles-closure-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=TEMP_PREFIX) as tmp:
         files = {}
         for part in ("requirements", "base", "overrides"):
             files[part] = Path(tmp, f"{part}.txt")

@@ -21,6 +21,7 @@ from pathlib import Path
 from toolkit.cleanup import scope_or_own
 from toolkit.engine import docker_engine as engine
 from toolkit.errors import BuildFailed, UsageError, short
+from toolkit.render.context import LOCAL_IMAGE_LABEL
 from toolkit.spec.catalog import ROOT
 from toolkit.spec.values import PLATFORM_MACHINES
 
@@ -167,6 +168,8 @@ def ensure_wheelhouse_image(client, variant, log=print, scope=None, platform: st
         pass
     folder = ensure_wheelhouse(variant, log=log, scope=scope, platform=platform)
     assert folder is not None  # the variant has a wheelhouse (its image ref is set)
-    engine.import_tree(folder, ref, ("--exclude=./.complete",), platform=platform)
+    engine.import_tree(
+        folder, ref, ("--exclude=./.complete",), platform=platform, labels={LOCAL_IMAGE_LABEL: "wheelhouse"}
+    )
     log(f"wheelhouse image {ref} made from {folder.relative_to(ROOT)}")
     return ref

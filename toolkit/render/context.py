@@ -27,7 +27,10 @@ from toolkit.steps.closure import requirements_text
 BUILD_DIR = ROOT / "build"
 # What a copy of the project needs to render, stage and build every target (tests and benches copy exactly this).
 PROJECT_ITEMS = ("build.py", "toolkit", "images", "templates", "verify", "overlay_guard", "bridge", "image_tools")
-INPUT_HASH_LABEL = "io.miles.input-hash"
+INPUT_HASH_LABEL = "io.miles.input-hash"  # every image a build makes carries it (build_labels below)
+VARIANT_LABEL = "io.miles.variant"  # the target an image was built for (written by templates/partials/labels.j2)
+LOCAL_IMAGE_LABEL = "io.miles.local-image"  # an image made on this machine by `docker import` (base, wheelhouse)
+STAGING_PREFIX, SOURCES_PREFIX = ".staging-", ".sources-"  # stage()'s private folders under build/<target>/
 NEUTRAL = ("linux/amd64",)  # the platform content_hash renders for
 BRIDGE_EXCLUDE = {"tests", "bench", "build", "dist", "__pycache__", ".pytest_cache"}
 IMAGE_TOOLS = ROOT / "image_tools"  # stdlib scripts that build steps run inside the image (context folder tools/)
@@ -157,10 +160,10 @@ def stage(plan, dockerfile_text: str, build_dir: Path = BUILD_DIR, scope: Scope 
     try:
         files = context_files(plan)
         parent = build_dir / plan.name
-        sources_dir = scope.mkdtemp(".sources-", parent) if plan.sources else None
+        sources_dir = scope.mkdtemp(SOURCES_PREFIX, parent) if plan.sources else None
         sources = resolve(plan, sources_dir)  # type: ignore[arg-type]  # None only when there is nothing to stage
         digest = plan_hash(plan, dockerfile_text, files, sources)
-        root = scope.mkdtemp(".staging-", parent)
+        root = scope.mkdtemp(STAGING_PREFIX, parent)
         for rel, src in files.items():
             _link_or_copy(src, root / rel)
         (root / "gates").mkdir(exist_ok=True)
