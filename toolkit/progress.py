@@ -89,7 +89,7 @@ STEP_LINE = re.compile(r"^#(\d+) (.*)$")
 class BuildKitSteps:
     """The running BuildKit steps, from its plain progress lines: ``#N NAME`` starts step N, ``#N DONE 1.2s``,
     ``#N CACHED`` and ``#N ERROR ...`` end it. ``describe`` names the longest-running named step (``[stage 3/9]
-    RUN ...``, not BuildKit's ``[internal]`` ones), for the heartbeat."""
+    RUN ...``; BuildKit's own, ``[internal] load metadata ...``, only when no other runs), for the heartbeat."""
 
     def __init__(self, clock=time.monotonic, width: int = 100):
         self.clock, self.width = clock, width
@@ -111,8 +111,9 @@ class BuildKitSteps:
 
     def describe(self) -> tuple | None:
         with self.lock:
-            named = [(since, name) for name, since in self.running.values() if name.startswith("[")]
-            named = [(since, name) for since, name in named if not name.startswith("[internal]")]
+            running = [(since, name) for name, since in self.running.values()]
+            named = [(since, name) for since, name in running if name.startswith("[") and "[internal]" not in name]
+            named = named or running  # BuildKit's own steps (loading metadata, say) only when nothing else runs
             if not named:
                 return None
             since, name = min(named)

@@ -64,12 +64,19 @@ def test_printing_resets_the_heartbeat_and_a_finished_step_is_not_named():
     assert beat.tick() is None  # nothing named is running: nothing to say
 
 
-def test_only_internal_steps_running_says_nothing():
+def test_buildkits_own_steps_are_named_only_when_no_other_runs():
     clock = Clock()
     out, steps, beat = _build(clock)
     steps.feed("#1 [internal] load metadata for docker.io/library/debian:bookworm")
-    clock.now += 100
-    assert beat.tick() is None and out == []
+    clock.now += 12
+    assert beat.tick() == "  … [internal] load metadata for docker.io/library/debian:bookworm still running (12 s)"
+    steps.feed(STEP)
+    clock.now += 30
+    assert beat.tick().startswith("  … [stage-0 7/21] RUN pip install")
+    steps.feed("#1 DONE 40.0s")
+    steps.feed("#12 DONE 30.0s")
+    clock.now += 30
+    assert beat.tick() is None and len(out) == 2  # nothing runs: nothing to name
 
 
 def test_ticking_calls_tick_from_a_thread_and_stops_with_the_block():
@@ -178,3 +185,67 @@ def test_pip_download_close_prints_the_last_count_and_describes_the_file():
     assert beat.tick() == "  … wheelhouse: big-1-py3-none-any.whl still running (20 s)"
     files.close()
     assert out[-1] == "  wheelhouse: 2 files, 1.0 GB"
+
+
+FAKE = """
+import sys
+for i in range(30):
+    print("I: Retrieving pkg%d 1.0" % i, flush=True)
+print("I: Validating pkg0 1.0", flush=True)
+print("E: Couldn't download packages: pkg29", file=sys.stderr, flush=True)
+sys.exit(1)
+"""
+
+
+def test_debootstrap_streams_condensed_and_a_failure_keeps_its_last_lines():
+    import sys
+
+    from toolkit.engine.base_image import debootstrap
+
+    out = []
+    run = debootstrap([sys.executable, "-c", FAKE], out.append)
+    assert run.returncode == 1
+    assert out == [
+        "  debootstrap: I: Retrieving pkg0 1.0",
+        "  debootstrap: Retrieving: 30 lines",
+        "  debootstrap: I: Validating pkg0 1.0",
+        "  debootstrap: E: Couldn't download packages: pkg29",
+    ]
+    tail = run.stdout.splitlines()
+    assert (
+        len(tail) == 20 and tail[-1] == "E: Couldn't download packages: pkg29" and tail[0] == "I: Retrieving pkg12 1.0"
+    )
+
+
+def test_the_wheelhouse_download_streams_one_line_per_file_and_keeps_the_error(tmp_path):
+    import sys
+
+    from toolkit.plan.wheelhouse import _line_count, _pip_download
+
+    constraints = tmp_path / "constraints.txt"
+    constraints.write_text("# pins\na==1\nb==2\n\n--index-url x\n")
+    assert _line_count(constraints) == 2
+    script = (
+        "import sys\n"
+        "print('Collecting a==1'); print('  Downloading a-1-py3-none-any.whl (2.0 MB)')\n"
+        "print('ERROR: No matching distribution found for b==2', file=sys.stderr); sys.exit(1)\n"
+    )
+    out = []
+    rc, tail = _pip_download([sys.executable, "-c", script], 2, out.append)
+    assert rc == 1 and out == ["  wheelhouse: 1/2 files, 2.0 MB (a-1-py3-none-any.whl)"]
+    assert tail[-1] == "ERROR: No matching distribution found for b==2"
+
+
+def test_the_wheelhouse_asks_pip_for_lines_not_a_bar(tmp_path, monkeypatch):
+    from toolkit.plan import wheelhouse
+
+    seen = []
+    monkeypatch.setattr(wheelhouse, "_pip_download", lambda cmd, total, log: (seen.append((cmd, total)), (0, []))[1])
+    constraints = tmp_path / "c.txt"
+    constraints.write_text("a==1\n")
+    logged = []
+    wheelhouse._download(["a==1"], "3.11", "manylinux_2_36_x86_64", constraints, tmp_path, logged.append,
+                         wheelhouse.CACHE / "x")  # fmt: skip
+    ((cmd, total),) = seen
+    assert "--quiet" not in cmd and cmd[cmd.index("--progress-bar") + 1] == "off" and total == 1
+    assert (tmp_path / ".complete").read_text() == "a==1\n" and logged[0].startswith("wheelhouse: downloading")
