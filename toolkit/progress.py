@@ -32,8 +32,10 @@ class Heartbeat:
     nothing), then again every ``every`` seconds while nothing else is said. ``say`` and ``tick`` may be called
     from different threads."""
 
-    def __init__(self, out, describe: Callable[[], tuple | None], clock=time.monotonic, quiet=QUIET, every=EVERY):
-        self.out, self.describe, self.clock, self.quiet, self.every = out, describe, clock, quiet, every
+    def __init__(self, out, describe: Callable[[], tuple | None], clock=time.monotonic, quiet=None, every=None):
+        self.out, self.describe, self.clock = out, describe, clock
+        self.quiet = QUIET if quiet is None else quiet  # the module's values, read now (a test may set them)
+        self.every = EVERY if every is None else every
         self.lock = threading.RLock()
         self.last_said = clock()
         self.last_beat: float | None = None
@@ -62,13 +64,14 @@ class Heartbeat:
 
 
 @contextlib.contextmanager
-def ticking(beat: Heartbeat, interval: float = TICK) -> Iterator[Heartbeat]:
+def ticking(beat: Heartbeat, interval: float | None = None) -> Iterator[Heartbeat]:
     """Call ``beat.tick()`` every ``interval`` seconds from a daemon thread while the block runs; the thread is
     stopped and joined when the block ends, however it ends."""
     stop = threading.Event()
+    seconds = TICK if interval is None else interval
 
     def run() -> None:
-        while not stop.wait(interval):
+        while not stop.wait(seconds):
             beat.tick()
 
     thread = threading.Thread(target=run, name="heartbeat", daemon=True)

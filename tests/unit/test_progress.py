@@ -249,3 +249,42 @@ def test_the_wheelhouse_asks_pip_for_lines_not_a_bar(tmp_path, monkeypatch):
     ((cmd, total),) = seen
     assert "--quiet" not in cmd and cmd[cmd.index("--progress-bar") + 1] == "off" and total == 1
     assert (tmp_path / ".complete").read_text() == "a==1\n" and logged[0].startswith("wheelhouse: downloading")
+
+
+BUILDX = """
+import sys, time
+iid = sys.argv[sys.argv.index("--iidfile") + 1]
+print("#1 [internal] load build definition from Dockerfile", flush=True)
+print("#1 DONE 0.0s", flush=True)
+print("#2 [stage-0 1/1] RUN sleep 1", flush=True)
+time.sleep(1.0)
+print("#2 DONE 1.0s", flush=True)
+open(iid, "w").write("sha256:" + "a" * 64)
+"""
+
+
+def test_a_build_whose_step_is_quiet_prints_heartbeats_and_stops_them(monkeypatch):
+    """toolkit/engine/docker_engine.py: build streams BuildKit's lines through the heartbeat, whose thread names the
+    quiet step and ends with the build."""
+    import sys
+    from types import SimpleNamespace
+
+    from toolkit import progress
+    from toolkit.engine import docker_engine as engine
+
+    monkeypatch.setattr(progress, "QUIET", 0.2)
+    monkeypatch.setattr(progress, "EVERY", 0.3)
+    monkeypatch.setattr(progress, "TICK", 0.02)
+    monkeypatch.setattr(engine, "buildx_cmd", lambda: [sys.executable, "-c", BUILDX])
+    invocation = SimpleNamespace(
+        secrets=(), site=SimpleNamespace(push=()), argv=lambda buildx, files: [*buildx, *files]
+    )
+    plan = SimpleNamespace(name="t", progress="auto", variant=SimpleNamespace(artifacts={}))
+    out = []
+    assert engine.build(plan, invocation, out=out.append) == "sha256:" + "a" * 64
+    beats = [ln for ln in out if ln.startswith("  … ")]
+    assert 1 <= len(beats) <= 4, out
+    assert all(ln.startswith("  … [stage-0 1/1] RUN sleep 1 still running (") for ln in beats)
+    assert out.index(beats[-1]) < next(i for i, ln in enumerate(out) if "[stage-0 1/1] RUN sleep 1 " in ln
+                                        and not ln.startswith("  … "))  # fmt: skip
+    assert out[-1].startswith("built t in ") and not any(t.name == "heartbeat" for t in threading.enumerate())
