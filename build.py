@@ -92,7 +92,7 @@ def build_prepared(request, builder, client, target) -> int:
         # itself fails without its report and nonce (templates/partials/gates.j2); a report in the log is judged.
         # A registry's transient answer to that push runs the build again, its steps from the builder's cache.
         digest, gate_steps = retried(
-            lambda: pushed_build(plan, invocation),
+            lambda: pushed_build(plan, invocation, request.verbose),
             lambda e: isinstance(e, engine.PushFailed) and transient(str(e)),
             log=out,
             what=f"the push of {plan.name}",
@@ -103,7 +103,7 @@ def build_prepared(request, builder, client, target) -> int:
         out(f"digest: {registry.repository_of(hash_tag)}@{digest}")
         return 0
     gate_steps = []
-    image_id = engine.build(plan, invocation, out=out, gate_steps=gate_steps)
+    image_id = engine.build(plan, invocation, out=out, gate_steps=gate_steps, verbose=request.verbose)
     engine_of = builder.client() if builder.name else client
     judge_gates(plan, ctx, gate_steps, engine_of, image_id)
     # Only now, with every gate passed inside the build and its report proven, do tags move: all, or none.
@@ -125,10 +125,10 @@ def build_prepared(request, builder, client, target) -> int:
     return 0
 
 
-def pushed_build(plan, invocation) -> tuple:
+def pushed_build(plan, invocation, verbose: bool = False) -> tuple:
     """A build the builder pushes itself: (digest, the gate steps it reported)."""
     gate_steps: list = []
-    return engine.build(plan, invocation.pushed(), out=out, gate_steps=gate_steps), gate_steps
+    return engine.build(plan, invocation.pushed(), out=out, gate_steps=gate_steps, verbose=verbose), gate_steps
 
 
 def judge_gates(plan, ctx, gate_steps: list, engine_of, image_id: str) -> None:
@@ -175,7 +175,9 @@ def cmd_verify(args) -> int:
         raise UsageError(f"{image} holds {len(images)} platforms: pick one with --platform for --json/--junit")
     worst = 0
     for platform, ref in images:
-        rc = verify_image(client, variant, ref, json_path=args.json, junit_path=args.junit, out=out)
+        rc = verify_image(
+            client, variant, ref, json_path=args.json, junit_path=args.junit, out=out, verbose=args.verbose
+        )
         on = f" ({platform})" if platform else ""
         out(f"verify {variant.name} on {ref}{on}: {'PASS' if rc == 0 else 'FAIL'}")
         worst = max(worst, rc)
@@ -324,6 +326,11 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--push", action="store_true", help="push the tags after the gates passed")
     b.add_argument("--no-cache", action="store_true")
     b.add_argument("--progress", choices=("auto", "plain"), default="auto")
+    b.add_argument(
+        "--verbose",
+        action="store_true",
+        help="also list every allowed pip-check line of the gates, with the rule that allowed it and its reason",
+    )
     b.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a spec value")
     b.add_argument("--secret", action="append", default=[], metavar="id=NAME,src=FILE", help="a BuildKit secret")
     b.add_argument(
@@ -363,6 +370,11 @@ def parser() -> argparse.ArgumentParser:
     v.add_argument("--junit", metavar="FILE")
     v.add_argument("--export-cst", metavar="FILE", help="write the gates as a container-structure-test config instead")
     v.add_argument("--base", action="store_true", help="check the target's base file against the base image instead")
+    v.add_argument(
+        "--verbose",
+        action="store_true",
+        help="also list every allowed pip-check line of the gates, with the rule that allowed it and its reason",
+    )
 
     k = sub.add_parser("bake", help="write a buildx bake file (JSON) for a set of targets")
     k.add_argument("--target", action="append", required=True)

@@ -96,3 +96,13 @@ def test_progress_parser_reports_steps_and_the_failing_step():
     failed = parser.failed_step()
     assert failed is not None and "[4/4]" in failed.name
     assert any("nosuchmod" in ln for ln in failed.log)
+
+
+def test_verbose_reaches_the_build_request_and_the_verify_command():
+    import build
+    from toolkit.request import BuildRequest
+
+    args = build.parser().parse_args(["build", "--target", "smoke", "--verbose"])
+    assert BuildRequest.from_args(args).verbose is True
+    assert BuildRequest.from_args(build.parser().parse_args(["build", "--target", "smoke"])).verbose is False
+    assert build.parser().parse_args(["verify", "--target", "smoke", "--verbose"]).verbose is True

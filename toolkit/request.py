@@ -43,6 +43,7 @@ class BuildRequest:
     push: bool = False
     no_cache: bool = False
     progress: str = "auto"
+    verbose: bool = False  # the gate step's summary also lists every allowed pip-check line, with its rule
     skip_existing: bool = False
     image_tag: str | None = None
     custom_tag: str | None = None
@@ -67,6 +68,7 @@ class BuildRequest:
             push=getattr(args, "push", True),
             no_cache=getattr(args, "no_cache", False),
             progress=getattr(args, "progress", "auto"),
+            verbose=getattr(args, "verbose", False),
             skip_existing=getattr(args, "skip_existing", False),
             image_tag=getattr(args, "image_tag", None),
             custom_tag=getattr(args, "custom_tag", None),

@@ -2,6 +2,8 @@
 
 Each gate kind (``verify/kinds``) adds its own flags. ``--json -`` writes the JSON report to stdout, as one line
 after every check ran, and the per-check lines to stderr: a build log then carries a report a program can read.
+``--verbose`` also lists every allowed pip-check line with the rule that allowed it and the rule's reason (the JSON
+report always holds them: each allowed check's ``allowed_by``). The summary line names the report file written.
 ``--nonce`` is the caller's nonce for this run: the report carries it, with the interpreter that ran the gates and
 a proof tying the two to the checks, so the caller can tell this runner's report from no report, a stale one or a
 program that only pretends to be Python. The runner refuses to run on anything but CPython 3 (exit 1, one line).
@@ -10,6 +12,7 @@ program that only pretends to be Python. The runner refuses to run on anything b
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import List, NoReturn, Optional
 
@@ -47,6 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--nonce", metavar="HEX", help="the caller's nonce for this run (32 to 64 hex digits)")
     p.add_argument("--junit", metavar="FILE", help="write a JUnit XML report")
+    p.add_argument(
+        "--verbose",
+        action="store_true",
+        help="also list every allowed pip-check line with the rule that allowed it and the rule's reason",
+    )
     return p
 
 
@@ -88,10 +96,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(report.line(res), file=console, flush=True)
 
     results = run_checks(cfg, on_result=show)
-    print(report.summary(results), file=console, flush=True)
-    if streamed:
-        sys.stdout.write(report.stream_line(results, nonce=args.nonce))
-        sys.stdout.flush()
+    if args.verbose:
+        for text in report.allowed_lines([report.check_dict(r) for r in results]):
+            print(text, file=console, flush=True)
+    files = [path for path in args.json if path != "-"] + ([args.json_line] if args.json_line else [])
     writers = [(path, lambda r, p: report.write_json(r, p, args.nonce)) for path in args.json if path != "-"]
     writers.append((args.json_line, lambda r, p: _write_text(p, report.kept_line(r, nonce=args.nonce))))
     writers.append((args.junit, report.write_junit))
@@ -100,8 +108,14 @@ def main(argv: Optional[List[str]] = None) -> int:
             try:
                 writer(results, path)
             except OSError as exc:
+                print(report.summary(results), file=console, flush=True)
                 sys.stderr.write("verify: error: cannot write %s: %s\n" % (path, exc.strerror or exc))
                 return EXIT_USAGE
+    # The summary names the JSON report written (the first one asked for), once it is there.
+    print(report.summary(results, os.path.abspath(files[0]) if files else None), file=console, flush=True)
+    if streamed:
+        sys.stdout.write(report.stream_line(results, nonce=args.nonce))
+        sys.stdout.flush()
     return EXIT_OK if all(r.passed for r in results) else EXIT_FAILED
 
 

@@ -28,11 +28,35 @@ def line(res: CheckResult) -> str:
     return "%s  %-10s  %s  %s  (%.2fs)" % (res.status, res.kind, res.target, detail, res.seconds)
 
 
-def summary(results: List[CheckResult]) -> str:
+def summary(results: List[CheckResult], report_path: Optional[str] = None) -> str:
+    """``62 passed, 0 failed (38 allowed); report: PATH``: the report part only when a report file was written."""
     failed = sum(1 for r in results if not r.passed)
     text = "%d passed, %d failed" % (len(results) - failed, failed)
     allowed = sum(1 for r in results if r.allowed)
-    return text + (" (%d allowed)" % allowed if allowed else "")
+    text += " (%d allowed)" % allowed if allowed else ""
+    return text + ("; report: %s" % report_path if report_path else "")
+
+
+def allowed_line(check: Dict[str, Any]) -> str:
+    """An allowed pip-check line of a report's check, with the rule that allowed it and the rule's reason:
+    ``ALLOWED  pip-check  LINE  (rule pip_check.allow[0]: sglang -> torch; reason: REASON)``."""
+    by = check.get("allowed_by") or {}
+    rule = by.get("rule") or {}
+    reqs = rule.get("requirements") or [rule.get("requirement", "?")]
+    where = by.get("config") or "pip_check.allow"
+    return "ALLOWED  %s  %s  (rule %s: %s -> %s; reason: %s)" % (
+        check.get("kind"),
+        " ".join(str(by.get("line", check.get("log", ""))).split()),
+        where,
+        rule.get("distribution", "?"),
+        ", ".join(map(str, reqs)),
+        " ".join(str(by.get("reason", "?")).split()),
+    )
+
+
+def allowed_lines(checks: List[Dict[str, Any]]) -> List[str]:
+    """``allowed_line`` of every allowed check of a report, in the report's order (``--verbose``)."""
+    return [allowed_line(c) for c in checks if c.get("allowed")]
 
 
 NONCE_RE = re.compile(r"[0-9a-f]{32,64}")
@@ -74,23 +98,26 @@ def proof(nonce: str, found: Any, checks: List[Dict[str, Any]]) -> str:
     return h.hexdigest()
 
 
+def check_dict(r: CheckResult) -> Dict[str, Any]:
+    """One check as the JSON report holds it; an allowed check names its line, rule and reason (``allowed_by``)."""
+    return {
+        "status": r.status,
+        "kind": r.kind,
+        "target": r.target,
+        "detail": r.detail,
+        "seconds": round(r.seconds, 4),
+        "allowed": r.allowed,
+        "allowed_by": r.allowed_by,
+        "log": r.log,
+    }
+
+
 def to_json(results: List[CheckResult], nonce: Optional[str] = None) -> dict:
     failed = sum(1 for r in results if not r.passed)
     data = {
         "runner": RUNNER,
         "format": FORMAT,
-        "checks": [
-            {
-                "status": r.status,
-                "kind": r.kind,
-                "target": r.target,
-                "detail": r.detail,
-                "seconds": round(r.seconds, 4),
-                "allowed": r.allowed,
-                "log": r.log,
-            }
-            for r in results
-        ],
+        "checks": [check_dict(r) for r in results],
         "passed": len(results) - failed,
         "failed": failed,
         "total": len(results),
@@ -204,6 +231,16 @@ def to_junit(results: List[CheckResult], suite: str = "verify") -> "ET.Element":
         elif r.detail or r.log:
             out = ET.SubElement(case, "system-out")
             out.text = _clean(r.detail + ("\n" + r.log if r.log else ""))
+        if r.allowed and r.allowed_by:  # the allowed line, the rule and its reason, as properties a reader finds
+            props = ET.SubElement(case, "properties")
+            rule = json.dumps(r.allowed_by.get("rule"), sort_keys=True)
+            for name, value in (
+                ("allowed.line", r.allowed_by.get("line")),
+                ("allowed.rule", rule),
+                ("allowed.config", r.allowed_by.get("config")),
+                ("allowed.reason", r.allowed_by.get("reason")),
+            ):
+                ET.SubElement(props, "property", name=name, value=_clean(str(value or "")))
     return root
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Dict, Optional
 
 
 @dataclass
@@ -16,6 +17,9 @@ class CheckResult:
     seconds: float = 0.0
     log: str = ""
     allowed: bool = False  # passed only because the config allows a known problem (pip check)
+    # For an allowed check: {"line": the pip check line, "rule": the allow rule as the config says it, "config":
+    # where the config says it (pip_check.allow[N]), "reason": the rule's reason}; None otherwise.
+    allowed_by: Optional[Dict[str, Any]] = None
 
     @property
     def status(self) -> str:

@@ -30,7 +30,7 @@ def builds(monkeypatch):
     monkeypatch.setattr(builders, "resolve", lambda name, client=None: REMOTE)
     monkeypatch.setattr(local_images, "ensure", lambda client, variant, platforms, **kw: {})
 
-    def build_call(plan, invocation, out=print, gate_steps=None):
+    def build_call(plan, invocation, out=print, gate_steps=None, verbose=False):
         calls.append(invocation)
         answer = answers[len(calls) - 1]
         if isinstance(answer, Exception):

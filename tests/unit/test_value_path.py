@@ -28,7 +28,7 @@ def engine_stand_in(monkeypatch):
     monkeypatch.setattr(local_images, "ensure", lambda client, variant, platforms, **kw: None)
     monkeypatch.setattr(engine, "tag_all", lambda client, image_id, refs: None)
 
-    def build_call(plan, invocation, out=print, gate_steps=None):
+    def build_call(plan, invocation, out=print, gate_steps=None, verbose=False):
         staged = Path(dict(invocation.contexts)["src-miles"])  # the scope removes it when the command ends
         seen.append((invocation, invocation.dockerfile.read_text(), (staged / "miles" / "__init__.py").is_file()))
         nonce = dict(invocation.build_args)[NONCE_ARG]

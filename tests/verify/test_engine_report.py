@@ -20,9 +20,9 @@ def _check(status, kind, target, detail, allowed=False, log=""):
             "allowed": allowed, "log": log}  # fmt: skip
 
 
-def _feed(report):
+def _feed(report, verbose=False):
     out = []
-    parser = ProgressParser(out.append, raw=False)
+    parser = ProgressParser(out.append, raw=False, verbose=verbose)
     for line in [
         "#9 [stage-0 5/5] RUN --mount=type=bind,source=gates,target=/tmp/gates cd /tmp/gates && python gates",
         "#9 1.000 PASS  import      text-only-module  what the text says  (0.10s)",
@@ -45,8 +45,36 @@ def test_the_gate_step_is_printed_from_its_report():
     assert "text-only-module" not in text and "another-text-line" not in text
     assert "PASS  import      sglang_attn_bridge  0.1.0 /site/sglang_attn_bridge  (0.50s)" in text
     assert "allowed (why)" not in text  # allowed pip-check lines are counted, not listed
-    assert out[-1].strip() == "3 passed, 0 failed (1 allowed)"
+    assert out[-1].strip() == (
+        "3 passed, 0 failed (1 allowed, --verbose lists them); report: /usr/share/miles-gates/report.json in the image"
+    )
     assert find_report(parser.steps["9"].log) == report
+
+
+def test_verbose_lists_each_allowed_line_with_its_rule_and_reason():
+    by = {
+        "line": "sglang 1 requires x, which is not installed.",
+        "rule": {"distribution": "sglang", "requirement": "x", "reason": "why"},
+        "config": "pip_check.allow[2]",
+        "reason": "why",
+    }
+    allowed = dict(_check("PASS", "pip-check", "sglang", "allowed (why): sglang 1 requires x", allowed=True))
+    report = _report(_check("PASS", "import", "torch", "2.13"), dict(allowed, allowed_by=by))
+    out, _ = _feed(report, verbose=True)
+    assert out[-2:] == [
+        "      ALLOWED  pip-check  sglang 1 requires x, which is not installed.  "
+        "(rule pip_check.allow[2]: sglang -> x; reason: why)",
+        "      2 passed, 0 failed (1 allowed); report: /usr/share/miles-gates/report.json in the image",
+    ]
+
+
+def test_the_host_summary_names_the_kept_report(tmp_path):
+    from toolkit.gates.verify_image import report_named
+
+    line = "3 passed, 0 failed (1 allowed); report: /tmp/miles-gates/report.json"
+    assert report_named(line, tmp_path / "r.json") == f"3 passed, 0 failed (1 allowed); report: {tmp_path}/r.json"
+    assert report_named(line, None).endswith("; report: not kept (--json FILE keeps it)")
+    assert report_named("PASS  import  x", None) == "PASS  import  x"
 
 
 def test_a_failed_gate_names_each_failed_check_in_one_line():

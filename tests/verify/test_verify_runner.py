@@ -280,6 +280,52 @@ def test_pip_check_allowed_and_not(tmp_path, run_verify, lines, pip_venv):
     assert proc.stdout.strip().splitlines()[-1] == "1 passed, 0 failed (1 allowed)"
 
 
+def test_verbose_lists_each_allowed_line_with_its_rule_and_reason(tmp_path, run_verify, pip_venv):
+    """Counted is listed: `--verbose` prints every allowed pip-check line with the rule and the rule's reason; the
+    JSON and JUnit reports always hold them; the summary names the JSON report written."""
+    import json
+    import xml.etree.ElementTree as ET
+
+    _dist_info(tmp_path, "fakeneedy", "1.0", requires=["nosuchdep-xyz>=2", "otherdep-xyz"])
+    cfg = tmp_path / "gates.json"
+    rules = [
+        {"distribution": "fakeneedy", "requirement": "nosuchdep-xyz", "reason": "optional extra, never imported"},
+        {"distribution": "fakeneedy", "requirements": ["otherdep-xyz", "third-xyz"], "reason": "a plugin nobody loads"},
+    ]
+    cfg.write_text(json.dumps({"pip_check": {"allow": rules}}))
+    report, xml = tmp_path / "out" / "report.json", tmp_path / "report.xml"
+    report.parent.mkdir()
+    args = ("--config", cfg, "--json", report, "--junit", xml)
+    quiet = run_verify(*args, pythonpath=[tmp_path], python=pip_venv)
+    assert quiet.returncode == 0, quiet.stdout + quiet.stderr
+    assert "ALLOWED" not in quiet.stdout
+    assert quiet.stdout.strip().splitlines()[-1] == "2 passed, 0 failed (2 allowed); report: %s" % report
+    proc = run_verify(*args, "--verbose", pythonpath=[tmp_path], python=pip_venv)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    listed = [ln for ln in proc.stdout.splitlines() if ln.startswith("ALLOWED")]
+    assert listed == [
+        "ALLOWED  pip-check  fakeneedy 1.0 requires nosuchdep-xyz, which is not installed.  "
+        "(rule pip_check.allow[0]: fakeneedy -> nosuchdep-xyz; reason: optional extra, never imported)",
+        "ALLOWED  pip-check  fakeneedy 1.0 requires otherdep-xyz, which is not installed.  "
+        "(rule pip_check.allow[1]: fakeneedy -> otherdep-xyz, third-xyz; reason: a plugin nobody loads)",
+    ]
+    assert proc.stdout.strip().splitlines()[-1] == "2 passed, 0 failed (2 allowed); report: %s" % report
+    checks = json.loads(report.read_text())["checks"]
+    assert [c["allowed_by"] for c in checks] == [
+        {"line": "fakeneedy 1.0 requires nosuchdep-xyz, which is not installed.", "rule": rules[0],
+         "config": "pip_check.allow[0]", "reason": rules[0]["reason"]},
+        {"line": "fakeneedy 1.0 requires otherdep-xyz, which is not installed.", "rule": rules[1],
+         "config": "pip_check.allow[1]", "reason": rules[1]["reason"]},
+    ]  # fmt: skip
+    props = [
+        {p.get("name"): p.get("value") for p in case.iter("property")}
+        for case in ET.parse(xml).getroot().iter("testcase")
+    ]
+    assert [p["allowed.reason"] for p in props] == [rules[0]["reason"], rules[1]["reason"]]
+    assert props[1]["allowed.line"] == "fakeneedy 1.0 requires otherdep-xyz, which is not installed."
+    assert json.loads(props[0]["allowed.rule"]) == rules[0]
+
+
 def test_commands_and_check_order(bundle, tmp_path, run_verify, write_tree, lines, pip_venv):
     write_tree(tmp_path, {"orderpkg/__init__.py": "def f(a):\n    return a\n"})
     cfg = tmp_path / "gates.json"

@@ -16,22 +16,34 @@ import tempfile
 from toolkit.cleanup import scope_or_own
 from toolkit.engine import docker_engine as engine
 from toolkit.errors import BuildFailed, Interrupted, UsageError
+from toolkit.progress import DebootstrapLines, Heartbeat, ticking
 from toolkit.render.context import LOCAL_IMAGE_LABEL
 from toolkit.spec.values import PLATFORM_MACHINES
 
 ROOTFS_PREFIX = "miles-rootfs-"  # the debootstrap root's folder in the temp dir (removed once imported)
 
 
-def debootstrap(cmd: list) -> subprocess.CompletedProcess:
+def debootstrap(cmd: list, log=print) -> subprocess.CompletedProcess:
     """Run debootstrap in its own process group: on SIGINT/SIGTERM the whole group (dpkg, tar, ...) is stopped and
-    waited for before the caller removes the root it was writing."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    waited for before the caller removes the root it was writing. Its output is streamed to `log` condensed, one
+    line per stage (toolkit/progress.py), with a heartbeat while a stage is quiet; the result's stdout holds the
+    last lines of it (stderr is merged: a failed run's error shows them)."""
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, start_new_session=True
+    )
+    assert proc.stdout is not None  # stdout=PIPE
+    beat = Heartbeat(log, lambda: stages.describe())
+    stages = DebootstrapLines(beat.say)
     try:
-        output, _ = proc.communicate()
+        with ticking(beat):
+            for line in proc.stdout:
+                stages.feed(line)
+            stages.close()
+            proc.wait()
     except (KeyboardInterrupt, Interrupted) as e:
         engine.stop_child(proc, getattr(e, "signum", signal.SIGINT))
         raise
-    return subprocess.CompletedProcess(cmd, proc.returncode, output, "")
+    return subprocess.CompletedProcess(cmd, proc.returncode, "\n".join(stages.tail) + "\n", "")
 
 
 def host_platform() -> str:
@@ -78,7 +90,7 @@ def ensure_base(client, variant, log=print, scope=None, platform: str | None = N
         if include:
             cmd.append("--include=" + ",".join(include))
         cmd += [suite, str(rootfs)]
-        run = debootstrap(cmd)
+        run = debootstrap(cmd, log)
         if run.returncode != 0:
             tail = "\n".join(run.stdout.splitlines()[-20:])
             raise BuildFailed(f"debootstrap failed ({run.returncode}):\n{tail}")

@@ -24,6 +24,7 @@ from toolkit.engine.calls import IMPORT_TIMEOUT, FirstStep, engine_timeout, unan
 from toolkit.errors import BuildFailed, EngineUnavailable, Interrupted, short
 from toolkit.gates.report import failure_lines, step_lines
 from toolkit.plan import artifacts
+from toolkit.progress import BuildKitSteps, Heartbeat, ticking
 from verify.report import failures, find_report
 
 START_HINT = "start one with `sudo dockerd &` (or run ci/setup.sh), or point DOCKER_HOST at a running engine"
@@ -150,8 +151,8 @@ class Step:
 class ProgressParser:
     """Folds BuildKit's plain progress stream into steps; prints one line per finished step (or the raw stream)."""
 
-    def __init__(self, out, raw: bool):
-        self.out, self.raw = out, raw
+    def __init__(self, out, raw: bool, verbose: bool = False):
+        self.out, self.raw, self.verbose = out, raw, verbose
         self.steps: dict[str, Step] = {}
         self.tail: list = []  # lines outside any step (the final error summary)
 
@@ -189,7 +190,7 @@ class ProgressParser:
         self.out(f"  {name[:100]:<100} {took:>8}")
         report = find_report(step.log)
         if report is not None:  # the gate step: its checks, from its report (toolkit/gates/report.py)
-            for ln in step_lines(report):
+            for ln in step_lines(report, self.verbose):
                 self.out(f"      {ln}")
 
     def gate_steps(self) -> list:
@@ -233,11 +234,12 @@ class BuildSite:
         return cmd
 
 
-def build(plan, invocation, out=print, gate_steps: list | None = None) -> str:
+def build(plan, invocation, out=print, gate_steps: list | None = None, verbose: bool = False) -> str:
     """Run BuildKit as `invocation` (toolkit/engine/invocation.py) says; return the image ID (or, when pushed from the
     builder, the registry's digest). Tags nothing in any engine (the caller tags after success); a pushed image is
     pushed only when every step, gates included, passed. `gate_steps` (a list) receives each gate step's status and
-    the report its log holds, for the caller to judge (toolkit/gates/report.py: report_problem)."""
+    the report its log holds, for the caller to judge (toolkit/gates/report.py: report_problem). `verbose`: the gate
+    step's summary also lists each allowed pip-check line with its rule and reason."""
     buildx = buildx_cmd()
     for sid, src in invocation.secrets:
         if not os.path.isfile(src):
@@ -245,7 +247,10 @@ def build(plan, invocation, out=print, gate_steps: list | None = None) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         iidfile, metadata = os.path.join(tmp, "iid"), os.path.join(tmp, "metadata.json")
         cmd = invocation.argv(buildx, files=("--iidfile", iidfile, "--metadata-file", metadata))
-        parser = ProgressParser(out, raw=plan.progress == "plain")
+        # Every line goes through the heartbeat, which names the running step when nothing was printed for a while.
+        steps = BuildKitSteps()
+        beat = Heartbeat(out, steps.describe)
+        parser = ProgressParser(beat.say, raw=plan.progress == "plain", verbose=verbose)
         env = dict(os.environ, BUILDKIT_PROGRESS="plain", DOCKER_BUILDKIT="1")
         started = time.monotonic()
         # Its own process group: a signal to build.py reaches buildx only through stop_child, which then waits.
@@ -255,10 +260,12 @@ def build(plan, invocation, out=print, gate_steps: list | None = None) -> str:
         first = FirstStep(proc)  # an engine that stopped answering starts no step: exit 3, not a silent wait
         assert proc.stdout is not None  # stdout=PIPE
         try:
-            for line in proc.stdout:
-                first.seen(line)
-                parser.feed(line)
-            rc = proc.wait()
+            with ticking(beat):
+                for line in proc.stdout:
+                    first.seen(line)
+                    steps.feed(line)
+                    parser.feed(line)
+                rc = proc.wait()
         except (KeyboardInterrupt, Interrupted) as e:
             stop_child(proc, getattr(e, "signum", signal.SIGINT))
             raise

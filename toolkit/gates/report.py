@@ -22,14 +22,21 @@ def check_lines(report: dict, passed: bool | None = None, allowed: bool | None =
     ]
 
 
-def gate_summary(report: dict) -> str:
+def gate_summary(report: dict, where: str | None = None, hint: bool = False) -> str:
+    """`62 passed, 0 failed (38 allowed); report: WHERE`; `hint`: the count says `--verbose` lists them."""
     allowed = sum(1 for c in report["checks"] if c["allowed"])
-    return f"{report['passed']} passed, {report['failed']} failed" + (f" ({allowed} allowed)" if allowed else "")
+    counted = f" ({allowed} allowed{', --verbose lists them' if hint else ''})" if allowed else ""
+    return f"{report['passed']} passed, {report['failed']} failed{counted}" + (f"; report: {where}" if where else "")
 
 
-def step_lines(report: dict) -> list[str]:
-    """A finished gate step: its checks (allowed pip-check lines counted only, in the summary), then the summary."""
-    return check_lines(report, allowed=False) + [gate_summary(report)]
+def step_lines(report: dict, verbose: bool = False) -> list[str]:
+    """A finished gate step: its checks (allowed pip-check lines counted in the summary; listed, with the rule that
+    allowed each and its reason, when `verbose`), then the summary naming the report the image keeps."""
+    from verify.report import allowed_lines
+
+    listed = allowed_lines(report["checks"]) if verbose else []
+    summary = gate_summary(report, f"{REPORT_PATH} in the image", hint=not verbose)
+    return check_lines(report, allowed=False) + listed + [summary]
 
 
 def failure_lines(report: dict) -> list[str]:

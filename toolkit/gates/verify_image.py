@@ -85,8 +85,18 @@ def by_platform(client, image: str, platform: str | None = None) -> list:
     return refs or [(platform, image)]
 
 
-def verify_image(client, variant, image: str, json_path=None, junit_path=None, out=print) -> int:
-    """Return 0 when every gate passed, 1 otherwise (the runner's own exit code 2 means bad config: raised)."""
+def report_named(line: str, json_path) -> str:
+    """A runner's line as this host reads it: the summary names the JSON report where it is kept here (`--json`),
+    not the container's copy, which goes with the container."""
+    import os
+
+    kept = os.path.abspath(json_path) if json_path else "not kept (--json FILE keeps it)"
+    return line.replace(f"; report: {WORKDIR}/report.json", f"; report: {kept}")
+
+
+def verify_image(client, variant, image: str, json_path=None, junit_path=None, out=print, verbose=False) -> int:
+    """Return 0 when every gate passed, 1 otherwise (the runner's own exit code 2 means bad config: raised).
+    `verbose`: the runner also lists every allowed pip-check line with its rule and reason."""
     import docker.errors
 
     try:
@@ -99,6 +109,7 @@ def verify_image(client, variant, image: str, json_path=None, junit_path=None, o
 
     nonce = secrets.token_hex(16)  # this run's: a report without it is not this run's
     cmd = ["-m", "verify", "--config", "gates.json", "--nonce", nonce, "--json", "report.json", "--junit", "report.xml"]
+    cmd += ["--verbose"] if verbose else []
     container = client.containers.create(
         image,
         command=cmd,
@@ -120,7 +131,7 @@ def verify_image(client, variant, image: str, json_path=None, junit_path=None, o
             ) from None
         rc = container.wait(timeout=1800).get("StatusCode", 1)
         for line in container.logs(stdout=True, stderr=True).decode(errors="replace").splitlines():
-            out(line)
+            out(report_named(line, json_path))
         kept = _read_back(container, f"{WORKDIR}/report.json")
         for dest, name in ((json_path, "report.json"), (junit_path, "report.xml")):
             if dest:

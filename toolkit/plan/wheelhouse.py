@@ -131,7 +131,8 @@ def _download(reqs, py, plat, constraints: Path, tmp: Path, log, dest: Path) -> 
         "-m",
         "pip",
         "download",
-        "--quiet",
+        "--progress-bar",
+        "off",  # one line per file (condensed below), never a bar redrawn in a log
         "--only-binary=:all:",
         "--no-deps",
         "--dest",
@@ -145,12 +146,47 @@ def _download(reqs, py, plat, constraints: Path, tmp: Path, log, dest: Path) -> 
     ]
     for tag in platform_tags(plat):
         cmd += ["--platform", tag]
-    run = subprocess.run(cmd, capture_output=True, text=True)
-    if run.returncode != 0:
-        tail = "\n".join((run.stdout + run.stderr).splitlines()[-15:])
-        raise BuildFailed(f"wheelhouse download failed:\n{tail}")
+    rc, tail = _pip_download(cmd, _line_count(constraints), log)
+    if rc != 0:
+        raise BuildFailed("wheelhouse download failed:\n" + "\n".join(tail))
     shutil.copyfile(constraints, tmp / "constraints.txt")
     stamp.write_text("\n".join(reqs) + "\n")
+
+
+def _line_count(constraints: Path) -> int | None:
+    """The requirement lines of a constraints file (one file each, with --no-deps), for `37/120 files`."""
+    try:
+        text = constraints.read_text()
+    except OSError:
+        return None
+    return sum(1 for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith(("#", "-"))) or None
+
+
+def _pip_download(cmd: list, total: int | None, log) -> tuple:
+    """Run `pip download`, its output condensed to `  wheelhouse: 37/120 files, 1.2 GB` lines and a heartbeat while
+    a big file is fetched (toolkit/progress.py); (exit code, its last lines)."""
+    import signal
+
+    from toolkit.engine.docker_engine import stop_child
+    from toolkit.errors import Interrupted
+    from toolkit.progress import Heartbeat, PipDownloadLines, ticking
+
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, start_new_session=True
+    )
+    assert proc.stdout is not None  # stdout=PIPE
+    beat = Heartbeat(log, lambda: files.describe())
+    files = PipDownloadLines(beat.say, total)
+    try:
+        with ticking(beat):
+            for line in proc.stdout:
+                files.feed(line)
+            rc = proc.wait()
+        files.close()
+    except (KeyboardInterrupt, Interrupted) as e:
+        stop_child(proc, getattr(e, "signum", signal.SIGINT))
+        raise
+    return rc, list(files.tail)
 
 
 def ensure_wheelhouse_image(client, variant, log=print, scope=None, platform: str | None = None) -> str | None:

@@ -13,7 +13,7 @@ import re
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from ..result import CheckResult
@@ -67,6 +67,7 @@ class AllowRule:
     distribution: str
     requirements: Tuple[str, ...]
     reason: str
+    key: str = field(default="", compare=False)  # where the config says it: pip_check.allow[N]
 
     def matches(self, line: PipLine) -> bool:
         return (
@@ -136,7 +137,7 @@ def _rule(entry: Any, where: str, key: str) -> AllowRule:
                 req_key if name == "requirement" else key + ".distribution",
                 "must be a distribution name (PEP 508), got %r" % (value if not isinstance(value, str) else value[:40]),
             )
-    rule = AllowRule(entry["distribution"], tuple(reqs), entry["reason"])
+    rule = AllowRule(entry["distribution"], tuple(reqs), entry["reason"], key)
     wrong = counterexamples(rule)
     if wrong:  # cannot happen for names that passed the pattern; kept as the executable proof
         raise config_error(where, key, "would also excuse or miss %r" % wrong[0][:80])
@@ -205,7 +206,8 @@ class PipRun:
             rule = next((r for r in allow if r.matches(line)), None)
             if rule is not None:
                 detail = short("allowed (%s): %s" % (rule.reason, text))
-                results.append(CheckResult("pip-check", pkg, True, detail, log=text, allowed=True))
+                by = {"line": text, "rule": rule.to_dict(), "config": rule.key, "reason": rule.reason}
+                results.append(CheckResult("pip-check", pkg, True, detail, log=text, allowed=True, allowed_by=by))
             else:
                 results.append(CheckResult("pip-check", pkg, False, short(text), log=log))
         return results
