@@ -58,7 +58,8 @@ def test_every_target_becomes_a_bake_target_with_tags_labels_platforms(tmp_path)
         assert t["platforms"] == list(v.platforms)
         keep_git = {"BUILDKIT_CONTEXT_KEEP_GIT_DIR": "1"} if t.get("contexts") else {}  # git trees keep their .git
         nonce = {"MILES_GATE_NONCE": gate_nonce(HASH)}  # the gate step's, derived from the input hash
-        assert t["args"] == {**v.args, **keep_git, **nonce}
+        clock = {"SOURCE_DATE_EPOCH": str(v.source_date_epoch)}  # the spec's build clock, for BuildKit and the steps
+        assert t["args"] == {**v.args, **keep_git, **nonce, **clock}
         assert t["tags"] == [f"{v.repository}:{v.tag_suffix}", f"{v.repository}:{v.tag_suffix}-{HASH[:12]}"]
         assert t["labels"]["io.miles.input-hash"] == HASH
         assert t["labels"]["org.opencontainers.image.revision"] == "r" * 40

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tarfile
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -176,9 +177,16 @@ def test_a_run_waits_for_another_run_that_holds_its_mount(tmp_path, capsys):
     runner = threading.Thread(
         target=lambda: codes.append(reh.main(["run", str(home), "--out", str(out), "--scratch", str(tmp_path / "s")]))
     )
+    waiting = f"megatron_bridge: waiting for another rehearsal run that holds {mount['target']}"
+    said = ""
     runner.start()
     try:
-        runner.join(3)
+        # Until the run says it waits (however long a loaded machine takes to get there), or ends without waiting.
+        deadline = time.monotonic() + 300
+        while waiting not in said and runner.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.2)
+            said += capsys.readouterr().out
+        assert waiting in said
         assert runner.is_alive() and not (out / "results.json").exists()  # waiting, nothing staged over the holder
     finally:
         held.__exit__(None, None, None)
@@ -186,7 +194,6 @@ def test_a_run_waits_for_another_run_that_holds_its_mount(tmp_path, capsys):
     assert codes == [0] and json.loads((out / "results.json").read_text())["results"][0]["modules"] == [
         "rehearsal_wait_pkg"
     ]
-    assert f"megatron_bridge: waiting for another rehearsal run that holds {mount['target']}" in capsys.readouterr().out
 
 
 def test_normalized_tar_strips_one_top_folder(tmp_path):
