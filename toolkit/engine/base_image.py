@@ -43,6 +43,8 @@ def debootstrap(cmd: list, log=print) -> subprocess.CompletedProcess:
     except (KeyboardInterrupt, Interrupted) as e:
         engine.stop_child(proc, getattr(e, "signum", signal.SIGINT))
         raise
+    finally:
+        proc.stdout.close()
     return subprocess.CompletedProcess(cmd, proc.returncode, "\n".join(stages.tail) + "\n", "")
 
 

@@ -186,6 +186,8 @@ def _pip_download(cmd: list, total: int | None, log) -> tuple:
     except (KeyboardInterrupt, Interrupted) as e:
         stop_child(proc, getattr(e, "signum", signal.SIGINT))
         raise
+    finally:
+        proc.stdout.close()
     return rc, list(files.tail)
 
 
