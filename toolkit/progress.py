@@ -86,7 +86,8 @@ def ticking(beat: Heartbeat, interval: float | None = None) -> Iterator[Heartbea
 # ---- BuildKit
 
 
-STEP_LINE = re.compile(r"^#(\d+) (.*)$")
+# `#0 building with "default" instance ...` is buildx's own preamble, not a step: it never ends, so it is not one.
+STEP_LINE = re.compile(r"^#([1-9]\d*) (.*)$")
 
 
 class BuildKitSteps:

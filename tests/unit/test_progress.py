@@ -64,6 +64,17 @@ def test_printing_resets_the_heartbeat_and_a_finished_step_is_not_named():
     assert beat.tick() is None  # nothing named is running: nothing to say
 
 
+def test_buildx_preamble_is_not_a_step_that_runs_for_ever():
+    """`#0 building with ...` never gets a DONE line: taken for a step, it would be named once the last step ended."""
+    clock = Clock()
+    out, steps, beat = _build(clock)
+    steps.feed('#0 building with "default" instance using docker driver')
+    steps.feed(STEP)
+    steps.feed("#12 DONE 1.0s")
+    clock.now += 60
+    assert beat.tick() is None
+
+
 def test_buildkits_own_steps_are_named_only_when_no_other_runs():
     clock = Clock()
     out, steps, beat = _build(clock)
