@@ -141,14 +141,14 @@ class FlakyProxy:
             failing = self.failed < self.fail
             self.failed += failing
         if failing:
-            head = b""
-            while b"\r\n\r\n" not in head and len(head) < 65536:
-                chunk = conn.recv(4096)
-                if not chunk:
-                    break
-                head += chunk
-            conn.sendall(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-            conn.close()
+            with conn:
+                head = b""
+                while b"\r\n\r\n" not in head and len(head) < 65536:
+                    chunk = conn.recv(4096)
+                    if not chunk:
+                        break
+                    head += chunk
+                conn.sendall(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
             return
         host, port = self.upstream.split(":")
         up = socket.create_connection((host, int(port)))
@@ -169,8 +169,12 @@ class FlakyProxy:
                     except OSError:
                         pass
 
-        threading.Thread(target=pipe, args=(up, conn), daemon=True).start()
+        back = threading.Thread(target=pipe, args=(up, conn), daemon=True)
+        back.start()
         pipe(conn, up)
+        back.join(60)
+        up.close()  # both ways ended (or the other way is stuck past a minute): the sockets go with them
+        conn.close()
 
     def close(self):
         self.sock.close()

@@ -47,7 +47,8 @@ def test_structure(name):
         assert add.startswith(f"--checksum=sha256:{record['sha256']} [") and record["url"] in add
     for copy in (i["value"] for i in df.structure if i["instruction"] == "COPY"):
         assert copy.startswith("--from=src-"), copy  # only source trees; files of the context are bind-mounted
-    assert df.args == {**v.args, NONCE_ARG: ""}  # every build arg comes from the spec, but the gate step's nonce
+    # Every build arg comes from the spec (its clock included), but the gate step's nonce.
+    assert df.args == {**v.args, "SOURCE_DATE_EPOCH": str(v.source_date_epoch), NONCE_ARG: ""}
     for key, value in v.env.items():
         assert df.envs.get(key) == value, key
     runs = [i["value"] for i in df.structure if i["instruction"] == "RUN"]
