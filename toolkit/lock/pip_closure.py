@@ -29,11 +29,13 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 import time
 import tomllib
 import urllib.error
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from email.parser import HeaderParser
@@ -141,7 +143,7 @@ class Trees:
     def __init__(self, sources: dict | None = None):
         self.sources = {k: Path(v) for k, v in (sources or {}).items()}
         self._cache: dict = {}
-        self._unpacked: dict = {}  # name -> TemporaryDirectory holding an unpacked tarball (removed with this object)
+        self._unpacked: dict = {}  # name -> the folder of an unpacked tarball (removed with this object, or at exit)
 
     def read(self, name: str, component: dict, rel: str) -> str | None:
         key = (name, component.get("ref"), rel)
@@ -163,9 +165,13 @@ class Trees:
         if src.is_dir():
             return src
         if name not in self._unpacked:
-            self._unpacked[name] = tempfile.TemporaryDirectory(prefix=TEMP_PREFIX)
-            source_archive.unpack(src, Path(self._unpacked[name].name, "tree"), f"--source {name}")
-        return Path(self._unpacked[name].name, "tree")
+            folder = tempfile.mkdtemp(prefix=TEMP_PREFIX)
+            # Removed when this object goes (a finalizer, not TemporaryDirectory's, which warns when it is the GC
+            # that removes it), or when the interpreter exits.
+            weakref.finalize(self, shutil.rmtree, folder, True)
+            self._unpacked[name] = Path(folder)
+            source_archive.unpack(src, self._unpacked[name] / "tree", f"--source {name}")
+        return self._unpacked[name] / "tree"
 
 
 def _from_git(url: str, commit: str, path: str) -> str | None:
