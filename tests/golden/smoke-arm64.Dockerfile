@@ -40,4 +40,4 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="miles-base:bookworm-minbase-py311-git" \
       io.miles.variant="smoke-arm64" \
-      io.miles.spec-digest="e2601d99f3234db227f9cac8d65cc559468f69fc1ab45b8beb021ecd670769b2"
+      io.miles.spec-digest="ff454c19a8be599bfdecb3b0497aa9824c73546079331066328bbd459ba7a086"

@@ -40,4 +40,4 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="miles-base:bookworm-minbase-py311-git" \
       io.miles.variant="smoke" \
-      io.miles.spec-digest="b0e89a4eb19aaa62d39c6484b5c6e01dea329760c17b4fca0bef90228194621e"
+      io.miles.spec-digest="decf2d5d929a3c1216a2c9923f60095ddce9db640a2deba6bea7d6403f57574d"
