@@ -378,7 +378,6 @@ def _parse_family(path: Path, lock: dict | None = None) -> tuple[dict, dict[str,
         if v.get("gates"):
             v["gates"] = start_imports.expand(v["gates"], file, gates_key)
         check_gates(v.get("gates") or {}, v.get("pip"), v.get("components"), file, gates_key)
-        _add_inventory_gate(v, raw.get("wheelhouse") or {}, file, gates_key)
         git_names = {n for n, c in (v.get("components") or {}).items() if "git" in c}
         by_name: dict[str, str] = {}
         for i, p in enumerate(v.get("patches") or ()):
@@ -404,6 +403,7 @@ def _parse_family(path: Path, lock: dict | None = None) -> tuple[dict, dict[str,
         origin = _origin_finder(file, name, own, over, layers)
         check_steps(steps, v, Where(file, steps_key), origin)
         check_beside(raw.get("wheelhouse") or {}, steps, file)
+        _add_inventory_gate(v, raw.get("wheelhouse") or {}, file, gates_key)
         closure = _locked_closure(closure_section.get(name) or {}, v, name, lock_label)
         pip_files = _locked_pip_files(pip_section, closure, v)
         variants[name] = Variant.from_spec(
