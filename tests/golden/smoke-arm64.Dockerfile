@@ -40,4 +40,4 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="miles-base:bookworm-minbase-py311-git" \
       io.miles.variant="smoke-arm64" \
-      io.miles.spec-digest="ff454c19a8be599bfdecb3b0497aa9824c73546079331066328bbd459ba7a086"
+      io.miles.spec-digest="1e21b2654342666046972a27806aa2d289d755eacc7c685a0201ea5510ff1921"

@@ -40,4 +40,4 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="miles-base:bookworm-minbase-py311-git" \
       io.miles.variant="smoke" \
-      io.miles.spec-digest="decf2d5d929a3c1216a2c9923f60095ddce9db640a2deba6bea7d6403f57574d"
+      io.miles.spec-digest="74d86ed7c4dc449bbb3e960c3f7e0d3993a4d2e8144810bfc1acc32f38eeb649"
