@@ -63,6 +63,17 @@ def license_of(dist: Any) -> Tuple[Optional[str], List[str]]:
     return None, []
 
 
+def direct_url(dist: Any) -> Optional[str]:
+    """Where pip installed the distribution from, when not from an index (PEP 610's ``direct_url.json``: a local tree,
+    editable or not, a git URL, a wheel file), else None."""
+    try:
+        data = json.loads(dist.read_text("direct_url.json") or "null")
+    except ValueError:
+        return None
+    url = data.get("url") if isinstance(data, dict) else None
+    return url if isinstance(url, str) and url else None
+
+
 def python_inventory(path: Optional[List[str]] = None) -> List[Dict[str, Any]]:
     out = []
     for dist in distributions(path):
@@ -76,6 +87,7 @@ def python_inventory(path: Optional[List[str]] = None) -> List[Dict[str, Any]]:
                 "license_field": field,
                 "licenses": licenses,
                 "location": os.path.realpath(str(dist.locate_file(""))),
+                "direct_url": direct_url(dist),
             }
         )
     return out

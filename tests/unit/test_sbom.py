@@ -45,6 +45,7 @@ INVENTORY = {
             "license_field": None,
             "licenses": [],
             "location": "/opt/venv/lib/python3.11/site-packages",
+            "direct_url": "file:///tmp/sglang-attn-bridge",
         },
     ],
     "debian": [
@@ -95,7 +96,9 @@ def test_the_sbom_is_valid_cyclonedx_with_every_component(wheelhouse):
     assert by_purl["pkg:pypi/jinja2@3.1.6"]["licenses"] == [{"license": {"name": "OSI Approved :: BSD License"}}]
     assert by_purl["pkg:pypi/pip@23.0.1"]["licenses"] == [{"license": {"id": "MIT"}}]
     assert "hashes" not in by_purl["pkg:pypi/pip@23.0.1"]  # no wheel of it in the wheelhouse: no hash claimed
-    assert "licenses" not in by_purl["pkg:pypi/sglang-attn-bridge@0.2.0"]
+    bridge = by_purl["pkg:pypi/sglang-attn-bridge@0.2.0"]
+    assert "licenses" not in bridge
+    assert {"name": "io.miles.direct-url", "value": "file:///tmp/sglang-attn-bridge"} in bridge["properties"]
     # every component hangs off the image in the dependency graph
     root = [d for d in doc["dependencies"] if d["ref"] == meta["bom-ref"]][0]
     assert len(root["dependsOn"]) == len(doc["components"])
@@ -114,3 +117,14 @@ def test_an_image_without_dpkg_has_python_components_only():
 def test_what_is_not_the_runners_inventory_is_refused(data):
     assert inventory_problem(data) is not None
     assert inventory_problem(INVENTORY) is None
+
+
+def test_sbom_options_are_checked_before_the_engine_and_no_engine_is_exit_3(tmp_path):
+    from support import no_engine, one_line, run_build_py
+
+    env = no_engine(tmp_path)
+    one_line(run_build_py("sbom", "--target", "smoke", "-o", str(tmp_path), env=env), 2, "is a folder")
+    one_line(run_build_py("sbom", "--target", "smoke", "--image", "Not A Ref", env=env), 2, "--image")
+    one_line(run_build_py("sbom", "--target", "no-such-target", env=env), 2, "unknown target")
+    one_line(run_build_py("sbom", "--target", "smoke", "-o", str(tmp_path / "s.json"), env=env), 3, "engine")
+    assert not (tmp_path / "s.json").exists()

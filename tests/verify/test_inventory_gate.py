@@ -25,6 +25,9 @@ def site(tmp_path):
     dist(site, "Foo", "1.0", "License-Expression: MIT")
     dist(site, "bar_baz", "2.0", "License: BSD-3-Clause\n  the rest of a long text")
     dist(site, "qux", "0.1", "Classifier: License :: OSI Approved :: Apache Software License")
+    (site / "qux-0.1.dist-info" / "direct_url.json").write_text(
+        '{"url": "file:///src/qux", "dir_info": {"editable": true}}'
+    )
     return site
 
 
@@ -115,6 +118,7 @@ def test_inventory_json_lists_distributions_with_licenses_and_debian_packages(tm
     assert (by_name["bar-baz"]["license_field"], by_name["bar-baz"]["licenses"]) == ("License", ["BSD-3-Clause"])
     assert by_name["qux"]["licenses"] == ["OSI Approved :: Apache Software License"]
     assert by_name["foo"]["location"] == os.path.realpath(site)
+    assert by_name["foo"]["direct_url"] is None and by_name["qux"]["direct_url"] == "file:///src/qux"
     out = tmp_path / "inv.json"
     assert runner(tmp_path, site, "--inventory-json", str(out)).returncode == 0
     assert json.loads(out.read_text())["python"] == data["python"]

@@ -97,9 +97,11 @@ def sbom_json(inventory: dict, image: str, input_hash: str | None, wheels: dict[
                 bom_ref=purl.to_string(),
                 licenses=_licenses(entry),
                 hashes=[HashType(alg=HashAlgorithm.SHA_256, content=sha)] if sha else [],
-                properties=[Property(name="io.miles.location", value=entry["location"])]
-                if entry.get("location")
-                else [],
+                properties=[
+                    Property(name=f"io.miles.{key.replace('_', '-')}", value=entry[key])
+                    for key in ("location", "direct_url")
+                    if isinstance(entry.get(key), str) and entry[key]
+                ],
             )
         )
     for pkg in inventory.get("debian") or []:
