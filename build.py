@@ -184,12 +184,31 @@ def cmd_verify(args) -> int:
     return worst
 
 
+def cmd_sbom(args) -> int:
+    """A CycloneDX 1.6 SBOM of --image (default: the target's tag), from the gate runner's inventory inside it."""
+    from toolkit.gates.sbom import image_sbom
+
+    variant = load_catalog().resolve(args.target)
+    if args.output:
+        check_output("-o", args.output)  # before the engine is asked anything
+    check_image_options(args)
+    image = args.image or f"{variant.repository}:{variant.tag_suffix}"
+    text = image_sbom(engine.connect(), variant, image)
+    if args.output:
+        write_output(args.output, text)
+        out(f"wrote {args.output}: CycloneDX 1.6 SBOM of {image}")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
 def check_image_options(args) -> None:
     """`--image` is an image reference and `--platform` a platform (os/arch[/variant]), whatever verify does."""
     problem = reference_problem(args.image) if args.image else None
     if problem:
         raise UsageError(f"--image: {problem}")
-    problem = platform_problem(args.platform) if args.platform else None
+    platform = getattr(args, "platform", None)  # `sbom` has none
+    problem = platform_problem(platform) if platform else None
     if problem:
         raise UsageError(f"--platform: {problem}")
 
@@ -297,6 +316,7 @@ COMMAND_FUNCS = {
     "build": cmd_build,
     "render": cmd_render,
     "verify": cmd_verify,
+    "sbom": cmd_sbom,
     "bake": cmd_bake,
     "lint": cmd_lint,
     "lock": cmd_lock,
@@ -375,6 +395,11 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also list every allowed pip-check line of the gates, with the rule that allowed it and its reason",
     )
+
+    m = sub.add_parser("sbom", help="write a CycloneDX SBOM of an image: its Python distributions and Debian packages")
+    m.add_argument("--target", required=True)
+    m.add_argument("--image", help="image to describe (default: the target's tag)")
+    m.add_argument("-o", "--output", metavar="FILE", help="write the SBOM here (default: stdout)")
 
     k = sub.add_parser("bake", help="write a buildx bake file (JSON) for a set of targets")
     k.add_argument("--target", action="append", required=True)

@@ -16,7 +16,7 @@ import os
 import sys
 from typing import List, NoReturn, Optional
 
-from . import report
+from . import inventory, report
 from .config import ConfigError, GateConfig, load_config
 from .env_flag import BadEnvironment, gpu_required
 from .kinds import KINDS
@@ -48,6 +48,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="write the one-line report an image keeps: outcomes and proof, no times or logs",
     )
+    p.add_argument(
+        "--inventory-json",
+        metavar="FILE",
+        help="a mode of its own: write what the image holds (Python distributions, Debian packages) as JSON "
+        "('-': stdout) and run no gate",
+    )
     p.add_argument("--nonce", metavar="HEX", help="the caller's nonce for this run (32 to 64 hex digits)")
     p.add_argument("--junit", metavar="FILE", help="write a JUnit XML report")
     p.add_argument(
@@ -70,6 +76,26 @@ def _write_text(path: str, text: str) -> None:
         fh.write(text)
 
 
+def _inventory_mode(args: argparse.Namespace) -> int:
+    """``--inventory-json FILE|-``: the inventory, nothing else; with a gate, a report or a config it is bad usage
+    (one command, one meaning)."""
+    try:
+        asked = config_from_args(argparse.Namespace(**dict(vars(args), config=None)))
+    except ConfigError as exc:
+        sys.stderr.write("verify: error: %s\n" % exc)
+        return EXIT_USAGE
+    others = [args.config, args.json, args.json_line, args.junit, args.nonce, args.verbose]
+    if not asked.is_empty() or any(others):
+        sys.stderr.write("verify: error: --inventory-json runs no gate: give it alone\n")
+        return EXIT_USAGE
+    try:
+        inventory.write_inventory(args.inventory_json)
+    except OSError as exc:
+        sys.stderr.write("verify: error: cannot write %s: %s\n" % (args.inventory_json, exc.strerror or exc))
+        return EXIT_USAGE
+    return EXIT_OK
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     found = report.interpreter()
@@ -77,6 +103,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     if problem is not None:  # before any gate: a report from another interpreter would judge another image
         sys.stderr.write("verify: error: the gate runner %s (%s)\n" % (problem, found.get("executable")))
         return EXIT_FAILED
+    if args.inventory_json is not None:
+        return _inventory_mode(args)
     if args.nonce is not None and not report.NONCE_RE.fullmatch(args.nonce):
         sys.stderr.write("verify: error: --nonce must be 32 to 64 lower-case hex digits\n")
         return EXIT_USAGE

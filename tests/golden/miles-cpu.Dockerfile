@@ -77,4 +77,4 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="miles-base:bookworm-minbase-py311-git-gxx" \
       io.miles.variant="miles-cpu" \
-      io.miles.spec-digest="8f1e6335ad75f88a649a9742ac2bb23edf41e6a15b81de16523b94628a948d5b"
+      io.miles.spec-digest="63741774e383cf943118e559b470658b8c904ace2c78936e7d9c3499ccb52223"

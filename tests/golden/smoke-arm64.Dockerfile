@@ -40,4 +40,4 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="miles-base:bookworm-minbase-py311-git" \
       io.miles.variant="smoke-arm64" \
-      io.miles.spec-digest="e2601d99f3234db227f9cac8d65cc559468f69fc1ab45b8beb021ecd670769b2"
+      io.miles.spec-digest="1e21b2654342666046972a27806aa2d289d755eacc7c685a0201ea5510ff1921"

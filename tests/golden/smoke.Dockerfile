@@ -40,4 +40,4 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="miles-base:bookworm-minbase-py311-git" \
       io.miles.variant="smoke" \
-      io.miles.spec-digest="b0e89a4eb19aaa62d39c6484b5c6e01dea329760c17b4fca0bef90228194621e"
+      io.miles.spec-digest="74d86ed7c4dc449bbb3e960c3f7e0d3993a4d2e8144810bfc1acc32f38eeb649"

@@ -88,6 +88,13 @@ def image_ref(variant, platform: str | None = None) -> str | None:
     return f"miles-wheelhouse:{variant.family}-{key}{suffix(variant, platform)}" if key else None
 
 
+def folder(variant, platform: str | None = None) -> Path | None:
+    """The wheelhouse folder of `variant`'s recipe for `platform` on this host (`.cache/wheelhouse/`), or None when
+    the family has none. Pure: the folder may not exist (yet)."""
+    key = recipe_key(variant)
+    return CACHE / f"{variant.family}-{key}{suffix(variant, platform)}" if key else None
+
+
 def ensure_wheelhouse(variant, log=print, scope=None, platform: str | None = None) -> Path | None:
     """Download once per recipe; a stamp records what the folder holds. The download goes into a private folder
     that is renamed into place only when complete, so two builds at once never see a half-filled wheelhouse, and
@@ -99,7 +106,8 @@ def ensure_wheelhouse(variant, log=print, scope=None, platform: str | None = Non
     py = variant.wheelhouse["python_version"]
     plat, constraints_name = recipe(variant, platform)
     constraints = ROOT / "images" / constraints_name
-    dest = CACHE / f"{variant.family}-{recipe_key(variant)}{suffix(variant, platform)}"
+    dest = folder(variant, platform)
+    assert dest is not None  # the variant has a wheelhouse
     if (dest / ".complete").exists():
         return dest
     with scope_or_own(scope) as own:

@@ -23,6 +23,7 @@ from packaging.utils import canonicalize_name
 from toolkit.errors import SpecError, UsageError, short
 from toolkit.lock.policy import fill_from_lock
 from toolkit.spec import start_imports
+from toolkit.spec.inventory import check_beside
 from toolkit.spec.schema import check
 from toolkit.spec.values import (
     COMMIT_RE,
@@ -234,7 +235,15 @@ def check_gates(gates: dict, pip: dict | None, components: dict | None, file: st
     except ConfigError as e:
         raise SpecError(file, f"{key}.{e.key}" if e.key else key, e.problem or str(e)) from None
     from toolkit.render.gate_bundle import probe_problem
+    from toolkit.spec import inventory
     from verify.kinds.commands import probe_of
+
+    if inventory.KEY in gates:
+        raise SpecError(
+            file,
+            f"{key}.{inventory.KEY}",
+            "is derived from wheelhouse.constraints, wheelhouse.beside and the bridge, never written by hand",
+        )
 
     for kind in ("commands", "gpu_commands"):
         for i, command in enumerate(cfg[kind]):
@@ -393,6 +402,8 @@ def _parse_family(path: Path, lock: dict | None = None) -> tuple[dict, dict[str,
             raise SpecError(file, key, local_base_problem(v["base"]))
         origin = _origin_finder(file, name, own, over, layers)
         check_steps(steps, v, Where(file, steps_key), origin)
+        check_beside(raw.get("wheelhouse") or {}, steps, file)
+        _add_inventory_gate(v, raw.get("wheelhouse") or {}, file, gates_key)
         closure = _locked_closure(closure_section.get(name) or {}, v, name, lock_label)
         pip_files = _locked_pip_files(pip_section, closure, v)
         variants[name] = Variant.from_spec(
@@ -406,6 +417,22 @@ def _parse_family(path: Path, lock: dict | None = None) -> tuple[dict, dict[str,
             closure=closure,
         )
     return raw, variants
+
+
+def _add_inventory_gate(v: dict, wheelhouse: dict, file: str, gates_key: str) -> None:
+    """The derived `inventory` gate (toolkit/spec/inventory.py) joins the variant's gates, checked by the runner's
+    own schema like every other key."""
+    from toolkit.spec.inventory import KEY, gate_config
+    from verify.config import ConfigError, from_dict
+
+    derived = gate_config(wheelhouse)
+    if derived is None:
+        return
+    try:
+        from_dict({KEY: derived}, file)
+    except ConfigError as e:
+        raise SpecError(file, f"{gates_key}.{e.key}" if e.key else gates_key, e.problem or str(e)) from None
+    v["gates"] = {**(v.get("gates") or {}), KEY: derived}
 
 
 def _lock_pip_sections(path: Path, file: str, raw: dict, lock: dict | None) -> tuple[dict, dict, str]:

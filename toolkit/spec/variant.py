@@ -114,6 +114,9 @@ class Variant:
                 "constraints": str,
                 # The wheels for the other platforms the family builds for (`--set platforms=...`), by platform.
                 "other_platforms": ("map", {"platform": str, "constraints": str}),
+                # What the image's Python holds beside the wheelhouse's pins and the bridge, each with its reason:
+                # the inventory gate's set is derived from these and the constraints (toolkit/spec/inventory.py).
+                "beside": ("map", {"version": str, "source": str, "why": str}),
             },
             (FAMILY_FILE,),
             convert=dict,
