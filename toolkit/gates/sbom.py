@@ -144,37 +144,12 @@ def inventory_problem(data: object) -> str | None:
 def read_inventory(client, variant, image: str) -> dict:
     """The runner's inventory of `image`, run with the target's python in a throwaway container (no network,
     always removed), the runner delivered as `build.py verify` delivers it."""
-    import docker.errors
+    from toolkit.gates.verify_image import runner_container
 
-    from toolkit.gates.verify_image import RUN_LABEL, WORKDIR, _gates_tar
-
-    try:
-        client.images.get(image)
-    except docker.errors.ImageNotFound:
-        raise UsageError(f"image {image} is not present on this engine (pull or load it first)") from None
-    container = client.containers.create(
-        image,
-        command=["-m", "verify", "--inventory-json", "-"],
-        entrypoint=[variant.python],
-        working_dir=WORKDIR,
-        network_disabled=True,
-        user="0",
-        labels={RUN_LABEL: variant.name},
-    )
-    try:
-        container.put_archive("/tmp", _gates_tar(variant.gates))
-        try:
-            container.start()
-        except docker.errors.APIError as e:
-            reason = short(str(e.explanation or e), 200, quote=False)
-            raise BuildFailed(
-                f"sbom {variant.name} on {image}: cannot run {variant.python}, the target's python ({reason})"
-            ) from None
+    with runner_container(client, variant, image, ["--inventory-json", "-"], f"sbom {variant.name}") as container:
         rc = container.wait(timeout=INVENTORY_TIMEOUT).get("StatusCode", 1)
         stdout = container.logs(stdout=True, stderr=False).decode("utf-8", "replace")
         stderr = container.logs(stdout=False, stderr=True).decode("utf-8", "replace")
-    finally:
-        container.remove(force=True)
     if rc != 0:
         last = (stderr.strip().splitlines() or ["(no output)"])[-1]
         raise BuildFailed(f"sbom {variant.name} on {image}: the inventory failed (exit {rc}): {short(last, 200)}")

@@ -6,6 +6,8 @@ own python; reports are copied back; the container is always removed.
 
 from __future__ import annotations
 
+import contextlib
+
 from toolkit.errors import BuildFailed, UsageError, short
 from toolkit.outputs import write_output
 from toolkit.strict import env_flag
@@ -94,27 +96,22 @@ def report_named(line: str, json_path) -> str:
     return line.replace(f"; report: {WORKDIR}/report.json", f"; report: {kept}")
 
 
-def verify_image(client, variant, image: str, json_path=None, junit_path=None, out=print, verbose=False) -> int:
-    """Return 0 when every gate passed, 1 otherwise (the runner's own exit code 2 means bad config: raised).
-    `verbose`: the runner also lists every allowed pip-check line with its rule and reason."""
+@contextlib.contextmanager
+def runner_container(client, variant, image: str, args: list, what: str, environment=None):
+    """A started throwaway container of `image` that runs the target's python on the runner (`-m verify ARGS`,
+    delivered with the gate config in WORKDIR): no network, root, labelled RUN_LABEL, removed however the block
+    ends. `what` starts the one-line errors (`verify smoke`, `sbom smoke`)."""
     import docker.errors
 
     try:
         client.images.get(image)
     except docker.errors.ImageNotFound:
         raise UsageError(f"image {image} is not present on this engine (pull or load it first)") from None
-    import secrets
-
-    from toolkit.gates.report import report_problem
-
-    nonce = secrets.token_hex(16)  # this run's: a report without it is not this run's
-    cmd = ["-m", "verify", "--config", "gates.json", "--nonce", nonce, "--json", "report.json", "--junit", "report.xml"]
-    cmd += ["--verbose"] if verbose else []
     container = client.containers.create(
         image,
-        command=cmd,
+        command=["-m", "verify", *args],
         entrypoint=[variant.python],
-        environment={REQUIRE_GPU: "1" if gpu_required() else "0"},  # the runner judges GPU gates as asked here
+        environment=environment or {},
         working_dir=WORKDIR,
         network_disabled=True,
         user="0",
@@ -127,8 +124,25 @@ def verify_image(client, variant, image: str, json_path=None, junit_path=None, o
         except docker.errors.APIError as e:  # the engine could not run the target's python in this image
             reason = short(str(e.explanation or e), 200, quote=False)
             raise BuildFailed(
-                f"verify {variant.name} on {image}: cannot run {variant.python}, the target's python ({reason})"
+                f"{what} on {image}: cannot run {variant.python}, the target's python ({reason})"
             ) from None
+        yield container
+    finally:
+        container.remove(force=True)
+
+
+def verify_image(client, variant, image: str, json_path=None, junit_path=None, out=print, verbose=False) -> int:
+    """Return 0 when every gate passed, 1 otherwise (the runner's own exit code 2 means bad config: raised).
+    `verbose`: the runner also lists every allowed pip-check line with its rule and reason."""
+    import secrets
+
+    from toolkit.gates.report import report_problem
+
+    nonce = secrets.token_hex(16)  # this run's: a report without it is not this run's
+    args = ["--config", "gates.json", "--nonce", nonce, "--json", "report.json", "--junit", "report.xml"]
+    args += ["--verbose"] if verbose else []
+    env = {REQUIRE_GPU: "1" if gpu_required() else "0"}  # the runner judges GPU gates as asked here
+    with runner_container(client, variant, image, args, f"verify {variant.name}", env) as container:
         rc = container.wait(timeout=1800).get("StatusCode", 1)
         for line in container.logs(stdout=True, stderr=True).decode(errors="replace").splitlines():
             out(report_named(line, json_path))
@@ -139,8 +153,6 @@ def verify_image(client, variant, image: str, json_path=None, junit_path=None, o
                 if data is None:
                     raise BuildFailed(f"the gate runner wrote no {name} (exit {rc})")
                 write_output(dest, data)
-    finally:
-        container.remove(force=True)
     if rc == 2:
         raise UsageError(f"the gate runner rejected the gate config of {variant.name} (see above)")
     report = _report_of(kept)
