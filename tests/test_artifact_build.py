@@ -55,6 +55,8 @@ def test_artifacts_are_fetched_by_digest_and_a_wrong_digest_fails_the_build(proj
         data = yaml.safe_load(spec.read_text())
         data["components"] = {"demo": {"git": url, "track": {"branch": "main"}, "why": "built when no wheel is"}}
         data["artifacts"] = {"demo_wheel": {"url": wheel_url}, "notes": {"url": notes_url}}
+        # The inventory gate holds a spec to what it declares: the component's wheel sits beside the lock.
+        data["wheelhouse"]["beside"]["demo-pkg"] = {"source": "demo", "why": "the demo component, built or prebuilt"}
         data["steps"] += [
             {"source": "demo", "prebuilt": "demo_wheel", "flags": ["no-deps"]},
             {"artifact": "notes", "to": "/opt/notes.txt"},

@@ -39,6 +39,8 @@ def test_urls_and_wheel_names_never_become_dockerfile_text(project_copy, tmp_pat
         data = yaml.safe_load(spec.read_text())
         data["components"] = {"demo": {"git": url, "track": {"branch": "main"}, "why": "built when no wheel is"}}
         data["artifacts"] = {"demo_wheel": {"url": wheel_url}, "notes": {"url": notes_url}}
+        # The inventory gate holds a spec to what it declares: the component's wheel sits beside the lock.
+        data["wheelhouse"]["beside"]["demo-pkg"] = {"source": "demo", "why": "the demo component, built or prebuilt"}
         data["steps"] += [
             {"source": "demo", "prebuilt": "demo_wheel", "flags": ["no-deps"]},
             {"artifact": "notes", "to": "/opt/notes.bin"},
