@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import running_tests
 from support import ROOT, run_build_py
 
 from toolkit.errors import UsageError
@@ -33,6 +34,11 @@ def _engine_answers() -> bool:
         return subprocess.run(["docker", "buildx", "version"], capture_output=True).returncode == 0
     except Exception:
         return False
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own terminal reporter exists
+def pytest_configure(config):
+    running_tests.register(config)  # which test is still running, when none ended for a while
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups

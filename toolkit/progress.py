@@ -43,6 +43,11 @@ class Heartbeat:
     def say(self, line: str) -> None:
         with self.lock:
             self.out(line)
+            self.heard()
+
+    def heard(self) -> None:
+        """Something else was printed just now (a test's progress dot, say): the quiet starts again."""
+        with self.lock:
             self.last_said, self.last_beat = self.clock(), None
 
     def tick(self) -> str | None:
@@ -64,9 +69,9 @@ class Heartbeat:
 
 
 @contextlib.contextmanager
-def ticking(beat: Heartbeat, interval: float | None = None) -> Iterator[Heartbeat]:
-    """Call ``beat.tick()`` every ``interval`` seconds from a daemon thread while the block runs; the thread is
-    stopped and joined when the block ends, however it ends."""
+def ticking(beat: Heartbeat, interval: float | None = None, name: str = "heartbeat") -> Iterator[Heartbeat]:
+    """Call ``beat.tick()`` every ``interval`` seconds from a daemon thread (``name``) while the block runs; the
+    thread is stopped and joined when the block ends, however it ends."""
     stop = threading.Event()
     seconds = TICK if interval is None else interval
 
@@ -74,7 +79,7 @@ def ticking(beat: Heartbeat, interval: float | None = None) -> Iterator[Heartbea
         while not stop.wait(seconds):
             beat.tick()
 
-    thread = threading.Thread(target=run, name="heartbeat", daemon=True)
+    thread = threading.Thread(target=run, name=name, daemon=True)
     thread.start()
     try:
         yield beat
