@@ -21,11 +21,12 @@ class RunningTests:
     def __init__(self, clock=time.monotonic):
         self.clock = clock
         self.running: dict[str, float] = {}
+        self.began, self.any_started = clock(), False  # before the first test: the collection (in xdist's workers)
         self.lock = threading.Lock()
 
     def start(self, nodeid: str) -> None:
         with self.lock:
-            self.running[nodeid] = self.clock()
+            self.running[nodeid], self.any_started = self.clock(), True
 
     def finish(self, nodeid: str) -> None:
         with self.lock:
@@ -34,7 +35,7 @@ class RunningTests:
     def describe(self) -> tuple | None:
         with self.lock:
             if not self.running:
-                return None
+                return None if self.any_started else ("test collection", self.began)
             nodeid, since = min(self.running.items(), key=lambda kv: kv[1])
             others = len(self.running) - 1
             return (nodeid + (f" (and {others} more)" if others else ""), since)

@@ -49,6 +49,17 @@ def test_the_longest_running_test_is_named_after_ten_quiet_seconds_on_a_line_of_
         plugin.pytest_unconfigure(None)
 
 
+def test_the_collection_before_the_first_test_gets_a_heartbeat_too():
+    clock, (r, w) = Clock(), os.pipe()
+    plugin = HeartbeatPlugin(w, clock=clock)
+    try:
+        clock.now += 10
+        assert plugin.beat.tick() == "  … test collection still running (10 s)"
+    finally:
+        os.close(r)
+        plugin.pytest_unconfigure(None)
+
+
 def test_a_printed_result_restarts_the_quiet_and_no_running_test_means_no_line():
     clock, (r, w) = Clock(), os.pipe()
     plugin = HeartbeatPlugin(w, clock=clock)
