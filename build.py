@@ -165,9 +165,16 @@ def cmd_verify(args) -> int:
         return 0
     if args.base:
         return _verify_base(variant, args)
+    check_image_options(args)
+    if args.reproduce:
+        if args.platform or args.json or args.junit:
+            raise UsageError("--reproduce compares an image of this engine: no --platform, --json or --junit")
+        return _verify_reproduce(variant, args)
+    for option in ("source", "set", "ref"):
+        if getattr(args, option):
+            raise UsageError(f"--{option} is for --reproduce (the rebuild's inputs)")
     from toolkit.gates.verify_image import by_platform, verify_image
 
-    check_image_options(args)
     image = args.image or f"{variant.repository}:{variant.tag_suffix}"
     client = engine.connect()
     images = by_platform(client, image, args.platform)  # [(platform or None, ref)]: one per platform of a list
@@ -182,6 +189,64 @@ def cmd_verify(args) -> int:
         out(f"verify {variant.name} on {ref}{on}: {'PASS' if rc == 0 else 'FAIL'}")
         worst = max(worst, rc)
     return worst
+
+
+def _verify_reproduce(variant, args) -> int:
+    """Rebuild --image (default: the target's tag) from this tree with --no-cache and the image's own labels: 0 when
+    the rebuild is the same image, 1 when not, naming the first layer and files that differ (toolkit/gates/reproduce).
+    Refused (exit 2) unless this tree, with the given --source/--set/--ref, gives the image's input hash. Nothing is
+    tagged; the rebuild is removed afterwards."""
+    from dataclasses import replace
+
+    from toolkit.gates import reproduce
+    from toolkit.plan.build_plan import REVISION_LABEL
+    from toolkit.render.context import INPUT_HASH_LABEL
+    from toolkit.request import BuildRequest, prepare
+
+    image = args.image or f"{variant.repository}:{variant.tag_suffix}"
+    client = engine.connect()
+    original = engine.image_id(client, image)
+    if original is None:
+        raise UsageError(f"--image {short(image)}: no such image in this engine (pull it first)")
+    labels = client.api.inspect_image(original)["Config"].get("Labels") or {}
+    request = BuildRequest(
+        command="build",
+        targets=(variant.name,),
+        sources=tuple(args.source),
+        refs=tuple(args.ref),
+        sets=tuple(args.set),
+        no_cache=True,
+        verbose=args.verbose,
+    )
+    with Scope() as scope:
+        (target,) = prepare(request, scope, log=out).targets
+        plan, ctx, invocation = target.plan, target.ctx, target.invocation
+        if labels.get(INPUT_HASH_LABEL) != ctx.input_hash:
+            said, revision = (short(labels.get(k, "none"), 12, quote=False) for k in (INPUT_HASH_LABEL, REVISION_LABEL))
+            raise UsageError(
+                f"{short(image)} has input hash {said}, this tree gives {ctx.short_hash} for {variant.name}: check "
+                f"out its revision ({revision}) and give the same --source, --set and --ref as its build"
+            )
+        # The image's own values for every label the build sets (a later commit with the same inputs says the
+        # image's revision), so only what the build made can differ.
+        invocation = replace(invocation, labels=tuple((k, labels.get(k, v)) for k, v in invocation.labels))
+        out(f"reproduce {variant.name}: rebuilding {image} ({original[:19]}) with --no-cache")
+        gate_steps: list = []
+        rebuilt = engine.build(plan, invocation, out=out, gate_steps=gate_steps, verbose=args.verbose)
+        try:
+            judge_gates(plan, ctx, gate_steps, client, rebuilt)
+            a = client.api.inspect_image(original)["RootFS"]["Layers"]
+            b = client.api.inspect_image(rebuilt)["RootFS"]["Layers"]
+            wanted = reproduce.differing_layers(tuple(a), tuple(b)) if rebuilt != original else set()
+            mine = reproduce.read_image(client, original, wanted) if wanted else reproduce.Image(original, tuple(a), ())
+            theirs = reproduce.read_image(client, rebuilt, wanted) if wanted else reproduce.Image(rebuilt, tuple(b), ())
+            found = reproduce.compare(mine, theirs)
+            for line in reproduce.report_lines(found, mine):
+                out(line)
+            return 0 if found.same_id else 1
+        finally:
+            if rebuilt != original:
+                client.images.remove(rebuilt, noprune=False)
 
 
 def cmd_sbom(args) -> int:
@@ -390,6 +455,18 @@ def parser() -> argparse.ArgumentParser:
     v.add_argument("--junit", metavar="FILE")
     v.add_argument("--export-cst", metavar="FILE", help="write the gates as a container-structure-test config instead")
     v.add_argument("--base", action="store_true", help="check the target's base file against the base image instead")
+    v.add_argument(
+        "--reproduce",
+        action="store_true",
+        help="rebuild the image with --no-cache from this tree and its labels; say whether it is the same image, "
+        "else which layer and files differ",
+    )
+    for option, meta, said in (
+        ("--source", "NAME=PATH", "with --reproduce: a local tree or tarball the image's build was given"),
+        ("--set", "KEY=VALUE", "with --reproduce: a spec override the image's build was given"),
+        ("--ref", "NAME=COMMIT", "with --reproduce: a commit the image's build was given"),
+    ):
+        v.add_argument(option, action="append", default=[], metavar=meta, help=said)
     v.add_argument(
         "--verbose",
         action="store_true",

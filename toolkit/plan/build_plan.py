@@ -27,6 +27,8 @@ from toolkit.steps import Where, check_steps
 SECRET_PIP_CA = "pip-ca"
 SECRET_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
+REVISION_LABEL = "org.opencontainers.image.revision"  # the toolkit commit that built an image
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -174,7 +176,7 @@ def make_plan(
     if pip_ca and not any(sid == SECRET_PIP_CA for sid, _ in all_secrets):
         all_secrets.append((SECRET_PIP_CA, str(pip_ca)))
     labels = {
-        "org.opencontainers.image.revision": revision or source_revision(),
+        REVISION_LABEL: revision or source_revision(),
         "org.opencontainers.image.source": "miles-image-toolkit",
     }
     return Plan(
