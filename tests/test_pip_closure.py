@@ -225,21 +225,27 @@ def test_a_corrupt_closure_digest_is_refused_naming_the_file(project_copy, tmp_p
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["cu13-x86", "cu12-x86"])
-def test_a_cuda_variants_whole_environment_resolves_on_the_real_index(name):
+@pytest.mark.parametrize("name", ["cu13-x86", "cu12-x86", "rocm720-mi35x"])
+def test_a_gpu_variants_whole_environment_resolves_on_the_real_index(name):
     """The spec as committed, against the package index this host reaches and the upstream snapshots: it resolves,
     every rule-excused conflict is the rule's own pair, and every pin a step names is in the set at its version
-    (msc under energon's bound, sglang's tilelang, quack and cudnn-frontend that accept cutlass-dsl 4.6.2)."""
+    (msc under energon's bound, sglang's tilelang, quack and cudnn-frontend that accept cutlass-dsl 4.6.2). On ROCm
+    the base's own torch, triton and kernels stay out of the set."""
     v = CATALOG.resolve(name)
     trees = pip_closure.Trees({"miles": SNAPSHOT, "megatron_lm": MEGATRON_SNAPSHOT})
     idx = pip_index.host_index()
-    lock = lock_file.load(lock_file.lock_path(pip_closure.ROOT / "images" / "cuda.yaml"), "cuda.lock.json", "cuda")
+    spec = pip_closure.ROOT / "images" / f"{v.family}.yaml"
+    lock = lock_file.load(lock_file.lock_path(spec), f"{v.family}.lock.json", v.family)
     (record,) = pip_closure.lock_variant(v, lock["pip"], trees, idx, idx.cafile).values()
     packages = record["packages"]
     for use in pip_index.pin_uses(v):  # the pins the variant's steps install
         if f"{use.name}=={use.version}" not in record["pending"]:
             assert packages[use.project]["version"] == use.version, use.name
-    assert "nvidia-cutlass-dsl-libs-cu13" in packages  # the override kept sglang's [cu13] extra
+    if v.family == "rocm":
+        assert not {"torch", "triton", "sglang", "sgl-kernel"} & set(packages)
+        assert not [n for n in packages if n.startswith(("nvidia-cu", "nvidia-nccl", "nvidia-nvjitlink"))]
+    else:
+        assert "nvidia-cutlass-dsl-libs-cu13" in packages  # the override kept sglang's [cu13] extra
 
 
 def test_a_base_distribution_no_record_versions_is_left_to_the_base():
