@@ -40,7 +40,8 @@ def test_no_rocm_closure_holds_the_index_torch_or_cuda_wheels():
     for name in ROCM:
         for packages in CATALOG.resolve(name).closure.values():
             pure = ("nvidia-modelopt", "nvidia-ml-py")  # a spec pin and its NVML binding: Python only, no CUDA
-            cuda = [n for n in packages if n in ("torch", "triton", "sglang", "sgl-kernel") or n.startswith("nvidia-")]
+            base = ("torch", "torchvision", "torchaudio", "triton", "pytorch-triton-rocm", "sglang", "sgl-kernel")
+            cuda = [n for n in packages if n in base or n.startswith("nvidia-")]
             assert [n for n in cuda if n not in pure] == [], name
 
 

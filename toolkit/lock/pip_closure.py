@@ -10,6 +10,10 @@ for the base's Python and the platform at the base's glibc; nothing here resolve
 - the requirements of the trees the image installs: a `requirements` step's file (less its `exclude`), the
   dependencies a `source` step's pyproject.toml declares, and the bridge's.
 
+What no index holds as the base has it is left to the base (`left_to_base`, the record's `base_left`): on a base
+whose torch no record versions (ROCm's own build), torch and every other distribution the base holds at an
+unrecorded version; and sglang's tree where a step installs it from another manifest than the index's wheel's.
+
 An allow rule of the gate step's `pip check` (`gates.pip_check.allow`: a distribution and the requirement it
 excuses) is the one way to set a version against a requirement: a rule whose requirement a step pins becomes an
 override to that pin, keeping the extras the excused requirement asked for; a rule whose requirement no step pins
