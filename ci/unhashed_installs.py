@@ -2,8 +2,8 @@
 
 A GPU image installs only its locked closure: an index install carries `--require-hashes`, a tree of a git component
 (its commit pinned, or `--source`) installs with `--no-deps`, and miles' requirements are only checked offline
-(`--no-index`). This prints, per target, each RUN that breaks that rule and exits 1 if any does: the ROCm family,
-whose torch is not on the index this host reaches, has no closure yet and is listed in full.
+(`--no-index`). This prints, per target, each RUN that breaks that rule and exits 1 if any does: only the CUDA
+family's flashinfer install from flashinfer's own index, which this host cannot reach to lock.
 """
 
 from __future__ import annotations

@@ -89,7 +89,7 @@ def test_lock_resolves_a_branch_check_sees_a_push_and_update_moves_it(project_co
     assert lock(project_copy, "--check").returncode == 0
 
     # Without --family, every family that tracks something is locked; --update NAME moves NAME where it is tracked.
-    # (The project's ROCm family declares an artifact that only a host reaching GitHub can lock: not here.)
+    # (The project's GPU families resolve their closures against the package index and upstream trees: not here.)
     (project_copy / "images" / "rocm.yaml").unlink()
     write_family(project_copy, {"other": {"git": url, "track": {"commit": first}}}, family="lockt2")
     assert run_build_py("lock", cwd=project_copy, env=env_for()).returncode == 0
@@ -168,6 +168,21 @@ def test_artifact_digests_are_recorded_and_enter_labels_and_hash(project_copy, s
     assert check.returncode == 1 and "| yes" in next(x for x in check.stdout.splitlines() if "/wheel " in x)
     assert lock(project_copy, "--update", "wheel", api=a.api).returncode == 0
     assert hashed()[0] != h1
+
+
+def test_an_artifact_never_locked_whose_host_does_not_answer_stays_pending(project_copy, servers):
+    """A new artifact on a host that cannot be reached is left out of the lock (its step is then left out), the
+    rest is locked; once locked, the same unreachable host fails the lock (the next test)."""
+    g, a = servers
+    url = g.create("o/demo")
+    g.commit("o/demo", {"a.py": "A = 1\n"})
+    artifacts = {"wheel": {"url": a.file("w.whl", WHEEL)}, "far": {"url": "http://127.0.0.1:9/far.bin"}}
+    write_family(project_copy, {"demo": {"git": url, "track": {"branch": "main"}}}, artifacts)
+    proc = lock(project_copy, api=a.api)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    data = lock_json(project_copy)
+    assert "far" not in data["artifacts"] and "wheel" in data["artifacts"] and "demo" in data["sources"]
+    assert "pending (its host did not answer)" in next(x for x in proc.stdout.splitlines() if f"{FAMILY}/far " in x)
 
 
 @pytest.mark.parametrize(

@@ -41,9 +41,10 @@ def publish(index, name, version, requires=()):
     index.add(name, filename, body)
 
 
-def variant(pins: dict, allow=()):
-    """cu13-x86 reduced to one pip step of `pins`, with the given allow rules and no trees to read."""
-    v = CATALOG.resolve("cu13-x86")
+def variant(pins: dict, allow=(), name="cu13-x86"):
+    """A variant (cu13-x86 unless named) reduced to one pip step of `pins`, with the given allow rules and no trees
+    to read."""
+    v = CATALOG.resolve(name)
     steps = ({"kind": "pip", "value": list(pins), "flags": ["no-deps"]},)
     gates = dict(v.gates, pip_check={"allow": [dict(zip(("distribution", "requirement", "reason"), a)) for a in allow]})
     return dataclasses.replace(v, steps=steps, pip=dict(pins), gates=gates)
@@ -99,6 +100,41 @@ def test_an_override_keeps_the_extra_of_the_requirement_it_excuses(index):
     publish(index, "cutlass-libs-cu13", "4.6.2")
     rec = lock(variant({"sglang": "0.5.16", "cutlass": "4.6.2"}, allow=[("sglang", "cutlass", "4.6.2 over 4.6.0")]))
     assert "cutlass-libs-cu13" in rec["py3.12 linux/amd64"]["packages"]
+
+
+def test_a_base_torch_no_record_versions_is_left_out_of_the_resolve(index):
+    """A ROCm base's torch is its own build, on no index the resolve reads, at a version no record says: the
+    index's torch (another build, which brings triton and CUDA's libraries) must never enter the closure. It and
+    the base's other unrecorded distributions are dropped from the resolve, and a requirement on them is met by
+    the base's."""
+    publish(index, "torch", "2.11.0", ["triton==3.6.0", "nvidia-cublas==13.1"])
+    publish(index, "triton", "3.6.0")
+    publish(index, "nvidia-cublas", "13.1")
+    publish(index, "fla", "0.4.2", ["torch>=2.5", "einops"])
+    publish(index, "einops", "0.8.1")
+    (rec,) = lock(variant({"fla": "0.4.2"}, name="rocm720-mi35x")).values()
+    assert set(rec["packages"]) == {"fla", "einops"}
+    assert {"torch", "triton", "sgl-kernel", "tilelang"} <= set(rec["base_left"])
+    # The rule keys on the base's torch alone: a CUDA base's torch is recorded, so it still resolves from the index.
+    (cuda,) = lock(variant({"fla": "0.4.2"})).values()
+    assert "torch" in cuda["packages"] and "base_left" not in cuda
+
+
+def test_left_to_base_follows_the_base_torch_record():
+    rocm = pip_closure.bases.load_base(CATALOG.resolve("rocm720-mi35x").base)
+    cuda = pip_closure.bases.load_base(CATALOG.resolve("cu12-x86").base)
+    assert rocm.torch_version is None and cuda.torch_version is not None
+    left = pip_closure.left_to_base(rocm, rocm.unrecorded)
+    assert {"torch", "triton", "sgl-kernel", "tilelang"} <= set(left)
+    assert pip_closure.left_to_base(cuda, cuda.unrecorded) == {}
+
+
+def test_a_requirement_on_a_distribution_left_to_the_base_is_met_by_it():
+    closure = {"fla": {"version": "0.4.2", "files": {}}}
+    metas = {"fla": "Name: fla\nRequires-Dist: torch>=2.5\nRequires-Dist: einops\n"}
+    conflicts, allowed = pip_closure.check(closure, metas, ["fla"], [], "3.10", AMD, left={"torch": "the base's"})
+    assert conflicts == ["fla 0.4.2 requires einops, which is not installed."]
+    assert allowed == ["fla 0.4.2 requires torch>=2.5: left to the base (the base's)"]
 
 
 def test_a_dropped_extra_is_a_missing_requirement():
@@ -189,21 +225,27 @@ def test_a_corrupt_closure_digest_is_refused_naming_the_file(project_copy, tmp_p
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["cu13-x86", "cu12-x86"])
-def test_a_cuda_variants_whole_environment_resolves_on_the_real_index(name):
+@pytest.mark.parametrize("name", ["cu13-x86", "cu12-x86", "rocm720-mi35x"])
+def test_a_gpu_variants_whole_environment_resolves_on_the_real_index(name):
     """The spec as committed, against the package index this host reaches and the upstream snapshots: it resolves,
     every rule-excused conflict is the rule's own pair, and every pin a step names is in the set at its version
-    (msc under energon's bound, sglang's tilelang, quack and cudnn-frontend that accept cutlass-dsl 4.6.2)."""
+    (msc under energon's bound, sglang's tilelang, quack and cudnn-frontend that accept cutlass-dsl 4.6.2). On ROCm
+    the base's own torch, triton and kernels stay out of the set."""
     v = CATALOG.resolve(name)
     trees = pip_closure.Trees({"miles": SNAPSHOT, "megatron_lm": MEGATRON_SNAPSHOT})
     idx = pip_index.host_index()
-    lock = lock_file.load(lock_file.lock_path(pip_closure.ROOT / "images" / "cuda.yaml"), "cuda.lock.json", "cuda")
+    spec = pip_closure.ROOT / "images" / f"{v.family}.yaml"
+    lock = lock_file.load(lock_file.lock_path(spec), f"{v.family}.lock.json", v.family)
     (record,) = pip_closure.lock_variant(v, lock["pip"], trees, idx, idx.cafile).values()
     packages = record["packages"]
     for use in pip_index.pin_uses(v):  # the pins the variant's steps install
         if f"{use.name}=={use.version}" not in record["pending"]:
             assert packages[use.project]["version"] == use.version, use.name
-    assert "nvidia-cutlass-dsl-libs-cu13" in packages  # the override kept sglang's [cu13] extra
+    if v.family == "rocm":
+        assert not {"torch", "triton", "sglang", "sgl-kernel"} & set(packages)
+        assert not [n for n in packages if n.startswith(("nvidia-cu", "nvidia-nccl", "nvidia-nvjitlink"))]
+    else:
+        assert "nvidia-cutlass-dsl-libs-cu13" in packages  # the override kept sglang's [cu13] extra
 
 
 def test_a_base_distribution_no_record_versions_is_left_to_the_base():

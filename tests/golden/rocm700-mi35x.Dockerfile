@@ -25,6 +25,15 @@ ENV AMDGPU_TARGET="${GPU_ARCH}" \
 RUN apt-get update && \
     apt-get install -y --no-install-recommends build-essential cmake dnsutils ethtool git nvtop protobuf-compiler rsync && \
     rm -rf /var/lib/apt/lists/*
+# ---- The whole Python environment the lock resolved for this variant (`build.py lock`), every file by its sha256,
+# ---- before any step builds: later steps install their own pins and trees with --no-deps, so none resolves
+# ---- anything. The base's own ROCm builds (torch, triton, sgl-kernel, tilelang, mooncake, TransformerEngine) and
+# ---- its sglang tree are left out of the resolve and kept as the base has them. The apt copy of PyJWT has no pip
+# ---- record, so it goes first.
+RUN --mount=type=secret,id=pip-ca --mount=type=bind,source=closure.txt,target=/tmp/closure.txt \
+    if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
+    rm -rf /usr/lib/python3/dist-packages/jwt /usr/lib/python3/dist-packages/PyJWT* && \
+    pip install --no-cache-dir --require-hashes --no-deps --only-binary :all: -r /tmp/closure.txt
 # ---- RCCL tests (diagnostic binaries), from the rocm-systems tree at a pinned commit.
 RUN --mount=type=bind,from=src-rccl_tests,target=/tmp/src/rccl_tests,rw \
     make -C /tmp/src/rccl_tests/projects/rccl-tests -j"$(nproc)" GPU_TARGETS="${GPU_ARCH}" HIP_HOME=/opt/rocm NCCL_HOME=/opt/rocm && \
@@ -33,7 +42,7 @@ RUN --mount=type=bind,from=src-rccl_tests,target=/tmp/src/rccl_tests,rw \
 RUN pip uninstall -y transformer-engine transformer_engine transformer_engine_torch
 RUN --mount=type=bind,source=tools,target=/tmp/tools --mount=type=bind,from=src-transformer_engine,target=/tmp/src/transformer_engine,rw --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    NVTE_FUSED_ATTN=0 python3 /tmp/tools/jobs.py --gib-per-job 8 --cpus-per-job 1 -- pip install --no-cache-dir --no-build-isolation /tmp/src/transformer_engine
+    NVTE_FUSED_ATTN=0 python3 /tmp/tools/jobs.py --gib-per-job 8 --cpus-per-job 1 -- pip install --no-cache-dir --no-build-isolation --no-deps /tmp/src/transformer_engine
 RUN --mount=type=bind,from=src-mbridge,target=/tmp/src/mbridge,rw --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir --no-deps /tmp/src/mbridge
@@ -41,26 +50,33 @@ RUN --mount=type=bind,from=src-mbridge,target=/tmp/src/mbridge,rw --mount=type=s
 # ---- downloads a prebuilt wheel from GitHub, unpinned, and installs that instead of compiling).
 RUN --mount=type=bind,source=tools,target=/tmp/tools --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    BUILD_TARGET=rocm FLASH_ATTENTION_FORCE_BUILD=TRUE GPU_ARCHS="${GPU_ARCH}" python3 /tmp/tools/jobs.py --gib-per-job 9 --cpus-per-job 2 -- pip install --no-cache-dir --no-build-isolation flash-attn==2.8.3
+    printf '%s\n' 'flash-attn==2.8.3 --hash=sha256:1e71dd64a9e0280e0447b8a0c2541bad4bf6ac65bdeaa2f90e51a9e57de0370d' >/tmp/pip-locked.txt && \
+    BUILD_TARGET=rocm FLASH_ATTENTION_FORCE_BUILD=TRUE GPU_ARCHS="${GPU_ARCH}" python3 /tmp/tools/jobs.py --gib-per-job 9 --cpus-per-job 2 -- pip install --no-cache-dir --no-build-isolation --no-deps --require-hashes -r /tmp/pip-locked.txt && \
+    rm /tmp/pip-locked.txt
 # ---- mooncake: the base image's ROCm build lacks the pure-Python files; take only those from the non-CUDA wheel.
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir --no-deps --target=/tmp/py-files mooncake-transfer-engine-non-cuda==0.3.12.post1 && \
+    printf '%s\n' 'mooncake-transfer-engine-non-cuda==0.3.12.post1 --hash=sha256:b2d960b1028714567afab3fc32340d2a2af33c2f49fa865613a0d729bda6a6ff' >/tmp/pip-locked.txt && \
+    pip install --no-cache-dir --no-deps --require-hashes --target=/tmp/py-files -r /tmp/pip-locked.txt && \
+    rm /tmp/pip-locked.txt && \
     cp -n /tmp/py-files/mooncake/*.py "$(python3 -c 'import mooncake, os; print(os.path.dirname(mooncake.__file__))')" && \
     rm -rf /tmp/py-files
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir flash-linear-attention==0.4.2
-# not hash-checked: no locked file for tile_kernels==1.0.0 (`build.py lock`; a pin whose index could not be reached stays pending)
+    printf '%s\n' 'flash-linear-attention==0.4.2 --hash=sha256:c08be006ce4dbe1be81f54938ee8e6fc7968cfba397c8d06c7669e97b8c44c0d' >/tmp/pip-locked.txt && \
+    pip install --no-cache-dir --no-deps --require-hashes -r /tmp/pip-locked.txt && \
+    rm /tmp/pip-locked.txt
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir --no-deps tile_kernels==1.0.0
+    printf '%s\n' 'tile_kernels==1.0.0 --hash=sha256:9f1e09c1bccde32f3189d1ff32ba9725f86fc04ac1d0ac93284e16fcab1a5666' >/tmp/pip-locked.txt && \
+    pip install --no-cache-dir --no-deps --require-hashes -r /tmp/pip-locked.txt && \
+    rm /tmp/pip-locked.txt
 # ---- Megatron-LM over whatever the base has at /root/Megatron-LM (upstream removes that tree before its clone).
 RUN rm -rf /root/Megatron-LM
 COPY --from=src-megatron_lm / /root/Megatron-LM
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir -e /root/Megatron-LM
+    pip install --no-cache-dir --no-deps -e /root/Megatron-LM
 RUN --mount=type=bind,source=patches,target=/tmp/patches \
     GIT_DIR=/nonexistent git -C /opt/venv/lib/python3.10/site-packages apply --check -p1 /tmp/patches/rocm-tile_kernels.patch && \
     GIT_DIR=/nonexistent git -C /opt/venv/lib/python3.10/site-packages apply -p1 /tmp/patches/rocm-tile_kernels.patch && \
@@ -87,31 +103,37 @@ RUN --mount=type=bind,source=tools,target=/tmp/tools --mount=type=secret,id=pip-
 # ---- sglang's Inkling multimodal processor imports numba, which the base's no-deps sglang install does not bring.
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir numba==0.65.1
+    printf '%s\n' 'numba==0.65.1 --hash=sha256:5f098109f361681e57295f7e84d8ab2426902539a141811de0703ace52826981' >/tmp/pip-locked.txt && \
+    pip install --no-cache-dir --no-deps --require-hashes -r /tmp/pip-locked.txt && \
+    rm /tmp/pip-locked.txt
 RUN --mount=type=bind,from=src-torch_memory_saver,target=/tmp/src/torch_memory_saver,rw --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir --force-reinstall /tmp/src/torch_memory_saver
+    pip install --no-cache-dir --force-reinstall --no-deps /tmp/src/torch_memory_saver
 RUN --mount=type=bind,from=src-megatron_bridge,target=/tmp/src/megatron_bridge,rw --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     pip install --no-cache-dir --no-deps --no-build-isolation /tmp/src/megatron_bridge
-# not hash-checked: no locked file for megatron-energon==7.2.2, multi-storage-client==0.25.0 (`build.py lock`; a pin whose index could not be reached stays pending)
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir --no-deps megatron-energon==7.2.2 multi-storage-client==0.25.0
+    printf '%s\n' 'megatron-energon==7.2.2 --hash=sha256:a26805605ade83f2472338a8be888ca5d50cdeae7594679602a61b93c2ed441e' 'multi-storage-client==0.25.0 --hash=sha256:234f4f14033a87af6b29d57a41b193ba371f3dd759730b5b54c37752b30ee094' >/tmp/pip-locked.txt && \
+    pip install --no-cache-dir --no-deps --require-hashes -r /tmp/pip-locked.txt && \
+    rm /tmp/pip-locked.txt
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir nvidia-modelopt==0.40.0
+    printf '%s\n' 'nvidia-modelopt==0.40.0 --hash=sha256:0315f53aef014b902866e427038db5803e3c6787a8e1f09c3650031550885051' >/tmp/pip-locked.txt && \
+    pip install --no-cache-dir --no-deps --require-hashes -r /tmp/pip-locked.txt && \
+    rm /tmp/pip-locked.txt
 # ---- modelopt lifts setuptools past the version that still ships pkg_resources; pin it back.
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir setuptools==79.0.1
-# ---- miles' requirements.txt, less `exclude`; the apt copy of PyJWT has no pip record, so it goes first.
+    printf '%s\n' 'setuptools==79.0.1 --hash=sha256:e147c0549f27767ba362f9da434eab9c5dc0045d5304feb602a0af001089fc51' >/tmp/pip-locked.txt && \
+    pip install --no-cache-dir --no-deps --require-hashes -r /tmp/pip-locked.txt && \
+    rm /tmp/pip-locked.txt
+# ---- miles' requirements.txt, less `exclude`, which the closure holds (this step checks it, offline).
 RUN --mount=type=secret,id=pip-ca \
     --mount=type=bind,from=src-miles,source=requirements.txt,target=/tmp/requirements.in --mount=type=bind,source=tools,target=/tmp/tools \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    rm -rf /usr/lib/python3/dist-packages/jwt /usr/lib/python3/dist-packages/PyJWT* && \
     python3 /tmp/tools/requirements.py /tmp/requirements.in --exclude nvidia-resiliency-ext >/tmp/requirements.txt && \
-    pip install --no-cache-dir -r /tmp/requirements.txt && \
+    pip install --no-cache-dir --no-index --dry-run -r /tmp/requirements.txt && \
     rm /tmp/requirements.txt
 # ---- miles itself, editable from its own tree, wired to the bridge by its patch right after the copy.
 COPY --from=src-miles / /root/miles
@@ -124,7 +146,9 @@ RUN --mount=type=secret,id=pip-ca \
     pip install --no-cache-dir --no-deps -e /root/miles
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir maturin==1.16.0
+    printf '%s\n' 'maturin==1.16.0 --hash=sha256:837db2f4d93d4899c3ac393fb3cc9eebf35b6002336e5d574f4a4fb6c49fe283' >/tmp/pip-locked.txt && \
+    pip install --no-cache-dir --no-deps --require-hashes -r /tmp/pip-locked.txt && \
+    rm /tmp/pip-locked.txt
 # ---- miles' router fork: the sgl-model-gateway binary and the sglang_router package over PyPI's, from a pinned
 # ---- commit with a checksum-pinned Rust release (the fork has no Cargo.lock: crates resolve at build time).
 RUN --mount=type=bind,from=src-sgl_router,target=/tmp/src/sgl_router,rw --mount=type=bind,from=art-rust-x86-64,target=/tmp/artifacts/rust_x86_64 --mount=type=secret,id=pip-ca \
@@ -144,10 +168,9 @@ RUN --mount=type=bind,from=src-sgl_router,target=/tmp/src/sgl_router,rw --mount=
 # ---- After miles' requirements: the CLI stack for huggingface_hub/Ray, and numpy 1.x for Megatron.
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
-    pip install --no-cache-dir \
-    typer==0.25.1 \
-    click==8.2.1 \
-    numpy==1.26.4
+    printf '%s\n' 'typer==0.25.1 --hash=sha256:75caa44ed46a03fb2dab8808753ffacdbfea88495e74c85a28c5eefcf5f39c89' 'click==8.2.1 --hash=sha256:61a3265b914e850b85317d0b3109c7f8cd35a670f963866005d6ef1d5175a12b' 'numpy==1.26.4 --hash=sha256:ffa75af20b44f8dba823498024771d5ac50620e6915abac414251bd971b4529f' >/tmp/pip-locked.txt && \
+    pip install --no-cache-dir --no-deps --require-hashes -r /tmp/pip-locked.txt && \
+    rm /tmp/pip-locked.txt
 
 # ---- The attention bridge: its own distribution, installed like any other package (no overlay into miles).
 # ---- Late and bind-mounted, so a bridge-only edit rebuilds this step and the gates, nothing before it. The host's CA
@@ -189,6 +212,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="rocm/sgl-dev:v0.5.14-rocm700-mi35x-20260627" \
       io.miles.variant="rocm700-mi35x" \
-      io.miles.spec-digest="ad7bb529410a48d533adea915bf41cdfacb8b6b3c818cfc4721b7c99a9042598"
+      io.miles.spec-digest="2b1a3afb8c8cd8f6f55033b1bfee1bc4fbdce8cd9257521042d2a9649c41e79d"
 WORKDIR /root/
 CMD ["/bin/bash"]

@@ -10,6 +10,10 @@ for the base's Python and the platform at the base's glibc; nothing here resolve
 - the requirements of the trees the image installs: a `requirements` step's file (less its `exclude`), the
   dependencies a `source` step's pyproject.toml declares, and the bridge's.
 
+What no index holds as the base has it is left to the base (`left_to_base`, the record's `base_left`): on a base
+whose torch no record versions (ROCm's own build), torch and every other distribution the base holds at an
+unrecorded version; and sglang's tree where a step installs it from another manifest than the index's wheel's.
+
 An allow rule of the gate step's `pip check` (`gates.pip_check.allow`: a distribution and the requirement it
 excuses) is the one way to set a version against a requirement: a rule whose requirement a step pins becomes an
 override to that pin, keeping the extras the excused requirement asked for; a rule whose requirement no step pins
@@ -77,12 +81,11 @@ class Inputs:
     unknown: list = field(default_factory=list)  # the base's distributions at a version no record says
     rewrites: dict = field(default_factory=dict)  # distribution -> {requirement text: what a step writes instead}
     own_builds: dict = field(default_factory=dict)  # base distribution -> why its requirements are the base's own
+    left: dict = field(default_factory=dict)  # base distribution -> why the resolve leaves it (and its tree) out
 
     def digest(self) -> str:
-        text = json.dumps(
-            [self.requirements, self.base, self.overrides, sorted(self.pending), self.rewrites, self.own_builds],
-            sort_keys=True,
-        )
+        parts = [self.requirements, self.base, self.overrides, sorted(self.pending), self.rewrites, self.own_builds]
+        text = json.dumps(parts + ([self.left] if self.left else []), sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -206,6 +209,7 @@ def inputs(variant, lock_pip: dict, trees: Trees, index: pip_index.Index) -> Inp
         got.requirements.append(text)
     got.unknown = sorted(n for n in base.unrecorded if canonicalize_name(n) not in pinned)
     got.own_builds = _own_builds(base, index)
+    got.left = left_to_base(base, got.unknown)
     for name, version in sorted(base.distributions.items()):
         if canonicalize_name(name) not in pinned and version:
             got.base.append(f"{name}=={version}")
@@ -216,7 +220,16 @@ def inputs(variant, lock_pip: dict, trees: Trees, index: pip_index.Index) -> Inp
         if comp is None:
             continue
         name = step["value"]
-        if step.get("into") and step.get("into") == base.sglang_tree and "version" in step:
+        if step.get("into") and step.get("into") == base.sglang_tree and "version" in step and "pyproject" in step:
+            # sglang's checkout over the base's, installed --no-deps from another manifest than the one the index's
+            # wheel is built from (ROCm's pyproject_other.toml): no file of the index is that build, and its
+            # requirements are those the base installed for its own sglang from that manifest. Left to the base.
+            got.base = [line for line in got.base if canonicalize_name(Requirement(line).name) != "sglang"]
+            got.left["sglang"] = (
+                f"the step's tree, built from its {step['pyproject']} (not the manifest of the index's wheel) and"
+                " installed --no-deps over the base's checkout: its requirements are those the base installed"
+            )
+        elif step.get("into") and step.get("into") == base.sglang_tree and "version" in step:
             # sglang's checkout over the base's: its requirements are those of the release it is built as.
             # A manifest the step rewrites (CUDA 12's requirements over CUDA 13's) is the metadata the image holds.
             extras = f"[{step['extras']}]" if step.get("extras") else ""
@@ -243,17 +256,18 @@ def inputs(variant, lock_pip: dict, trees: Trees, index: pip_index.Index) -> Inp
                 got.requirements += deps
     bridge = _pyproject_deps(BRIDGE.read_text(encoding="utf-8"), "bridge/pyproject.toml") or []
     got.requirements += bridge
-    got.overrides = _overrides(variant, pinned, got.requirements + got.base, index, got.rewrites)
+    got.overrides = _overrides(variant, pinned, got.requirements + got.base, index, got.rewrites, got.left)
     return got
 
 
-def _overrides(variant, pinned: dict, requirements: list, index: pip_index.Index, rewrites: dict) -> list[str]:
+def _overrides(variant, pinned: dict, requirements: list, index: pip_index.Index, rewrites: dict, left=()) -> list[str]:
     """An allow rule's requirement pinned by a step: overridden to that pin, with the extras of the step's own text
     and of the requirement it excuses (read from the excusing distribution's metadata: an override without them
     would drop what the extra brings); a requirement no step pins: dropped. A requirement a step rewrites in a
-    manifest: overridden to what the step writes (at the step's pin where one pins it)."""
+    manifest: overridden to what the step writes (at the step's pin where one pins it). A distribution left to the
+    base (`left_to_base`): dropped, so no requirement on it brings the index's build."""
     versions = {canonicalize_name(Requirement(r).name): _exact(r) for r in requirements}
-    out = {}
+    out = {name: f"{name}; {NEVER}" for name in left}
     for new in (n for table in rewrites.values() for n in table.values()):
         written = Requirement(new)
         name = canonicalize_name(written.name)
@@ -261,6 +275,8 @@ def _overrides(variant, pinned: dict, requirements: list, index: pip_index.Index
         out[name] = f"{name}{extra}=={pinned[name][1]}" if name in pinned else f"{name}{extra}{written.specifier}"
     for rule in allow_rules(variant):
         owner = canonicalize_name(rule.distribution)
+        if owner in left:
+            continue  # its requirements are not in the resolve: nothing to override (the image's gate still reads it)
         for req in rule.requirements:
             name = canonicalize_name(req)
             if name in out:
@@ -299,6 +315,20 @@ def _own_builds(base, index: pip_index.Index) -> dict:
                     f"index's is CUDA {index_major} (cuda-toolkit {spec.version}): its requirements are the base's"
                 }
     return {}
+
+
+def left_to_base(base, unknown) -> dict:
+    """The base's distributions the resolve leaves out: {name: why}. A base whose torch no record versions (a ROCm
+    base: its torch is the base's own ROCm build, on no index this resolve reads) holds a torch whose requirements
+    and version are unknown, and the index's torch of any version is another build (CUDA's, which brings triton and
+    nvidia-* wheels). So on such a base every distribution it holds at a version no record says (`unknown`: torch,
+    its triton, the kernels built against it) is dropped from the resolve (an override that is never true), and the
+    check counts a requirement on one as met by the base's, whose version it cannot read. A base whose torch is
+    recorded keeps resolving its unrecorded distributions from the index (and leaves them to the base: `installs`)."""
+    if base.torch_version is not None:
+        return {}
+    why = "the base's own build, at a version no record says (the base's torch is unrecorded)"
+    return {canonicalize_name(n): why for n in unknown}
 
 
 def _exact(line: str) -> str | None:
@@ -484,12 +514,22 @@ def _metadata_of(entry: dict, index: pip_index.Index) -> str | None:
 
 
 def check(
-    closure: dict, metas: dict, roots: list, rules: list, python: str, platform: str, rewrites: dict | None = None
+    closure: dict,
+    metas: dict,
+    roots: list,
+    rules: list,
+    python: str,
+    platform: str,
+    rewrites: dict | None = None,
+    left: dict | None = None,
 ) -> tuple[list, list]:
     """(conflicts, allowed): `pip check`'s lines for the closure, read from metadata alone. The extras each
     distribution is asked for come from the resolve's inputs (`roots`) and from every requirement in the set; a
-    distribution whose manifest a step rewrites is judged by the rewritten requirements."""
+    distribution whose manifest a step rewrites is judged by the rewritten requirements. A requirement on a
+    distribution left to the base (`left_to_base`) is met by the base's, whose version no record says: listed
+    with the allowed lines, never a conflict."""
     env = pip_index.marker_environment(python, platform)
+    left = left or {}
     parsed = {}
     for name, text in metas.items():
         reqs = []
@@ -524,6 +564,9 @@ def check(
             if not _active(req.marker, env, asked.get(name, {""})):
                 continue
             dep = canonicalize_name(req.name)
+            if dep in left and dep not in closure:
+                allowed.append(f"{name} {version} requires {req}: left to the base ({left[dep]})")
+                continue
             if dep not in closure:
                 text = f"{name} {version} requires {req.name}, which is not installed."
             elif not req.specifier.contains(Version(closure[dep]["version"]), prereleases=True):
@@ -548,7 +591,8 @@ def lock_variant(variant, lock_pip: dict, trees: Trees, index: pip_index.Index, 
     for platform in variant.platforms:
         closure = resolve(variant, platform, got, index.url, cafile)
         metas = {n: (None if n in got.own_builds else m) for n, m in metadata(closure, index).items()}
-        conflicts, allowed = check(closure, metas, got.requirements + got.base, rules, python, platform, got.rewrites)
+        roots = got.requirements + got.base
+        conflicts, allowed = check(closure, metas, roots, rules, python, platform, got.rewrites, got.left)
         if conflicts:
             more = f" (and {len(conflicts) - 1} more)" if len(conflicts) > 1 else ""
             raise UsageError(f"closure of {variant.name} {platform}: {conflicts[0]}{more}")
@@ -559,6 +603,7 @@ def lock_variant(variant, lock_pip: dict, trees: Trees, index: pip_index.Index, 
             "unread": sorted(got.unread),
             "base_unknown": got.unknown,
             "base_own_builds": got.own_builds,
+            **({"base_left": got.left} if got.left else {}),
         }
     return out
 

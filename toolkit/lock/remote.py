@@ -34,6 +34,10 @@ class RemoteUnavailable(ToolkitError):
     exit_code = 3
 
 
+class RemoteUnreachable(RemoteUnavailable):
+    """The remote's host did not answer at all (no connection): nothing was served, so nothing is inconsistent."""
+
+
 class RemoteNotFound(UsageError):
     """The remote answered: what the spec names does not exist there."""
 
@@ -94,7 +98,7 @@ def _open(url: str, headers=None):
         raise RemoteUnavailable(f"{url}: HTTP {e.code} {short(e.reason, 80, quote=False)}") from None
     except (urllib.error.URLError, OSError) as e:
         reason = getattr(e, "reason", e)
-        raise RemoteUnavailable(f"{url}: {short(str(reason), 160, quote=False)}") from None
+        raise RemoteUnreachable(f"{url}: {short(str(reason), 160, quote=False)}") from None
 
 
 def fetch(url: str, size: int | None = None, sha256: str | None = None) -> Fetched:

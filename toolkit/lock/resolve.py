@@ -210,6 +210,11 @@ def lock_family(path: Path, update=(), pins=None, release=None, release_label=""
         else:
             tasks[("artifacts", name)] = lambda p=policy: _lock_artifact(p)
     results = _run_all(tasks)
+    pending = {}  # an artifact never locked whose host did not answer stays pending (its step is left out)
+    for key, value in list(results.items()):
+        if key[0] == "artifacts" and isinstance(value, remote.RemoteUnreachable) and key[1] not in old["artifacts"]:
+            pending[key[1]] = str(value)
+            del results[key]
     raise_first([(k[1], v) for k, v in results.items() if isinstance(v, ToolkitError)], f"lock {family}")
     for (section, name), value in results.items():
         if section == "sources":
@@ -219,9 +224,11 @@ def lock_family(path: Path, update=(), pins=None, release=None, release_label=""
             new["artifacts"][name] = value
     rows = []
     for section in ("sources", "artifacts"):
-        for name in sorted(set(old[section]) | set(new[section])):
+        for name in sorted(set(old[section]) | set(new[section]) | (set(pending) if section == "artifacts" else set())):
             before, now = old[section].get(name), new[section].get(name)
             changed = "no" if before == now else ("dropped" if now is None else "yes")
+            if section == "artifacts" and name in pending:
+                changed = "pending (its host did not answer)"
             rows.append([f"{family}/{name}", _show(before), _show(now), changed])
     variants = _gpu_variants(path, new)
     if variants:
