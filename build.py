@@ -19,6 +19,7 @@ from toolkit.engine import docker_engine as engine
 from toolkit.engine import registry
 from toolkit.engine.calls import as_engine_error, engine_timeout
 from toolkit.errors import BuildFailed, Interrupted, ToolkitError, UsageError, short
+from toolkit.gates import sbom_attach
 from toolkit.outputs import check_output, write_output
 from toolkit.plan.build_plan import make_plan
 from toolkit.render.dockerfile import render
@@ -71,6 +72,8 @@ def build_prepared(request, builder, client, target) -> int:
 
     plan, ctx, invocation = target.plan, target.ctx, target.invocation
     hash_tag, refs = invocation.hash_tag, invocation.tags
+    if request.push:
+        sbom_attach.oras_cmd()  # a push carries its SBOM: no oras, no build
     out(f"target {plan.name}: base {plan.variant.base}, input hash {ctx.short_hash}, tag {plan.image}")
     if builder.name:
         out(f"builder {builder.label}: {builder.driver} driver, platforms {','.join(plan.variant.platforms)}")
@@ -101,6 +104,7 @@ def build_prepared(request, builder, client, target) -> int:
         for ref in refs:
             out(f"pushed {ref}@{digest}")
         out(f"digest: {registry.repository_of(hash_tag)}@{digest}")
+        sbom_attach.attach_to_pushed(client, plan.variant, {registry.repository_of(r): digest for r in refs}, out)
         return 0
     gate_steps = []
     image_id = engine.build(plan, invocation, out=out, gate_steps=gate_steps, verbose=request.verbose)
@@ -112,7 +116,7 @@ def build_prepared(request, builder, client, target) -> int:
         out(f"tagged {ref}")
     if request.push:
         digests = {
-            retried(
+            ref: retried(
                 lambda ref=ref: engine.push(engine_of, ref, out=out),
                 lambda e: isinstance(e, BuildFailed) and transient(str(e)),
                 log=out,
@@ -120,8 +124,11 @@ def build_prepared(request, builder, client, target) -> int:
             )
             for ref in refs
         }
-        for digest in sorted(digests):
+        for digest in sorted(set(digests.values())):
             out(f"digest: {registry.repository_of(hash_tag)}@{digest}")
+        out("note: pushed from the engine's image store (docker push): no BuildKit provenance goes with it")
+        pushed = {registry.repository_of(ref): digest for ref, digest in digests.items()}
+        sbom_attach.attach_to_pushed(engine_of, plan.variant, pushed, out)
     return 0
 
 
@@ -258,12 +265,32 @@ def cmd_sbom(args) -> int:
         check_output("-o", args.output)  # before the engine is asked anything
     check_image_options(args)
     image = args.image or f"{variant.repository}:{variant.tag_suffix}"
+    if args.attach:
+        if args.output:
+            raise UsageError("--attach writes the SBOM to the registry: no -o")
+        return _attach_sbom(variant, image)
     text = image_sbom(engine.connect(), variant, image)
     if args.output:
         write_output(args.output, text)
         out(f"wrote {args.output}: CycloneDX 1.6 SBOM of {image}")
     else:
         sys.stdout.write(text)
+    return 0
+
+
+def _attach_sbom(variant, image: str) -> int:
+    """`sbom --attach`: the pushed `image` (a registry reference, by tag or digest), each platform described and
+    its SBOM attached to it in the registry (toolkit/gates/sbom_attach.py), as `build --push` does itself."""
+    if not registry.names_registry(image):
+        raise UsageError(f"--image {short(image)}: --attach needs a reference into a registry (REGISTRY/REPO:TAG)")
+    sbom_attach.oras_cmd()
+    named, _, digest = image.partition("@")
+    repository = registry.repository_of(named)
+    if not digest:
+        digest = registry.remote_digest(image)
+        if digest is None:
+            raise UsageError(f"--image {short(image)}: not in its registry")
+    sbom_attach.attach_to_pushed(engine.connect(), variant, {repository: digest}, out)
     return 0
 
 
@@ -477,6 +504,11 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--target", required=True)
     m.add_argument("--image", help="image to describe (default: the target's tag)")
     m.add_argument("-o", "--output", metavar="FILE", help="write the SBOM here (default: stdout)")
+    m.add_argument(
+        "--attach",
+        action="store_true",
+        help="attach each platform's SBOM to the pushed --image in its registry (an OCI referrer), as --push does",
+    )
 
     k = sub.add_parser("bake", help="write a buildx bake file (JSON) for a set of targets")
     k.add_argument("--target", action="append", required=True)

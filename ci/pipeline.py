@@ -10,8 +10,9 @@
 input hash, secrets, cache); a target whose `<variant>-<hash12>` tag is already in the registry is skipped
 (--skip-existing); every other target is built with `docker buildx bake --push`, one bake per target, in parallel.
 The gates are the last RUN step of every Dockerfile, so a target whose gates fail is never pushed. Each pushed image
-is then pulled back *by digest* and verified with `build.py verify` (JUnit + JSON reports); the digest is what the
-summary and any later deployment refer to. A markdown summary per target (status, digest, input hash, timings) goes to
+is then pulled back *by digest* and verified with `build.py verify` (JUnit + JSON reports), and each platform's SBOM
+attached to it in the registry (`build.py sbom --attach`; a builder that can attaches BuildKit's provenance, mode=max,
+in the build itself); the digest is what the summary and any later deployment refer to. A markdown summary per target (status, digest, input hash, timings) goes to
 $GITHUB_STEP_SUMMARY (or --summary FILE). Exit 0 only when every target is built and verified, or skipped.
 """
 
@@ -152,6 +153,8 @@ def build_one(res: Result, bake_file: Path, reports: Path, builder, no_cache: bo
     ]
     if no_cache:
         cmd.append("--no-cache")
+    if builder is not None and builder.attestations:
+        cmd += ["--provenance", "mode=max"]  # BuildKit's full provenance goes into the pushed list with the image
     rc, res.build_s = run_logged(cmd + [target_name(res.target)], reports / f"{res.target}.build.log")
     if rc != 0:
         res.status, res.detail = "build-failed", f"docker buildx bake exited {rc} (gates run inside the build)"
@@ -190,6 +193,13 @@ def build_one(res: Result, bake_file: Path, reports: Path, builder, no_cache: bo
         if rc != 0:
             res.detail = f"gates failed on {ref} ({platform}; see {stem}.verify.log)"
             break
+    if rc == 0:  # each platform's SBOM attached to it in the registry, as `build.py build --push` does
+        rc, _ = run_logged(
+            [sys.executable, "build.py", "sbom", "--target", res.target, "--image", ref, "--attach"],
+            reports / f"{res.target}.sbom.log",
+        )
+        if rc != 0:
+            res.detail = f"the SBOM of {ref} was not attached (see {res.target}.sbom.log)"
     res.verify_s = time.monotonic() - started
     res.status = "verified" if rc == 0 else "verify-failed"
     return res

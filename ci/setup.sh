@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent set-up of a fresh Debian 12 machine: Docker engine 26 (BuildKit 0.13), the buildx CLI plugin,
-# debootstrap (for locally made base images), a local registry for push tests, and the Python deps.
+# debootstrap (for locally made base images), a local registry for push tests, oras (SBOMs attached to pushed images),
+# and the Python deps.
 # Mirrors are never named here: they are read from the machine's own apt configuration.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -61,6 +62,11 @@ if [ -z "$have_buildx" ] || ! dpkg --compare-versions "$(engine_version)" ge 26.
 fi
 if ! dpkg --compare-versions "$(dpkg-query -W -f '${Version}' qemu-user 2>/dev/null || echo 0)" ge 1:10; then
   trixie_install qemu-user qemu-user-binfmt
+fi
+# oras (the OCI registry client): attaches an image's SBOM to it in a registry as a referrer (the OCI 1.1 referrers
+# API, or its tag fallback on a registry without one, such as Debian's docker-registry 2.8) and reads it back.
+if ! command -v oras >/dev/null 2>&1; then
+  trixie_install oras
 fi
 # arm64 programs run under qemu: binfmt_misc mounted, aarch64 registered with the F flag (the interpreter is opened
 # now, so it also works inside build containers), from the rule file qemu-user-binfmt ships.

@@ -3,7 +3,8 @@ containerd image store and a network of its own) and a registry (Debian's docker
 removed at the end whatever happens, beside engine A (the engine every other test uses, classic image store).
 
 In order, each test using what the one before left in the registry:
-1. a cold two-platform smoke build on engine B pushes one manifest list and exports its cache (mode=max);
+1. a cold two-platform smoke build on engine B pushes one manifest list and exports its cache (mode=max); its
+   provenance (mode=max) and each platform's SBOM are read back from the registry;
 2. engine A builds the same target from that cache: every RUN step CACHED;
 3. `build.py verify` checks each platform of the list by digest (arm64 under qemu);
 4. `build.py bake` of two targets (smoke, smoke-arm64) runs on engine B, both from the shared cache;
@@ -20,6 +21,7 @@ import re
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 
 import pytest
@@ -28,6 +30,8 @@ from registry_fixture import available, local_registry
 from support import ROOT, run_build_py
 
 from toolkit.engine.local_images import platforms_of
+from toolkit.gates import sbom_attach
+from toolkit.spec.catalog import load_catalog
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.fleet]
 
@@ -35,6 +39,7 @@ TWO = "linux/amd64,linux/arm64"
 DIGEST_LINE = re.compile(r"^digest: (\S+)@(sha256:[0-9a-f]{64})$", re.M)
 STEP_LINE = re.compile(r"^  \[(?:linux/\S+ )?stage-0 \d+/\d+\] (\w+) .*\s(cached|\d+\.\ds)$", re.M)
 FIGURES: dict = {}
+SMOKE = load_catalog().resolve("smoke")
 
 
 @pytest.fixture(scope="module")
@@ -98,6 +103,46 @@ def test_cold_two_platform_build_on_engine_b(fleet):
     assert {s for s, _ in steps} >= {"RUN"} and not any(took == "cached" for _, took in steps)
     assert "cache" in reg.catalog() and "smoke" in reg.tags("cache")
     FIGURES.update(cold_engine_b_s=round(seconds), manifest=f"{repo}@{digest}", platforms=listed)
+
+
+def test_provenance_and_each_platforms_sbom_read_back_from_the_registry(fleet):
+    """The cold build pushed BuildKit's provenance (mode=max) in the list, and attached a CycloneDX SBOM to each
+    platform's manifest (oras, the referrers tag fallback): both read back here, by digest."""
+    reg, _ = fleet
+    manifest = FIGURES.get("manifest")
+    if manifest is None:
+        pytest.skip("needs the cold build")
+    repo = manifest.rpartition("@")[0]
+    run = subprocess.run(
+        ["docker", "buildx", "imagetools", "inspect", manifest, "--format", "{{json .Provenance}}"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    provenance = json.loads(run.stdout)
+    assert set(provenance) == set(FIGURES["platforms"]), provenance.keys()
+    for platform, found in provenance.items():
+        slsa = found["SLSA"]
+        args = slsa["invocation"]["parameters"]["args"]
+        assert args.get("build-arg:SOURCE_DATE_EPOCH") == str(SMOKE.source_date_epoch), args  # the build's record
+        assert "buildConfig" in slsa, f"{platform}: no buildConfig: not mode=max"
+    sboms = {}
+    for platform, digest in FIGURES["platforms"].items():
+        (referrer,) = sbom_attach.attached(f"{repo}@{digest}")
+        want = urllib.request.Request(
+            f"http://{reg.host}/v2/miles/manifests/{referrer}",
+            headers={"Accept": "application/vnd.oci.image.manifest.v1+json"},
+        )
+        with urllib.request.urlopen(want, timeout=10) as r:
+            artifact = json.loads(r.read())
+        assert artifact["artifactType"] == sbom_attach.ARTIFACT_TYPE and artifact["subject"]["digest"] == digest
+        doc = reg.get(f"/v2/miles/blobs/{artifact['layers'][0]['digest']}")
+        arch = platform.rpartition("/")[2]
+        debs = [c["purl"] for c in doc["components"] if c["purl"].startswith("pkg:deb/")]
+        assert debs and all(f"arch={arch}" in p or "arch=all" in p for p in debs), (platform, debs[:5])
+        sboms[platform] = referrer
+    FIGURES["sboms"] = sboms
 
 
 def test_engine_a_builds_from_the_registry_cache(fleet):

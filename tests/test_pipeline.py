@@ -14,6 +14,8 @@ import pytest
 from registry_fixture import available, shared_registry
 from support import ROOT
 
+from toolkit.gates import sbom_attach
+
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
@@ -42,7 +44,9 @@ def test_bake_push_verify_by_digest_and_summary_then_skip(registry, tmp_path, do
     assert res["status"] == "verified" and res["digest"].startswith("sha256:")
     hash12 = res["input_hash"][:12]
     assert "ci/miles" in registry.catalog()
-    assert registry.tags("ci/miles") == sorted(["smoke", f"smoke-{hash12}"])
+    # Its tags, and the referrers tag (this registry has no referrers API) under which its SBOM hangs.
+    assert registry.tags("ci/miles") == sorted(["smoke", f"smoke-{hash12}", "sha256-" + res["digest"][7:]])
+    assert len(sbom_attach.attached(f"{ns}/miles@{res['digest']}")) == 1
     # The JUnit report is the gate run on the image pulled back by digest.
     suite = ET.parse(reports / "smoke.junit.xml").getroot()
     cases = suite.findall(".//testcase")

@@ -13,10 +13,24 @@ from support import run_build_py
 
 from toolkit.engine import registry as reg
 from toolkit.engine.base_image import ensure_base
+from toolkit.gates import sbom_attach
 from toolkit.plan.build_plan import make_plan
 from toolkit.spec.catalog import load_catalog
 
 DIGEST_LINE = re.compile(r"^digest: (\S+)@(sha256:[0-9a-f]{64})$", re.M)
+
+
+def oci_manifest(host: str, repository: str, digest: str) -> dict:
+    """An OCI manifest from the registry (it serves one only to a client that says it accepts that type)."""
+    import json
+    import urllib.request
+
+    want = urllib.request.Request(
+        f"http://{host}/v2/{repository}/manifests/{digest}",
+        headers={"Accept": "application/vnd.oci.image.manifest.v1+json"},
+    )
+    with urllib.request.urlopen(want, timeout=10) as r:
+        return json.loads(r.read())
 
 
 def test_refs_are_qualified_by_the_registry():
@@ -112,7 +126,15 @@ def test_push_after_gates_then_pull_by_digest_and_verify(registry, docker_client
     ((repo, digest),) = DIGEST_LINE.findall(proc.stdout)
     assert repo == f"{ns}/miles"
     assert "build/miles" in registry.catalog()
-    assert registry.tags("build/miles") == sorted(["smoke", f"smoke-{hash12}"])
+    # The two tags, and the referrers tag (this registry has no referrers API) under which the image's SBOM hangs.
+    referrers_tag = "sha256-" + digest.removeprefix("sha256:")
+    assert registry.tags("build/miles") == sorted(["smoke", f"smoke-{hash12}", referrers_tag])
+    (sbom,) = sbom_attach.attached(f"{repo}@{digest}")
+    assert f"sbom: {repo}@{digest}: attached {sbom} (application/vnd.cyclonedx+json)" in proc.stdout
+    layer = oci_manifest(registry.host, "build/miles", sbom)["layers"][0]
+    doc = registry.get(f"/v2/build/miles/blobs/{layer['digest']}")
+    assert doc["bomFormat"] == "CycloneDX" and doc["metadata"]["component"]["name"] == f"{repo}@{digest}"
+    assert any(c["purl"].startswith("pkg:pypi/torch@") for c in doc["components"])
     lines = proc.stdout.splitlines()
     assert max(i for i, ln in enumerate(lines) if ln.startswith("tagged ")) < min(
         i for i, ln in enumerate(lines) if ln.startswith("pushed ")

@@ -11,6 +11,7 @@ from support import passing_report
 import build
 from toolkit.engine import builders, local_images
 from toolkit.engine import docker_engine as engine
+from toolkit.gates import sbom_attach
 from toolkit.gates.report import NONCE_ARG
 
 REMOTE = builders.Builder("fleet", "remote")
@@ -21,10 +22,14 @@ HEAD_500 = (
 )
 
 
+class Calls(list):
+    attached: list
+
+
 @pytest.fixture
 def builds(monkeypatch):
     """The build calls, each answering with the next of `answers` (an exception to raise, or a digest)."""
-    calls, answers = [], []
+    calls, answers = Calls(), []
     monkeypatch.setattr(engine, "connect", lambda host=None: "client")
     monkeypatch.setattr(engine, "buildx_cmd", lambda: ["docker", "buildx"])
     monkeypatch.setattr(builders, "resolve", lambda name, client=None: REMOTE)
@@ -39,6 +44,10 @@ def builds(monkeypatch):
         return answer
 
     monkeypatch.setattr(engine, "build", build_call)
+    attached = []
+    monkeypatch.setattr(sbom_attach, "oras_cmd", lambda: "oras")
+    monkeypatch.setattr(sbom_attach, "attach_to_pushed", lambda client, variant, pushed, out: attached.append(pushed))
+    calls.attached = attached
     return calls, answers
 
 
@@ -50,6 +59,9 @@ def test_a_registry_5xx_on_the_builders_push_runs_the_build_again(builds, capsys
     out = capsys.readouterr().out
     assert "note: the push of smoke failed (" in out and "retrying" in out
     assert f"digest: 127.0.0.1:5999/miles@sha256:{'1' * 64}" in out
+    # The builder attaches its full provenance; the SBOM goes to the pushed digest, once the push succeeded.
+    assert "--provenance=mode=max" in calls[-1].argv()
+    assert calls.attached == [{"127.0.0.1:5999/miles": "sha256:" + "1" * 64}]
 
 
 def test_a_push_that_keeps_failing_is_one_error_after_bounded_attempts(builds, capsys):
@@ -57,6 +69,7 @@ def test_a_push_that_keeps_failing_is_one_error_after_bounded_attempts(builds, c
     answers += [engine.PushFailed(HEAD_500)] * 10
     assert build.main(ARGV) == 1
     assert len(calls) == 4  # toolkit/retry.py: ATTEMPTS
+    assert calls.attached == []  # nothing pushed, nothing attached
     assert "500 Internal Server Error" in capsys.readouterr().err
 
 

@@ -63,6 +63,11 @@ class Builder:
     def cache_export(self) -> bool:
         return self.driver != "docker" or self.containerd_store
 
+    @property
+    def attestations(self) -> bool:
+        """It can attach BuildKit attestations (provenance) to what it pushes: not the classic image store."""
+        return self.driver != "docker" or self.containerd_store
+
     def docker_args(self) -> list:
         """Global docker options: buildx runs a docker context's builder only as the current context."""
         return ["--context", self.name] if self.name and self.driver == "docker" else []
@@ -195,4 +200,5 @@ def site(builder: Builder | None, plan, contexts: tuple, cache: str | None, cach
         contexts=contexts,
         cache_from=tuple(pulls),
         cache_to=tuple(pushes) if cache else (),
+        attest=builder.attestations if builder else False,
     )

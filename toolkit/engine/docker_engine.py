@@ -211,7 +211,8 @@ class BuildSite:
     `--builder NAME` (any other builder), or nothing (the default engine). contexts: named contexts that map an
     image the Dockerfile names to a registry copy by digest (toolkit/engine/local_images.py). cache_from/cache_to:
     registry cache. push: the refs the image is pushed to straight from the builder (then it lands in no engine and
-    nothing is returned but its digest)."""
+    nothing is returned but its digest), with BuildKit's full provenance attestation where the builder can attach
+    one (`attest`)."""
 
     docker: tuple = ()  # global options of the docker client (`--context NAME`: a docker-driver builder)
     builder: tuple = ()
@@ -219,6 +220,7 @@ class BuildSite:
     cache_from: tuple = ()
     cache_to: tuple = ()
     push: tuple = ()
+    attest: bool = False
 
     def args(self) -> list:
         cmd = list(self.builder)
@@ -231,6 +233,8 @@ class BuildSite:
         if self.push:
             # One CSV field holds every name, quoted (a reference never holds a quote: toolkit/spec/values.py).
             cmd += ["--output", 'type=image,push=true,"name=' + ",".join(self.push) + '"']
+            # SLSA provenance, mode=max: the build's full record (its args, sources and steps; a secret by id only).
+            cmd += ["--provenance=mode=max" if self.attest else "--provenance=false"]
         return cmd
 
 

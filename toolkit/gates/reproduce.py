@@ -105,8 +105,8 @@ def layer_entries(layer: tarfile.TarFile) -> dict:
 
 def compare(a: Image, b: Image) -> Comparison:
     """Each layer position where `a` and `b` differ: the files whose content differs, or that one holds and the
-    other doesn't (folders last), and how many differ in time alone. A layer one image has and the other lacks counts as all its
-    files differing."""
+    other doesn't (folders last), and how many differ in time alone. A layer one image has and the other lacks
+    counts as all its files differing."""
     if a.id == b.id:
         return Comparison(True, ())
     diffs = []
