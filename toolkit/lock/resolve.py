@@ -1,6 +1,7 @@
 """Resolve each family's policies (toolkit/lock/policy.py) into its lock (toolkit/lock/file.py): the logic of
 `build.py lock`, whose options and printed tables are build.py's `cmd_lock`. Git components are resolved, checked
-and recorded by toolkit/lock/git_sources.py, artifacts by toolkit/lock/artifacts.py.
+and recorded by toolkit/lock/git_sources.py, artifacts by toolkit/lock/artifacts.py, a GPU family's pip pins by
+toolkit/lock/pip_lock.py and its closures by toolkit/lock/pip_closure.py (each called once per family).
 
     build.py lock [--family F]... [--update [NAME]]... [--pin NAME=COMMIT]... [--from-release-lock FILE]
     build.py lock --check [--family F]...
@@ -20,7 +21,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from toolkit.errors import ToolkitError, UsageError, short
+from toolkit.errors import UsageError, short
 from toolkit.lock import artifacts as artifact_sources
 from toolkit.lock import file as lock_file
 from toolkit.lock import git_sources, pip_closure, pip_lock
@@ -98,18 +99,11 @@ def lock_family(path: Path, update=(), pins=None, release=None, release_label=""
     rows += artifact_rows
     variants = _gpu_variants(path, new)
     if variants:
-        new["pip"], problems = pip_lock.resolve(variants, old.get("pip"), update=ALL in update)
-        if problems:
-            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-            raise UsageError(f"lock {family}: pip pin: {problems[0]}{more}")
-        before_pip = old.get("pip") or {}
-        for pin in sorted(set(before_pip) | set(new["pip"])):
-            b, n = before_pip.get(pin), new["pip"].get(pin)
-            rows.append([f"{family}/pip/{pin}", pip_lock.show(b), pip_lock.show(n), lock_file.changed(b, n)])
-        new["closure"] = pip_closure.section(variants, new["pip"], old.get("closure"), ALL in update, trees or Trees())
-        for name in sorted(set(old.get("closure") or {}) | set(new["closure"])):
-            b, n = (old.get("closure") or {}).get(name), new["closure"].get(name)
-            rows.append([f"{family}/closure/{name}", _show_closure(b), _show_closure(n), lock_file.changed(b, n)])
+        new["pip"], pip_rows = pip_lock.lock(family, variants, old.get("pip"), ALL in update)
+        new["closure"], closure_rows = pip_closure.lock(
+            family, variants, new["pip"], old.get("closure"), ALL in update, trees or Trees()
+        )
+        rows += pip_rows + closure_rows
     return rows, new, lpath, label
 
 
@@ -123,41 +117,15 @@ def check_family(path: Path, trees=None) -> tuple:
     label = path_label(lpath)
     lock = lock_file.load(lpath, label, family) or lock_file.empty(family)
     rows, moved, errors = artifact_sources.check(family, artifacts, lock, label)
-    r, m, e = git_sources.check(family, git, lock["sources"])
-    rows, moved, errors = rows + r, moved or m, errors + e
+    parts = [git_sources.check(family, git, lock["sources"])]
     variants = _gpu_variants(path)
     if variants:
-        now_pip, problems = pip_lock.resolve(variants, None, update=True)
-        for row in pip_lock.compare(lock.get("pip") or {}, now_pip):
-            row[0] = f"{family}/{row[0]}"
-            rows.append(row)
-            moved = moved or row[3].startswith("yes")
-        errors += [(f"{family}/pip", UsageError(p)) for p in problems]
-        for name, places in sorted((lock.get("closure") or {}).items()):
-            v = next((v for v in variants if v.name == name), None)
-            try:
-                now_closure = pip_closure.section([v], now_pip, None, True, trees or Trees())[name] if v else None
-            except ToolkitError as e:
-                errors.append((f"{family}/closure/{name}", e))
-                rows.append([f"{family}/closure/{name}", _show_closure(places), "unresolved", "?"])
-                continue
-            flag = "no" if now_closure and _packages(now_closure) == _packages(places) else "yes"
-            moved = moved or flag == "yes"
-            rows.append([f"{family}/closure/{name}", _show_closure(places), _show_closure(now_closure), flag])
+        pip_now, pip_rows, pip_moved, pip_errors = pip_lock.check(family, variants, lock.get("pip"))
+        parts.append((pip_rows, pip_moved, pip_errors))
+        parts.append(pip_closure.check(family, variants, pip_now, lock.get("closure"), trees or Trees()))
+    for r, m, e in parts:
+        rows, moved, errors = rows + r, moved or m, errors + e
     return rows, moved, errors
-
-
-def _show_closure(places: dict | None) -> str:
-    if not places:
-        return "-"
-    return "; ".join(
-        f"{where}: {len(rec['packages'])} dists {rec['inputs'][:12]}" for where, rec in sorted(places.items())
-    )
-
-
-def _packages(places: dict) -> dict:
-    """What a closure installs, per place: each distribution's version and files (not why it is there)."""
-    return {w: {n: (p["version"], p["files"]) for n, p in rec["packages"].items()} for w, rec in places.items()}
 
 
 def check_families(paths, trees=None) -> tuple:
