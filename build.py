@@ -321,9 +321,9 @@ def cmd_bake(args) -> int:
 
 def cmd_lock(args) -> int:
     """Exit 0 ok (or nothing moved), 1 something moved (--check), 2 bad input, 3 a remote unusable."""
+    from toolkit.lock import family as lock
     from toolkit.lock import file as lock_file
     from toolkit.lock import git_sources
-    from toolkit.lock import resolve as lock
     from toolkit.lock.pip_closure import Trees, lock_sources
     from toolkit.table import table
 

@@ -1,7 +1,6 @@
-"""Resolve each family's policies (toolkit/lock/policy.py) into its lock (toolkit/lock/file.py): the logic of
-`build.py lock`, whose options and printed tables are build.py's `cmd_lock`. Git components are resolved, checked
-and recorded by toolkit/lock/git_sources.py, artifacts by toolkit/lock/artifacts.py, a GPU family's pip pins by
-toolkit/lock/pip_lock.py and its closures by toolkit/lock/pip_closure.py (each called once per family).
+"""`build.py lock` for whole families: read each family's spec and lock, call each kind of source's module in turn
+(toolkit/lock/git_sources.py, toolkit/lock/artifacts.py, toolkit/lock/pip_lock.py, toolkit/lock/pip_closure.py),
+gather their table rows, and hand back the new locks for build.py's `cmd_lock` to write.
 
     build.py lock [--family F]... [--update [NAME]]... [--pin NAME=COMMIT]... [--from-release-lock FILE]
     build.py lock --check [--family F]...
@@ -9,11 +8,9 @@ toolkit/lock/pip_lock.py and its closures by toolkit/lock/pip_closure.py (each c
 `lock` brings the lock in line with the spec: a new or changed policy is resolved, an entry whose policy is
 unchanged is kept (a branch does not move by itself), an entry the spec no longer declares is dropped.
 `--update NAME` re-resolves NAME even so (a branch moves to its head now); `--update` alone re-resolves all.
-A fixed commit needs no remote; `--pin NAME=COMMIT` records a commit without asking the remote (a host that cannot
-reach it), and `--from-release-lock FILE` takes the sglang and Megatron-LM commits of upstream's `release-lock.json`
-for the components whose repository it names. Every remote answer is gathered before anything is written; one
-failure and the lock stays byte-identical. `--check` resolves everything now, writes nothing, prints
-`source | locked | upstream now | moved?`, and exits 1 when something moved, 0 when not.
+`--pin` and `--from-release-lock` name git commits: git_sources.py reads them. Every remote answer is gathered
+before anything is written; one failure and the lock stays byte-identical. `--check` resolves everything now,
+writes nothing, prints `source | locked | upstream now | moved?`, and exits 1 when something moved, 0 when not.
 """
 
 from __future__ import annotations
