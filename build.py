@@ -348,15 +348,16 @@ def cmd_bake(args) -> int:
 
 def cmd_lock(args) -> int:
     """Exit 0 ok (or nothing moved), 1 something moved (--check), 2 bad input, 3 a remote unusable."""
+    from toolkit.lock import family as lock
     from toolkit.lock import file as lock_file
-    from toolkit.lock import resolve as lock
+    from toolkit.lock import git_sources
     from toolkit.lock.pip_closure import Trees, lock_sources
     from toolkit.table import table
 
-    pins = lock.parse_pins(args.pin)
+    pins = git_sources.parse_pins(args.pin)
     if args.check and (args.update or pins or args.from_release_lock):
         raise UsageError("--check writes nothing: it takes no --update, --pin or --from-release-lock")
-    release = lock.parse_release_lock(args.from_release_lock) if args.from_release_lock else None
+    release = git_sources.parse_release_lock(args.from_release_lock) if args.from_release_lock else None
     paths = [path for _, path in lock.families(args.family)]
     if not paths:
         out("lock: no family declares a policy (components.*.track or artifacts)")

@@ -132,7 +132,7 @@ def test_left_to_base_follows_the_base_torch_record():
 def test_a_requirement_on_a_distribution_left_to_the_base_is_met_by_it():
     closure = {"fla": {"version": "0.4.2", "files": {}}}
     metas = {"fla": "Name: fla\nRequires-Dist: torch>=2.5\nRequires-Dist: einops\n"}
-    conflicts, allowed = pip_closure.check(closure, metas, ["fla"], [], "3.10", AMD, left={"torch": "the base's"})
+    conflicts, allowed = pip_closure.check_pairs(closure, metas, ["fla"], [], "3.10", AMD, left={"torch": "the base's"})
     assert conflicts == ["fla 0.4.2 requires einops, which is not installed."]
     assert allowed == ["fla 0.4.2 requires torch>=2.5: left to the base (the base's)"]
 
@@ -144,7 +144,7 @@ def test_a_dropped_extra_is_a_missing_requirement():
         "cutlass": 'Name: cutlass\nRequires-Dist: cutlass-libs-cu13==4.6.2; extra == "cu13"\n',
     }
     rule = pip_closure.AllowRule("sglang", ("cutlass",), "4.6.2 over 4.6.0")
-    conflicts, allowed = pip_closure.check(closure, metas, ["sglang==0.5.16"], [rule], "3.12", AMD)
+    conflicts, allowed = pip_closure.check_pairs(closure, metas, ["sglang==0.5.16"], [rule], "3.12", AMD)
     assert conflicts == ["cutlass 4.6.2 requires cutlass-libs-cu13, which is not installed."]
     assert len(allowed) == 1 and "allowed: 4.6.2 over 4.6.0" in allowed[0]
 
@@ -154,8 +154,8 @@ def test_markers_are_read_for_the_targets_python_and_machine():
     metas = {
         "a": 'Name: a\nRequires-Dist: b; python_version < "3.11"\nRequires-Dist: c; platform_machine == "aarch64"\n'
     }
-    assert pip_closure.check(closure, metas, ["a"], [], "3.12", AMD) == ([], [])
-    conflicts, _ = pip_closure.check(closure, metas, ["a"], [], "3.12", "linux/arm64")
+    assert pip_closure.check_pairs(closure, metas, ["a"], [], "3.12", AMD) == ([], [])
+    conflicts, _ = pip_closure.check_pairs(closure, metas, ["a"], [], "3.12", "linux/arm64")
     assert conflicts == ["a 1 requires c, which is not installed."]
 
 

@@ -93,7 +93,7 @@ def test_a_hand_edited_pip_section_is_refused_naming_the_key():
 
 def test_the_committed_cuda_lock_records_every_pin_of_every_cuda_variant():
     """`build.py lock` was run: each exact pin each CUDA variant installs has a record for each platform."""
-    from toolkit.lock import resolve as lock_cmd
+    from toolkit.lock import family as lock_cmd
     from toolkit.lock.pip_index import pin_uses
     from toolkit.spec.catalog import IMAGES_DIR
 

@@ -38,6 +38,11 @@ def empty(family: str) -> dict:
     return {"schema": SCHEMA, "family": family, "sources": {}, "artifacts": {}}
 
 
+def changed(before, now) -> str:
+    """The `changed?` cell of `build.py lock`'s table for one entry: no, yes, or dropped."""
+    return "no" if before == now else ("dropped" if now is None else "yes")
+
+
 def dumps(lock: dict) -> str:
     return json.dumps(lock, indent=2, sort_keys=True) + "\n"
 

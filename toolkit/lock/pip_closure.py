@@ -18,13 +18,14 @@ An allow rule of the gate step's `pip check` (`gates.pip_check.allow`: a distrib
 excuses) is the one way to set a version against a requirement: a rule whose requirement a step pins becomes an
 override to that pin, keeping the extras the excused requirement asked for; a rule whose requirement no step pins
 drops it. uv's overrides are global (one meant for sglang's pin of a package also silences every other package's
-requirement on it), so the closure is then checked pair by pair from its files' metadata alone (`check`): every
+requirement on it), so the closure is then checked pair by pair from its files' metadata alone (`check_pairs`): every
 requirement of every distribution in it, with the target's markers and the extras the set asks for, is met or is
 excused by a rule for exactly that pair. Anything else is an error at lock time, naming the requirement.
 
 The result, per variant and `py<X.Y> <platform>`: each distribution's version and the sha256 of each file the
 index offers for it there (pip accepts any one of them), and the pins left out because their index could not be
-reached here (`pending`).
+reached here (`pending`). `lock` (keep or resolve each variant's records) and `check` (resolve them again
+now and compare what they install) are the two entries a family's lock calls, once each.
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from toolkit.errors import SpecError, UsageError, short
+from toolkit.errors import SpecError, ToolkitError, UsageError, short
+from toolkit.lock import file as lock_file
 from toolkit.lock import pip_index
 from toolkit.lock.remote import RemoteUnavailable
 from toolkit.plan import source_archive
@@ -513,7 +515,7 @@ def _metadata_of(entry: dict, index: pip_index.Index) -> str | None:
     return text
 
 
-def check(
+def check_pairs(
     closure: dict,
     metas: dict,
     roots: list,
@@ -592,7 +594,7 @@ def lock_variant(variant, lock_pip: dict, trees: Trees, index: pip_index.Index, 
         closure = resolve(variant, platform, got, index.url, cafile)
         metas = {n: (None if n in got.own_builds else m) for n, m in metadata(closure, index).items()}
         roots = got.requirements + got.base
-        conflicts, allowed = check(closure, metas, roots, rules, python, platform, got.rewrites, got.left)
+        conflicts, allowed = check_pairs(closure, metas, roots, rules, python, platform, got.rewrites, got.left)
         if conflicts:
             more = f" (and {len(conflicts) - 1} more)" if len(conflicts) > 1 else ""
             raise UsageError(f"closure of {variant.name} {platform}: {conflicts[0]}{more}")
@@ -634,7 +636,7 @@ def spec_key(variant) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def section(variants, pip_section: dict, old: dict | None, update: bool, trees: Trees) -> dict:
+def _section(variants, pip_section: dict, old: dict | None, update: bool, trees: Trees) -> dict:
     """The family's `closure` section: {variant: {place: record}}. A record is kept while the variant's spec key
     is the same (and not `update`); the rest are resolved and checked now."""
     old = old or {}
@@ -651,6 +653,50 @@ def section(variants, pip_section: dict, old: dict | None, update: bool, trees: 
                 w: dict(r, spec=key) for w, r in lock_variant(v, pip_section, trees, index, index.cafile).items()
             }
     return out
+
+
+def show(places: dict | None) -> str:
+    """A variant's closure records in a table cell: per place, how many distributions and its inputs' digest."""
+    if not places:
+        return "-"
+    return "; ".join(
+        f"{where}: {len(rec['packages'])} dists {rec['inputs'][:12]}" for where, rec in sorted(places.items())
+    )
+
+
+def _packages(places: dict) -> dict:
+    """What a closure installs, per place: each distribution's version and files (not why it is there)."""
+    return {w: {n: (p["version"], p["files"]) for n, p in rec["packages"].items()} for w, rec in places.items()}
+
+
+def lock(family: str, variants, pip_section: dict, old: dict | None, update: bool, trees: Trees) -> tuple[dict, list]:
+    """`build.py lock` of a family's closures, writing nothing: (the new `closure` section, table rows)."""
+    section = _section(variants, pip_section, old, update, trees)
+    before = old or {}
+    rows = []
+    for name in sorted(set(before) | set(section)):
+        b, n = before.get(name), section.get(name)
+        rows.append([f"{family}/closure/{name}", show(b), show(n), lock_file.changed(b, n)])
+    return section, rows
+
+
+def check(family: str, variants, pip_now: dict, locked: dict | None, trees: Trees) -> tuple:
+    """`build.py lock --check` of a family's closures, writing nothing: each locked variant's closure resolved again
+    from the pins as the index has them now, compared by what it installs: (table rows, anything moved?,
+    [(name, error)])."""
+    rows, moved, errors = [], False, []
+    for name, places in sorted((locked or {}).items()):
+        v = next((v for v in variants if v.name == name), None)
+        try:
+            now = _section([v], pip_now, None, True, trees)[name] if v else None
+        except ToolkitError as e:
+            errors.append((f"{family}/closure/{name}", e))
+            rows.append([f"{family}/closure/{name}", show(places), "unresolved", "?"])
+            continue
+        flag = "no" if now and _packages(now) == _packages(places) else "yes"
+        moved = moved or flag == "yes"
+        rows.append([f"{family}/closure/{name}", show(places), show(now), flag])
+    return rows, moved, errors
 
 
 def check_section(closure, label: str) -> None:

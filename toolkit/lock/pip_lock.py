@@ -6,7 +6,7 @@ sha256, wheel or sdist, and the index it came from (`default`, or the extra inde
 extras bring (`brings`). Variants that share a pin, Python and platform share its record. A record, once locked, is
 kept until `lock --update` (a released file does not change by itself); a pin whose index could not be reached is
 `pending` (its step still installs it by name and version), and `lock --check` reports a pin whose file
-disappeared or changed since.
+disappeared or changed since. `lock` and `check` are the two entries a family's lock calls, once each.
 
     "pip": {"flash-attn==2.8.3": {"py3.12 linux/amd64": {"file": "flash_attn-2.8.3.tar.gz", "sha256": "...",
                                                           "kind": "sdist", "index": "default"}}, ...}
@@ -14,7 +14,8 @@ disappeared or changed since.
 
 from __future__ import annotations
 
-from toolkit.errors import SpecError
+from toolkit.errors import SpecError, UsageError
+from toolkit.lock import file as lock_file
 from toolkit.lock import pip_index
 
 KINDS = ("wheel", "sdist")
@@ -138,3 +139,29 @@ def compare(locked: dict, now: dict) -> list[list]:
                 moved = "yes"
         rows.append([f"pip/{pin}", show(before), show(after), moved])
     return rows
+
+
+def lock(family: str, variants, old: dict | None, update: bool) -> tuple[dict, list]:
+    """`build.py lock` of a family's pins, writing nothing: (the new `pip` section, table rows). A problem the index
+    reports (a pin it does not hold for a place) is a UsageError naming the first."""
+    section, problems = resolve(variants, old, update=update)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise UsageError(f"lock {family}: pip pin: {problems[0]}{more}")
+    before = old or {}
+    rows = []
+    for pin in sorted(set(before) | set(section)):
+        b, n = before.get(pin), section.get(pin)
+        rows.append([f"{family}/pip/{pin}", show(b), show(n), lock_file.changed(b, n)])
+    return section, rows
+
+
+def check(family: str, variants, locked: dict | None) -> tuple:
+    """`build.py lock --check` of a family's pins, writing nothing: (the pins resolved now, table rows, anything
+    moved?, [(name, error)])."""
+    now, problems = resolve(variants, None, update=True)
+    rows = compare(locked or {}, now)
+    for row in rows:
+        row[0] = f"{family}/{row[0]}"
+    moved = any(row[3].startswith("yes") for row in rows)
+    return now, rows, moved, [(f"{family}/pip", UsageError(p)) for p in problems]

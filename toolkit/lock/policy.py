@@ -28,6 +28,7 @@ from toolkit.plan.artifacts import url_problem
 from toolkit.spec.refnames import ref_name_problem
 from toolkit.spec.values import COMMIT_RE, IDENT_RE
 
+ALL = "*"  # `lock --update` without a name: every source of every kind
 REPO_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.-]+")
 # BuildKit treats an http(s) context as git only when its path ends in `.git` (otherwise it fetches it as a file).
 TRACKED_GIT_RE = re.compile(r"(https?://[A-Za-z0-9.-]+(:[0-9]+)?(/[A-Za-z0-9._~+-]+)+\.git|(ssh|git)://\S+)")

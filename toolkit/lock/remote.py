@@ -15,6 +15,7 @@ import subprocess
 import urllib.error
 import urllib.parse
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from toolkit import json_input
@@ -25,6 +26,7 @@ HTTP_TIMEOUT = 60
 CHUNK = 1 << 20
 MAX_API_BYTES = 16 << 20  # one page of 100 assets is about 100 KB
 DEFAULT_API = "https://api.github.com"
+WORKERS = 4  # remote calls at once
 NOT_FOUND_HINTS = ("not found", "could not read username", "does not appear to be a git repository")
 
 
@@ -197,3 +199,31 @@ def release_assets(repo: str, tag: str) -> list:
         if len(batch) < 100:
             return sorted(out, key=lambda x: x.name)
         page += 1
+
+
+def run_all(tasks: dict) -> dict:
+    """{key: fn} run in a small pool -> {key: result or the ToolkitError it raised}."""
+    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+        futures = {k: pool.submit(fn) for k, fn in tasks.items()}
+    out = {}
+    for k, f in futures.items():
+        try:
+            out[k] = f.result()
+        except ToolkitError as e:
+            out[k] = e
+    return out
+
+
+def check_all(family: str, tasks: dict, locked: dict, show) -> tuple:
+    """Run `lock --check`'s {name: fn -> (upstream now, moved?)} in one pool: (table rows by name, anything moved?,
+    [(family/name, error)]). A failed one's row says unreachable (exit 3) or not found."""
+    rows, moved, errors = [], False, []
+    for name, value in sorted(run_all(tasks).items()):
+        if isinstance(value, ToolkitError):
+            errors.append((f"{family}/{name}", value))
+            now, flag = ("unreachable" if value.exit_code == 3 else "not found"), "?"
+        else:
+            now, flag = value
+            moved = moved or flag.startswith("yes")
+        rows.append([f"{family}/{name}", show(locked.get(name)), now, flag])
+    return rows, moved, errors
