@@ -284,13 +284,11 @@ def _attach_sbom(variant, image: str) -> int:
     if not registry.names_registry(image):
         raise UsageError(f"--image {short(image)}: --attach needs a reference into a registry (REGISTRY/REPO:TAG)")
     sbom_attach.oras_cmd()
-    named, _, digest = image.partition("@")
-    repository = registry.repository_of(named)
-    if not digest:
-        digest = registry.remote_digest(image)
-        if digest is None:
-            raise UsageError(f"--image {short(image)}: not in its registry")
-    sbom_attach.attach_to_pushed(engine.connect(), variant, {repository: digest}, out)
+    named, _, given = image.partition("@")
+    digest = given or registry.remote_digest(image)
+    if digest is None:
+        raise UsageError(f"--image {short(image)}: not in its registry")
+    sbom_attach.attach_to_pushed(engine.connect(), variant, {registry.repository_of(named): digest}, out)
     return 0
 
 

@@ -12,8 +12,9 @@ input hash, secrets, cache); a target whose `<variant>-<hash12>` tag is already 
 The gates are the last RUN step of every Dockerfile, so a target whose gates fail is never pushed. Each pushed image
 is then pulled back *by digest* and verified with `build.py verify` (JUnit + JSON reports), and each platform's SBOM
 attached to it in the registry (`build.py sbom --attach`; a builder that can attaches BuildKit's provenance, mode=max,
-in the build itself); the digest is what the summary and any later deployment refer to. A markdown summary per target (status, digest, input hash, timings) goes to
-$GITHUB_STEP_SUMMARY (or --summary FILE). Exit 0 only when every target is built and verified, or skipped.
+in the build itself); the digest is what the summary and any later deployment refer to. A markdown summary per
+target (status, digest, input hash, timings) goes to $GITHUB_STEP_SUMMARY (or --summary FILE). Exit 0 only when
+every target is built and verified, or skipped.
 """
 
 from __future__ import annotations

@@ -49,7 +49,8 @@ class HeartbeatPlugin:
     def __init__(self, fd: int, clock=time.monotonic):
         self.fd, self.after_dots = fd, False
         self.tests = RunningTests(clock)
-        self.beat = Heartbeat(self.write_line, self.tests.describe, clock=clock)
+        # Every 10 s, not the builds' 12: a loaded machine delays the ticker a few seconds, and 15 s is the limit.
+        self.beat = Heartbeat(self.write_line, self.tests.describe, clock=clock, every=10.0)
         self.stack = contextlib.ExitStack()
 
     def write_line(self, line: str) -> None:

@@ -94,9 +94,8 @@ def layer_entries(layer: tarfile.TarFile) -> dict:
         if m.isreg():
             f = layer.extractfile(m)
             h = hashlib.sha256()
-            if f is not None:
-                for block in iter(lambda f=f: f.read(1 << 20), b""):
-                    h.update(block)
+            while f is not None and (block := f.read(1 << 20)):
+                h.update(block)
             digest = h.hexdigest()
         kind = _KINDS.get(m.type, m.type.decode("ascii", "replace"))
         out[m.name.rstrip("/")] = Entry(kind, m.mode, (m.uid, m.gid), m.size, digest, m.linkname, int(m.mtime))
@@ -227,7 +226,7 @@ def read_image(client, ref: str, wanted: set) -> Image:
 
 def differing_layers(a_layers: tuple, b_layers: tuple) -> set:
     """The diff IDs worth reading: each layer at a position where the two differ."""
-    out = set()
+    out: set = set()
     for i in range(max(len(a_layers), len(b_layers))):
         la = a_layers[i] if i < len(a_layers) else None
         lb = b_layers[i] if i < len(b_layers) else None
