@@ -57,7 +57,7 @@ PROBES = {
     "flash-attn": ["kernel_flash_attn.py"],
     "flash_attention": ["kernel_flash_attn3.py"],
     "fast_hadamard_transform": ["kernel_hadamard.py"],
-    "causal-conv1d": ["kernel_causal_conv1d.py"],
+    "causal-conv1d": ["kernel_causal_conv1d.py", "kernel_selective_scan.py"],
     "apex": ["kernel_apex.py"],
     "miles/int4_qat": ["kernel_int4_quant.py"],
 }

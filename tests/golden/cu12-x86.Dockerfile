@@ -235,6 +235,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16-cu129" \
       io.miles.variant="cu12-x86" \
-      io.miles.spec-digest="bd942f4631e8a6c6b51fa8c00e14b21123b8db73cd59459cf84d524a821392ad"
+      io.miles.spec-digest="8796f27ad2060572b3612d3997cf265d3ea8a8bed95a644e34a4c16c67419899"
 WORKDIR /root/
 CMD ["/bin/bash"]

@@ -250,6 +250,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16" \
       io.miles.variant="cu13-aarch64" \
-      io.miles.spec-digest="898759600a4d645aec4f2699c49784a25c16e29a04e49ede356da8a7eca44865"
+      io.miles.spec-digest="0aa3ac5409fbfe07382b357e07ad6cd57d55e3e81f1be77747de2ec6024f0d01"
 WORKDIR /root/
 CMD ["/bin/bash"]

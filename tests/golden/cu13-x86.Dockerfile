@@ -250,6 +250,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16" \
       io.miles.variant="cu13-x86" \
-      io.miles.spec-digest="d70b42618a9891eed8efab675213e7a74db0699baca1b11028021fd531241e0c"
+      io.miles.spec-digest="e50aadcd34011ea3098e6e7fedfc4756c6f7e60874882687d05e62118cfddd1b"
 WORKDIR /root/
 CMD ["/bin/bash"]

@@ -253,6 +253,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16" \
       io.miles.variant="cu13" \
-      io.miles.spec-digest="1dd0602d400041bdf46786dd67d50e091c6a250a2a816f6f216ec29ac5c7d399"
+      io.miles.spec-digest="31dd60efe19205b3450c11482ef868ddb1a40db4a04f3450c615eb12aa86fa16"
 WORKDIR /root/
 CMD ["/bin/bash"]
