@@ -242,11 +242,9 @@ def _verify_reproduce(variant, args) -> int:
         rebuilt = engine.build(plan, invocation, out=out, gate_steps=gate_steps, verbose=args.verbose)
         try:
             judge_gates(plan, ctx, gate_steps, client, rebuilt)
-            a = client.api.inspect_image(original)["RootFS"]["Layers"]
-            b = client.api.inspect_image(rebuilt)["RootFS"]["Layers"]
-            wanted = reproduce.differing_layers(tuple(a), tuple(b)) if rebuilt != original else set()
-            mine = reproduce.read_image(client, original, wanted) if wanted else reproduce.Image(original, tuple(a), ())
-            theirs = reproduce.read_image(client, rebuilt, wanted) if wanted else reproduce.Image(rebuilt, tuple(b), ())
+            layers = [tuple(client.api.inspect_image(i)["RootFS"]["Layers"]) for i in (original, rebuilt)]
+            wanted = reproduce.differing_layers(*layers)
+            mine, theirs = (reproduce.read_image(client, i, wanted) for i in (original, rebuilt))
             found = reproduce.compare(mine, theirs)
             for line in reproduce.report_lines(found, mine):
                 out(line)

@@ -204,6 +204,8 @@ def read_image(client, ref: str, wanted: set) -> Image:
     is stored under its diff ID)."""
     attrs = client.api.inspect_image(ref)
     image_id, layers = attrs["Id"], tuple(attrs.get("RootFS", {}).get("Layers") or ())
+    if not wanted:  # nothing to compare: no `docker save`
+        return Image(image_id, layers, ("",) * len(layers))
     files: dict = {}
     config = None
     stream = io.BufferedReader(_ChunkReader(client.api.get_image(image_id)), buffer_size=1 << 20)
