@@ -4,8 +4,9 @@ and the document attached to that platform's manifest in the registry as an OCI 
 docker-registry 2.8 gets). `oras discover` lists it and `oras pull` reads it back, by the image's digest.
 
 A platform's image that is not in this engine (a builder pushed it straight to the registry) is pulled here by its
-manifest digest first. The document is dated with the image's own build clock (`SOURCE_DATE_EPOCH`, its `created`
-time), never this host's.
+manifest digest first, and stays (removing an image pulled by digest and pulling it again left the engine unable to
+find it by that digest: a later `build.py verify` of the list failed so). The document is dated with the image's
+own build clock (`SOURCE_DATE_EPOCH`, its `created` time), never this host's.
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ def attached(subject: str) -> list[str]:
 def attach_to_pushed(client, variant, pushed: dict, out=print) -> dict:
     """Describe each platform's image of a push ({repository: digest}; a manifest list: each platform's manifest,
     one image: itself) once, and attach the document in every repository it went to; {subject: referrer digest}.
-    An image pulled here only to be described is removed again."""
+    An image pulled here to be described stays, by its digest, as `build.py verify` leaves what it pulls."""
     import docker.errors
 
     from toolkit.engine.local_images import platforms_of
@@ -81,16 +82,10 @@ def attach_to_pushed(client, variant, pushed: dict, out=print) -> dict:
         local = f"{first}@{manifest}"
         try:
             client.images.get(local)
-            pulled = False
         except docker.errors.ImageNotFound:
             client.images.pull(first, tag=manifest, platform=platform or None)
-            pulled = True
-        try:
-            text = image_sbom(client, variant, local)
-            created = client.images.get(local).attrs["Created"]
-        finally:
-            if pulled:
-                client.images.remove(local, noprune=False)
+        text = image_sbom(client, variant, local)
+        created = client.images.get(local).attrs["Created"]
         for repository in pushed:
             subject = f"{repository}@{manifest}"
             made[subject] = attach(subject, text, created)
