@@ -465,6 +465,19 @@ def parser() -> argparse.ArgumentParser:
     fleet_options(b)
     b.add_argument("--image-tag", choices=("dev", "latest", "custom"), help="also upstream's tag names (spec data)")
     b.add_argument("--custom-tag", metavar="NAME", help="the name for --image-tag custom")
+    b.add_argument(
+        "--stand-in-base",
+        action="store_true",
+        help="a GPU variant on a stand-in for its base, made here; compiles and unfetched sources skipped, "
+        "tagged <variant>-standin, never pushed",
+    )
+    b.add_argument(
+        "--compile",
+        action="append",
+        default=[],
+        metavar="STEP",
+        help="with --stand-in-base: build this compiling step too (its name as the build lists it)",
+    )
 
     r = sub.add_parser("render", help="print (or write) the rendered Dockerfile")
     r.add_argument("--target", required=True)

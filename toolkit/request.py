@@ -48,6 +48,8 @@ class BuildRequest:
     image_tag: str | None = None
     custom_tag: str | None = None
     allow_emulation: bool = False  # compile kernels even for a platform the builder only emulates
+    stand_in: bool = False  # a GPU variant on a stand-in base made here (toolkit/plan/stand_in.py)
+    compile: tuple = ()  # `--compile STEP`: compiling steps a stand-in build builds anyway
 
     @classmethod
     def from_args(cls, args) -> BuildRequest:
@@ -73,6 +75,8 @@ class BuildRequest:
             image_tag=getattr(args, "image_tag", None),
             custom_tag=getattr(args, "custom_tag", None),
             allow_emulation=getattr(args, "allow_emulation", False),
+            stand_in=getattr(args, "stand_in_base", False),
+            compile=tuple(getattr(args, "compile", ())),
         )
 
     @property
@@ -108,6 +112,9 @@ def prepare(request: BuildRequest, scope, log=print) -> Prepared:
     else:  # each target takes the items naming its components
         sources, refs = overrides_for(variants, request.sources), refs_for(variants, request.refs)
     secrets, pip_ca = [parse_secret(s) for s in request.secrets], host_pip_ca()
+    stand_ins = {}
+    if request.stand_in or request.compile:
+        variants, stand_ins = stand_in_variants(request, variants)
     planned = []
     for variant in variants:
         plan = make_plan(
@@ -150,8 +157,47 @@ def prepare(request: BuildRequest, scope, log=print) -> Prepared:
         site = builders.site(builder, plan, images, request.cache, request.cache_from)
         named = ctx if request.runs else kept(ctx)  # a bake file names each context where it will be kept
         invocation = Invocation.of(plan, named, site, request.registry, extra)
+        if plan.variant.name in stand_ins:
+            invocation = on_stand_in(plan, invocation, stand_ins[plan.variant.name], client, pip_ca, log, scope)
         targets.append(Target(plan, ctx, invocation))
     return Prepared(tuple(targets), builder, client)
+
+
+def stand_in_variants(request: BuildRequest, variants: list) -> tuple:
+    """`--stand-in-base`: each GPU variant as a stand-in build renders it, and what it skips (refused with a push,
+    a registry, another tag or a variant whose base is made here: a stand-in image never leaves this engine)."""
+    from toolkit.plan.stand_in import SUFFIX, plan_stand_in, stand_in_variant
+
+    if not request.stand_in:
+        raise UsageError("--compile needs --stand-in-base (a real build compiles every step)")
+    if not request.runs or request.push or request.registry or request.image_tag:
+        raise UsageError("--stand-in-base builds into this engine only: no --push, --registry or --image-tag")
+    if request.tag is not None and not request.tag.endswith(SUFFIX):
+        raise UsageError(f"--tag {short(request.tag)}: a stand-in build's tag ends in {SUFFIX}")
+    given = {item.partition("=")[0] for item in request.sources}
+    out, found = [], {}
+    for v in variants:
+        if v.base_build or v.wheelhouse:
+            raise UsageError(f"--stand-in-base: {v.name} makes its own base here; build it without the flag")
+        found[v.name] = plan_stand_in(v, given, request.compile)
+        out.append(stand_in_variant(v, found[v.name]))
+    return out, found
+
+
+def on_stand_in(plan, invocation, stand_in, client, pip_ca, log, scope):
+    """The build of `plan` with its base's reference pointed at the stand-in (a named context), which is made here
+    when missing; every skip and difference is printed and kept in the image's labels."""
+    from dataclasses import replace
+
+    from toolkit.engine import stand_in_base
+
+    made = stand_in_base.ensure(client, plan.variant, log=log, scope=scope, pip_ca=pip_ca)
+    found = replace(stand_in, differences=made.differences)
+    for line in found.lines():
+        log(f"stand-in: {line}")
+    labels = (*invocation.labels, ("io.miles.stand-in", made.ref), (stand_in_base.DIFFERENCES_LABEL, " | ".join(found.lines())))
+    contexts = (*invocation.contexts, (plan.variant.base, f"docker-image://{made.ref}"))
+    return replace(invocation, labels=labels, contexts=contexts)
 
 
 def refuse_zero_context(plan) -> None:

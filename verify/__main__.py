@@ -144,7 +144,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if streamed:
         sys.stdout.write(report.stream_line(results, nonce=args.nonce))
         sys.stdout.flush()
-    return EXIT_OK if all(r.passed for r in results) else EXIT_FAILED
+    return EXIT_FAILED if any(r.failed for r in results) else EXIT_OK
 
 
 if __name__ == "__main__":

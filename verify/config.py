@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, List, Optional
 
+from . import stand_in
 from .kinds import BY_KEY, KINDS, TOP_KEYS
 from .kinds.base import ConfigError, config_error
 
@@ -22,8 +23,9 @@ __all__ = ["ConfigError", "GateConfig", "TOP_KEYS", "from_dict", "load_config"]
 class GateConfig:
     """The checks to run: for each gate kind's config key, its items (absent when the kind is not asked for)."""
 
-    def __init__(self, items: Optional[Dict[str, List[Any]]] = None):
+    def __init__(self, items: Optional[Dict[str, List[Any]]] = None, stand_in: Optional[Dict[str, Any]] = None):
         self.items: Dict[str, List[Any]] = {k: v for k, v in (items or {}).items() if v}
+        self.stand_in = stand_in  # a stand-in build's excuses (verify/stand_in.py); None for every real build
 
     def __getitem__(self, key: str) -> List[Any]:
         return self.items.get(key, [])
@@ -42,17 +44,25 @@ class GateConfig:
                 self.items[kind.key] = merged
 
     def to_dict(self) -> Dict[str, Any]:
-        return {kind.key: kind.dump(self.items[kind.key]) for kind in KINDS if kind.key in self.items}
+        out = {kind.key: kind.dump(self.items[kind.key]) for kind in KINDS if kind.key in self.items}
+        if self.stand_in is not None:
+            out[stand_in.KEY] = self.stand_in
+        return out
 
 
 def from_dict(data: Any, where: str = "config") -> GateConfig:
     """Validate a parsed config; ``where`` names the source in error messages."""
     if not isinstance(data, dict):
         raise ConfigError("%s: the top level must be a JSON object" % where)
-    unknown = sorted(set(data) - set(TOP_KEYS))
+    known = TOP_KEYS + (stand_in.KEY,)
+    unknown = sorted(set(data) - set(known))
     if unknown:
-        raise config_error(where, unknown[0], "is not a known key (%s)" % ", ".join(TOP_KEYS))
-    return GateConfig({key: BY_KEY[key].parse(value, where) for key, value in data.items() if value is not None})
+        raise config_error(where, unknown[0], "is not a known key (%s)" % ", ".join(known))
+    excuses = data.get(stand_in.KEY)
+    return GateConfig(
+        {key: BY_KEY[key].parse(value, where) for key, value in data.items() if value is not None and key in BY_KEY},
+        stand_in.parse(excuses, where) if excuses is not None else None,
+    )
 
 
 def load_config(path: str) -> GateConfig:

@@ -17,6 +17,7 @@ from .result import CheckResult
 if TYPE_CHECKING:
     import xml.etree.ElementTree as ET
 
+STAND_IN_HEADS = ("not built here", "differs from base")  # verify/stand_in.py SECTIONS' words (no import: a cycle)
 RUNNER = "verify"  # the report's "runner" field: how a reader tells it from other JSON in a log
 FORMAT = 1
 _XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
@@ -25,15 +26,21 @@ _XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 def line(res: CheckResult) -> str:
     """``PASS  kind        target  detail  (0.12s)``; fields are separated by at least two spaces."""
     detail = " ".join(res.detail.split()) or "-"
+    if res.excused:
+        detail = "%s; %s" % (res.excused, detail)
     return "%s  %-10s  %s  %s  (%.2fs)" % (res.status, res.kind, res.target, detail, res.seconds)
 
 
 def summary(results: List[CheckResult], report_path: Optional[str] = None) -> str:
     """``62 passed, 0 failed (38 allowed); report: PATH``: the report part only when a report file was written."""
-    failed = sum(1 for r in results if not r.passed)
-    text = "%d passed, %d failed" % (len(results) - failed, failed)
+    failed = sum(1 for r in results if r.failed)
+    passed = sum(1 for r in results if r.passed)
+    text = "%d passed, %d failed" % (passed, failed)
     allowed = sum(1 for r in results if r.allowed)
     text += " (%d allowed)" % allowed if allowed else ""
+    for head in STAND_IN_HEADS:  # a stand-in build's excused checks, counted by what excused them
+        count = sum(1 for r in results if (r.excused or "").startswith(head + ":"))
+        text += ", %d %s" % (count, head) if count else ""
     return text + ("; report: %s" % report_path if report_path else "")
 
 
@@ -94,13 +101,14 @@ def proof(nonce: str, found: Any, checks: List[Dict[str, Any]]) -> str:
     h.update(b"verify-proof\0" + nonce.encode() + b"\0")
     h.update(json.dumps(found, sort_keys=True).encode() + b"\0")
     for c in checks:
-        h.update(json.dumps([c.get("kind"), c.get("target"), c.get("status")]).encode() + b"\0")
+        excused = [c["excused"]] if c.get("excused") else []  # what excused a stand-in's check is proven too
+        h.update(json.dumps([c.get("kind"), c.get("target"), c.get("status"), *excused]).encode() + b"\0")
     return h.hexdigest()
 
 
 def check_dict(r: CheckResult) -> Dict[str, Any]:
     """One check as the JSON report holds it; an allowed check names its line, rule and reason (``allowed_by``)."""
-    return {
+    found = {
         "status": r.status,
         "kind": r.kind,
         "target": r.target,
@@ -110,16 +118,19 @@ def check_dict(r: CheckResult) -> Dict[str, Any]:
         "allowed_by": r.allowed_by,
         "log": r.log,
     }
+    if r.excused:  # only a stand-in build's report has them
+        found["excused"] = r.excused
+    return found
 
 
 def to_json(results: List[CheckResult], nonce: Optional[str] = None) -> dict:
-    failed = sum(1 for r in results if not r.passed)
     data = {
         "runner": RUNNER,
         "format": FORMAT,
         "checks": [check_dict(r) for r in results],
-        "passed": len(results) - failed,
-        "failed": failed,
+        "passed": sum(1 for r in results if r.passed),
+        "failed": sum(1 for r in results if r.failed),
+
         "total": len(results),
         "seconds": round(sum(r.seconds for r in results), 4),
         "python": sys.executable,
@@ -158,7 +169,7 @@ def stream_line(results: List[CheckResult], limit: int = STREAM_LIMIT, nonce: Op
     return text
 
 
-KEPT_CHECK_KEYS = ("status", "kind", "target", "allowed")
+KEPT_CHECK_KEYS = ("status", "kind", "target", "allowed", "excused")
 
 
 def kept_line(results: List[CheckResult], nonce: Optional[str] = None) -> str:
@@ -166,7 +177,7 @@ def kept_line(results: List[CheckResult], nonce: Optional[str] = None) -> str:
     or details (a command's last line may hold a measured number), so two builds of one input write the same bytes."""
     data = to_json(results, nonce)
     del data["seconds"]
-    data["checks"] = [{k: c[k] for k in KEPT_CHECK_KEYS} for c in data["checks"]]
+    data["checks"] = [{k: c[k] for k in KEPT_CHECK_KEYS if k in c} for c in data["checks"]]
     return json.dumps(data, separators=(",", ":")) + "\n"
 
 
@@ -188,7 +199,7 @@ def find_report(lines: Iterable[str]) -> Optional[Dict[str, Any]]:
 
 def failures(data: Dict[str, Any], limit: int = 400) -> str:
     """One line naming every failed check of a report and why, shortened to ``limit`` characters."""
-    failed = [c for c in data.get("checks", []) if c.get("status") != "PASS"]
+    failed = [c for c in data.get("checks", []) if c.get("status") not in ("PASS", "EXCUSED")]
     parts = ["%s %s: %s" % (c.get("kind"), c.get("target"), " ".join(str(c.get("detail", "")).split())) for c in failed]
     text = "%d of %d gate checks failed: %s" % (
         len(failed),
@@ -206,7 +217,7 @@ def to_junit(results: List[CheckResult], suite: str = "verify") -> "ET.Element":
     """``<testsuites><testsuite><testcase classname=verify.KIND name=TARGET><failure message=...>log``."""
     import xml.etree.ElementTree as ET  # imported when a JUnit report is asked for, not at every start-up
 
-    failed = sum(1 for r in results if not r.passed)
+    failed = sum(1 for r in results if r.failed)
     total_time = "%.3f" % sum(r.seconds for r in results)
     root = ET.Element(
         "testsuites", name=suite, tests=str(len(results)), failures=str(failed), errors="0", time=total_time
@@ -218,14 +229,16 @@ def to_junit(results: List[CheckResult], suite: str = "verify") -> "ET.Element":
         tests=str(len(results)),
         failures=str(failed),
         errors="0",
-        skipped="0",
+        skipped=str(sum(1 for r in results if r.excused)),
         time=total_time,
     )
     for r in results:
         case = ET.SubElement(
             ts, "testcase", classname="%s.%s" % (suite, r.kind), name=_clean(r.target), time="%.3f" % r.seconds
         )
-        if not r.passed:
+        if r.excused:  # expected of a stand-in base: a skipped test case, with what excused it
+            ET.SubElement(case, "skipped", message=_clean(r.excused + "; " + r.detail))
+        elif not r.passed:
             fail = ET.SubElement(case, "failure", message=_clean(r.detail), type=r.kind)
             fail.text = _clean(r.log or r.detail)
         elif r.detail or r.log:

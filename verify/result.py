@@ -20,7 +20,14 @@ class CheckResult:
     # For an allowed check: {"line": the pip check line, "rule": the allow rule as the config says it, "config":
     # where the config says it (pip_check.allow[N]), "reason": the rule's reason}; None otherwise.
     allowed_by: Optional[Dict[str, Any]] = None
+    # A failure a stand-in build expects (verify/stand_in.py): "not built here: STEP (why)" or "differs from base:
+    # WHY". It stays failed, and does not fail the run.
+    excused: Optional[str] = None
 
     @property
     def status(self) -> str:
-        return "PASS" if self.passed else "FAIL"
+        return "PASS" if self.passed else "EXCUSED" if self.excused else "FAIL"
+
+    @property
+    def failed(self) -> bool:
+        return not self.passed and not self.excused

@@ -79,12 +79,19 @@ def ensure_base(client, variant, log=print, scope=None, platform: str | None = N
             f"base image {ref} is not present and this machine cannot pull it; "
             f"load it first (docker load / docker pull on a connected machine)"
         )
+    make_image(ref, recipe, platform if foreign else None, log, scope)
+    return True
+
+
+def make_image(ref: str, recipe: dict, platform: str | None = None, log=print, scope=None) -> None:
+    """debootstrap `recipe` (`suite`, `variant`, `include`) into a folder of `scope` and import it as `ref`
+    (`platform`: another machine's, under qemu-user); the folder is removed once imported."""
     if shutil.which("debootstrap") is None:
         raise UsageError("debootstrap is not installed (run ci/setup.sh)")
     suite, flavour = recipe.get("suite", "bookworm"), recipe.get("variant", "minbase")
     include = recipe.get("include") or []
     extra = ", " + ",".join(include) if include else ""
-    arch = ["--arch=" + platform.rpartition("/")[2]] if foreign and platform else []
+    arch = ["--arch=" + platform.rpartition("/")[2]] if platform else []
     log(f"base image {ref} missing: debootstrap {' '.join(arch + [suite])} ({flavour}{extra})")
     with scope_or_own(scope) as own:
         rootfs = own.mkdtemp(ROOTFS_PREFIX, tempfile.gettempdir())
@@ -103,12 +110,11 @@ def ensure_base(client, variant, log=print, scope=None, platform: str | None = N
             rootfs,
             ref,
             ("--numeric-owner",),
-            platform=platform if foreign else None,
+            platform=platform,
             labels={LOCAL_IMAGE_LABEL: "base"},
         )
         own.remove(rootfs)
     log(f"base image {ref} made locally")
-    return True
 
 
 if __name__ == "__main__":  # `python3 -m toolkit.engine.base_image smoke` for a manual run

@@ -9,23 +9,33 @@ LOG_LINES = 15  # lines of a failed gate check's own log (traceback, command out
 
 
 def failed_checks(report: dict) -> list[dict]:
-    return [c for c in report["checks"] if c["status"] != "PASS"]
+    return [c for c in report["checks"] if c["status"] not in ("PASS", "EXCUSED")]
 
 
 def check_lines(report: dict, passed: bool | None = None, allowed: bool | None = None) -> list[str]:
     """`STATUS  kind  target  detail` for the report's checks, filtered by passed / allowed."""
     return [
-        f"{c['status']}  {c['kind']:<10}  {c['target']}  {' '.join(str(c['detail']).split()) or '-'}  "
-        f"({c['seconds']:.2f}s)"
+        f"{c['status']}  {c['kind']:<10}  {c['target']}  {detail(c)}  ({c['seconds']:.2f}s)"
         for c in report["checks"]
         if (passed is None or (c["status"] == "PASS") == passed) and (allowed is None or bool(c["allowed"]) == allowed)
     ]
 
 
+def detail(check: dict) -> str:
+    """A check's detail on one line, after what excused it on a stand-in base (verify/stand_in.py)."""
+    text = " ".join(str(check["detail"]).split()) or "-"
+    return f"{check['excused']}; {text}" if check.get("excused") else text
+
+
 def gate_summary(report: dict, where: str | None = None, hint: bool = False) -> str:
     """`62 passed, 0 failed (38 allowed); report: WHERE`; `hint`: the count says `--verbose` lists them."""
+    from verify.report import STAND_IN_HEADS
+
     allowed = sum(1 for c in report["checks"] if c["allowed"])
     counted = f" ({allowed} allowed{', --verbose lists them' if hint else ''})" if allowed else ""
+    for head in STAND_IN_HEADS:
+        count = sum(1 for c in report["checks"] if str(c.get("excused") or "").startswith(head + ":"))
+        counted += f", {count} {head}" if count else ""
     return f"{report['passed']} passed, {report['failed']} failed{counted}" + (f"; report: {where}" if where else "")
 
 
@@ -101,6 +111,8 @@ def report_problem(report: dict | None, nonce: str, gates: dict) -> str | None:
         for item in items:
             if kind.target(item) not in targets:
                 return f"the gate report has no {kind.kind} check of {kind.target(item)} ({kind.key} declares it)"
-    if any(c.get("status") != "PASS" for c in checks) or report.get("failed"):
+    if any(c.get("status") == "EXCUSED" for c in checks) and "stand_in" not in gates:
+        return "the gate report excuses checks, and only a stand-in build's gate config may (its stand_in section)"
+    if any(c.get("status") not in ("PASS", "EXCUSED") for c in checks) or report.get("failed"):
         return f"the gate report holds failed checks: {gate_summary(report)}"
     return None

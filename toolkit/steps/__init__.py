@@ -3,8 +3,10 @@
 A family's `steps` say, in order, everything its image does between the base and the bridge: system packages, pip
 pins, source installs of git components, patches. Each entry is a mapping with exactly one kind key (its value is
 the kind's main argument) plus that kind's options, or a bare kind name for a kind without arguments; every step may
-carry `why:` (rendered as a comment above it) and `when: {ARG: VALUE}` (rendered only for the variants whose build
-args have those values; what it names still counts as used, since the spec says when). Each kind is one module of this
+carry `why:` (rendered as a comment above it), `when: {ARG: VALUE}` (rendered only for the variants whose build
+args have those values; what it names still counts as used, since the spec says when) and `provides: [MODULE]` (the
+modules it makes importable that its pip names do not say: a stand-in build that skips it expects their gates to
+fail, toolkit/plan/stand_in.py). Each kind is one module of this
 package, found here: its class's docstring is the kind's contract (what it reads from the spec, what it leaves in
 the image, what it may not do). Its Dockerfile text is what its `lines` return, built in Python with the quoting
 of toolkit/render/quoting.py; templates/partials/steps_list.j2 only places it, and nothing else writes that text.
@@ -20,7 +22,7 @@ import importlib
 import pkgutil
 
 from toolkit.errors import SpecError, short
-from toolkit.spec.schema import STR_MAP, check
+from toolkit.spec.schema import STR_LIST, STR_MAP, check
 from toolkit.spec.values import CONTROL_RE
 from toolkit.steps.base import ARG_REF_RE, Kind, Out, Where, expand
 
@@ -58,7 +60,7 @@ def normalize(raw, where: Where) -> dict:
     kind = KINDS[keys[0]]
     if kind.main is None and raw[keys[0]] is not None:
         raise where.error(keys[0], "this kind takes no value: write it as a bare name (or `NAME:` with its options)")
-    schema = {kind.key: kind.main, "why": str, "when": STR_MAP, **kind.options}
+    schema = {kind.key: kind.main, "why": str, "when": STR_MAP, "provides": STR_LIST, **kind.options}
     check({k: val for k, val in raw.items() if val is not None or k != kind.key}, schema, where.file, where.key)
     step = {"kind": kind.key, "value": raw[kind.key]}
     step.update({k: val for k, val in raw.items() if k != kind.key})
