@@ -147,3 +147,16 @@ def test_ref_overrides_one_commit_for_one_build(demo):
     ]:
         with pytest.raises(UsageError, match=words):
             apply_refs(variant, items, sources)
+
+
+def test_lock_table_rows_name_every_entry_either_side_holds():
+    before = {"kept": 1, "moved": 2, "gone": 3}
+    now = {"kept": 1, "moved": 4, "new": 5}
+    rows = lock_file.rows("f/pip", before, now, lambda e: "-" if e is None else f"<{e}>")
+    assert rows == [
+        ["f/pip/gone", "<3>", "-", "dropped"],
+        ["f/pip/kept", "<1>", "<1>", "no"],
+        ["f/pip/moved", "<2>", "<4>", "yes"],
+        ["f/pip/new", "-", "<5>", "yes"],
+    ]
+    assert lock_file.rows("f/closure", None, {"a": 1}, str) == [["f/closure/a", "None", "1", "yes"]]

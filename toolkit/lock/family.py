@@ -70,15 +70,22 @@ def _gpu_variants(path: Path, lock: dict | None = None) -> list:
     return [v for v in load_family(path, lock).values() if is_gpu(v)]
 
 
-def lock_family(path: Path, update=(), pins=None, release=None, release_label="", trees=None) -> tuple:
-    """Resolve one family's lock, writing nothing: (table rows, the new lock, its path, its label). Git sources and
-    artifacts first (every failure of either is raised together), then, for a GPU family, its pins and closures."""
+def _opened(path: Path) -> tuple:
+    """What `lock` and `--check` of one family start from: (family, spec label, git policies, artifact policies,
+    where each git policy is declared, lock path, its label, the lock as it stands or an empty one)."""
     raw, file = read_family(path)
     family = raw["family"]
     git, artifacts, where = policies(raw, file)
     lpath = lock_file.lock_path(path)
     label = path_label(lpath)
     old = lock_file.load(lpath, label, family) or lock_file.empty(family)
+    return family, file, git, artifacts, where, lpath, label, old
+
+
+def lock_family(path: Path, update=(), pins=None, release=None, release_label="", trees=None) -> tuple:
+    """Resolve one family's lock, writing nothing: (table rows, the new lock, its path, its label). Git sources and
+    artifacts first (every failure of either is raised together), then, for a GPU family, its pins and closures."""
+    family, file, git, artifacts, where, lpath, label, old = _opened(path)
     pins = dict(pins or {})
     for name in [*pins, *(u for u in update if u != ALL)]:
         if name not in git and name not in artifacts:
@@ -107,12 +114,7 @@ def lock_family(path: Path, update=(), pins=None, release=None, release_label=""
 def check_family(path: Path, trees=None) -> tuple:
     """Resolve everything now, write nothing: (table rows, anything moved?, [(name, error)]). Artifacts, git
     sources, then, for a GPU family, its pins and closures."""
-    raw, file = read_family(path)
-    family = raw["family"]
-    git, artifacts, _ = policies(raw, file)
-    lpath = lock_file.lock_path(path)
-    label = path_label(lpath)
-    lock = lock_file.load(lpath, label, family) or lock_file.empty(family)
+    family, _, git, artifacts, _, _, label, lock = _opened(path)
     rows, moved, errors = artifact_sources.check(family, artifacts, lock, label)
     parts = [git_sources.check(family, git, lock["sources"])]
     variants = _gpu_variants(path)

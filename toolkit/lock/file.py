@@ -43,6 +43,16 @@ def changed(before, now) -> str:
     return "no" if before == now else ("dropped" if now is None else "yes")
 
 
+def rows(prefix: str, before: dict | None, now: dict, show) -> list[list]:
+    """`build.py lock`'s table rows of one section, one per name either side holds: `PREFIX/NAME | before | now |
+    changed?`, each entry shown by the section's own `show`."""
+    before = before or {}
+    return [
+        [f"{prefix}/{name}", show(before.get(name)), show(now.get(name)), changed(before.get(name), now.get(name))]
+        for name in sorted(set(before) | set(now))
+    ]
+
+
 def dumps(lock: dict) -> str:
     return json.dumps(lock, indent=2, sort_keys=True) + "\n"
 

@@ -119,11 +119,7 @@ def lock(family: str, git: dict, old: dict, update=(), pins=None, release=None, 
             errors.append((name, value))
         else:
             new[name] = _record(git[name], *value)
-    rows = []
-    for name in sorted(set(old) | set(new)):
-        before, now = old.get(name), new.get(name)
-        rows.append([f"{family}/{name}", show(before), show(now), lock_file.changed(before, now)])
-    return new, rows, errors
+    return new, lock_file.rows(family, old, new, show), errors
 
 
 def _check_one(policy: GitPolicy, entry) -> tuple:

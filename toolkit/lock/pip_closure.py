@@ -672,12 +672,7 @@ def _packages(places: dict) -> dict:
 def lock(family: str, variants, pip_section: dict, old: dict | None, update: bool, trees: Trees) -> tuple[dict, list]:
     """`build.py lock` of a family's closures, writing nothing: (the new `closure` section, table rows)."""
     section = _section(variants, pip_section, old, update, trees)
-    before = old or {}
-    rows = []
-    for name in sorted(set(before) | set(section)):
-        b, n = before.get(name), section.get(name)
-        rows.append([f"{family}/closure/{name}", show(b), show(n), lock_file.changed(b, n)])
-    return section, rows
+    return section, lock_file.rows(f"{family}/closure", old, section, show)
 
 
 def check(family: str, variants, pip_now: dict, locked: dict | None, trees: Trees) -> tuple:

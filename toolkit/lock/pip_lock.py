@@ -148,12 +148,7 @@ def lock(family: str, variants, old: dict | None, update: bool) -> tuple[dict, l
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise UsageError(f"lock {family}: pip pin: {problems[0]}{more}")
-    before = old or {}
-    rows = []
-    for pin in sorted(set(before) | set(section)):
-        b, n = before.get(pin), section.get(pin)
-        rows.append([f"{family}/pip/{pin}", show(b), show(n), lock_file.changed(b, n)])
-    return section, rows
+    return section, lock_file.rows(f"{family}/pip", old, section, show)
 
 
 def check(family: str, variants, locked: dict | None) -> tuple:
