@@ -31,7 +31,7 @@ def measure(shape, variants, rounds) -> dict:
     for name, fn in runs.items():
         try:
             row["peak_mib"][name] = h.peak_mib(fn)
-        except Exception as e:  # noqa: BLE001 - already reported by the timing
+        except Exception as e:  # already reported by the timing
             row["peak_mib"][name] = f"{type(e).__name__}"
     row["sdpa_kernels"] = h.sdpa_kernels(runs["sdpa fwd+bwd"])
     for impl, var in impls.items():
