@@ -9,6 +9,7 @@ fwd+bwd, and reports the probe's decisions. Writes first_use.json and first_use.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -65,7 +66,7 @@ def table(meta, rows) -> str:
 def main(argv=None) -> int:
     p = h.parser(__doc__)
     p.add_argument("--classes", default="bf16 D128,bf16 D64", help=f"comma-separated, of: {', '.join(CLASSES)}")
-    p.add_argument("--child", help=argparse_hidden())
+    p.add_argument("--child", help=argparse.SUPPRESS)  # the class to time, in a child process
     a = p.parse_args(argv)
     if a.child:
         print("RESULT " + json.dumps(child(a.child)), flush=True)
@@ -90,12 +91,6 @@ def main(argv=None) -> int:
             print(json.dumps(row), flush=True)
     h.write(a.out, "first_use", {"meta": meta, "rows": rows}, table(meta, rows))
     return 0
-
-
-def argparse_hidden():
-    import argparse
-
-    return argparse.SUPPRESS
 
 
 if __name__ == "__main__":
