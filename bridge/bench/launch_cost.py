@@ -1,20 +1,27 @@
-"""Where the time of a short public attention call goes: CPU microseconds to queue each piece (the GPU kept busy
-by a long spin first, so no launch ever waits for it), and the device time of each kernel of one public fwd+bwd
-call (torch.profiler). Prints two tables; writes launch_cost.json under $OUT."""
+"""(c) Launch cost: the CPU time to queue one call, the public call taken apart, and the device time by kernel.
+
+Per shape (default the two short ones, where the CPU's work sits near the device's, and 1x8192): CPU us to queue
+each piece with the GPU kept busy by a spin first (harness.busy_host_us: 30 calls back to back, median of 7 loops
+interleaved across the pieces) — the public calls of the bridge and SDPA, the bridge's with its backward on the
+calling thread (no hand-off to autograd's device thread) and through Triton's own launch path (direct_launch=0),
+its launchers alone, an empty Python autograd Function (what the engine charges any Python backward) and one tiny
+Triton launch; then the device us of each kernel of one public fwd+bwd call (torch.profiler, 5 calls).
+--cprofile also writes cprofile-<shape>.txt (the bridge's public fwd+bwd, backward on the calling thread).
+Writes launch_cost.json and launch_cost.md.
+"""
 
 from __future__ import annotations
 
-import json
+import cProfile
+import io
 import os
-import statistics
-import time
+import pstats
+import sys
 
+import harness as h
 import torch
 import triton
 import triton.language as tl
-from common import load_sglang
-
-OUT = os.environ.get("OUT", "out")
 
 
 @triton.jit
@@ -23,102 +30,113 @@ def _tiny(x_ptr, n, BLOCK: tl.constexpr):
     tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
 
 
-def cpu_us(fn, reps=40):
-    """Median CPU time to queue fn, with the GPU busy behind a spin (so queueing never blocks)."""
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        torch.cuda._sleep(20_000_000)  # ~10 ms of GPU spin: everything below only queues
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e6)
-        torch.cuda.synchronize()
-    return statistics.median(times)
+class _Nop(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
 
 
-def main():
-    os.makedirs(OUT, exist_ok=True)
-    load_sglang()
-    from sglang_attn_bridge import kernel_launches, layout, probe, register
-    from sglang_attn_bridge.forward_selection import select_forward
-    from sglang_attn_bridge.hf_attention import triton_attention_forward
+def pieces(call) -> dict:
+    from sglang_attn_bridge import kernel_launches
     from sglang_attn_bridge.scoring import Scoring
 
-    register()
+    qt, kt, vt = (x.detach().transpose(1, 2) for x in (call.q, call.k, call.v))
+    lay, sc = call.layout(), Scoring(call.shape.d**-0.5, True)
+    o, lse = kernel_launches.forward(qt, kt, vt, lay, sc)
+    do = call.do
+    bridge = h.public("bridge", call, True)
+    x, seed, buf = (torch.zeros(1, device="cuda", requires_grad=True), torch.ones(1, device="cuda"), torch.zeros(1024))
+    buf = buf.cuda()
 
-    class Mod(torch.nn.Module):
-        is_causal = True
+    def calling_thread():
+        with torch.autograd.set_multithreading_enabled(False):
+            bridge()
 
-    mod = Mod()
-    res = {"cpu_us": {}, "kernels": {}}
-    for shape in ((2, 2048, 32, 8, 128), (1, 8192, 32, 8, 128)):
-        b, s, hq, hkv, d = shape
-        name = f"{b}x{s} {hq}/{hkv} D{d}"
-        q = torch.randn(b, hq, s, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-        k = torch.randn(b, hkv, s, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-        v = torch.randn(b, s, hkv, d, device="cuda", dtype=torch.bfloat16).transpose(1, 2).detach().requires_grad_()
-        do = torch.randn(b, s, hq, d, device="cuda", dtype=torch.bfloat16)
-        qt, kt, vt = (t.detach().transpose(1, 2) for t in (q, k, v))
-        lay = layout.dense(b, s, s, q.device)
-        o, lse = kernel_launches.forward(qt, kt, vt, lay, Scoring(d**-0.5, True))
-        x = torch.zeros(1024, device="cuda")
+    def nop():
+        _Nop.apply(x).backward(seed)
+        x.grad = None
 
-        def public():
-            out, _ = triton_attention_forward(mod, q, k, v, None, scaling=d**-0.5)
-            out.backward(do)
-            q.grad = k.grad = v.grad = None
+    return {
+        "bridge public fwd+bwd": bridge,
+        "sdpa public fwd+bwd": h.public("sdpa", call, True),
+        "bridge public fwd, no grad": h.public("bridge", call, False, grad=False),
+        "sdpa public fwd, no grad": h.public("sdpa", call, False, grad=False),
+        "bridge public fwd+bwd, backward on the calling thread": calling_thread,
+        "bridge public fwd+bwd, Triton's launch path": h.public("bridge", call, True, variant={"direct_launch": False}),
+        "kernel_launches.forward": lambda: kernel_launches.forward(qt, kt, vt, lay, sc),
+        "kernel_launches.backward": lambda: kernel_launches.backward(do, qt, kt, vt, o, lse, lay, sc),
+        "empty autograd Function fwd+bwd": nop,
+        "one tiny Triton launch": lambda: _tiny[(1,)](buf, 1024, BLOCK=1024),
+    }
 
-        def public_fwd():
-            with torch.no_grad():
-                triton_attention_forward(mod, q, k, v, None, scaling=d**-0.5)
 
-        pieces = {
-            "public fwd+bwd (auto)": public,
-            "public fwd, no grad": public_fwd,
-            "kernel_launches.forward (gluon)": lambda: kernel_launches.forward(qt, kt, vt, lay, Scoring(d**-0.5, True)),
-            "kernel_launches.forward (triton)": lambda: kernel_launches.forward(
-                qt, kt, vt, lay, Scoring(d**-0.5, True), gluon=False
-            ),
-            "kernel_launches.backward": lambda: kernel_launches.backward(
-                do, qt, kt, vt, o, lse, lay, Scoring(d**-0.5, True)
-            ),
-            "kernel_launches.backward dkdv only": lambda: kernel_launches.backward(
-                do, qt, kt, vt, o, lse, lay, Scoring(d**-0.5, True), parts=("dkdv",)
-            ),
-            "kernel_launches.backward dq only": lambda: kernel_launches.backward(
-                do, qt, kt, vt, o, lse, lay, Scoring(d**-0.5, True), parts=("dq",)
-            ),
-            "select_forward (auto)": lambda: select_forward(qt, kt, vt, Scoring(d**-0.5, True)),
-            "probe.class_of": lambda: probe.class_of(qt, kt, vt, Scoring(d**-0.5, True)),
-            "layout.dense": lambda: layout.dense(b, s, s, q.device),
-            "tiny triton launch": lambda: _tiny[(1,)](x, 1024, BLOCK=1024),
-            "torch.empty x4": lambda: [torch.empty(b, s, hq, d, device="cuda") for _ in range(4)],
-            "q.contiguous()": lambda: qt.contiguous(),
-        }
-        res["cpu_us"][name] = {k_: cpu_us(f) for k_, f in pieces.items()}
-        for k_, us in res["cpu_us"][name].items():
-            print(f"{name:22} {k_:28} {us:8.1f} us", flush=True)
-
-        public()
+def kernels_us(fn, calls: int = 5) -> dict:
+    fn()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
         torch.cuda.synchronize()
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-            for _ in range(5):
-                public()
-            torch.cuda.synchronize()
-        ker = {}
-        for e in prof.key_averages():
-            if e.device_type == torch.autograd.DeviceType.CUDA or getattr(e, "self_device_time_total", 0):
-                ker[e.key[:60]] = (e.count, getattr(e, "self_device_time_total", 0) / 5)
-        res["kernels"][name] = ker
-        total = sum(t for _, t in ker.values())
-        print(f"{name}: device us per public fwd+bwd call, by kernel (total {total:.0f})")
-        for k_, (n, t) in sorted(ker.items(), key=lambda kv: -kv[1][1])[:14]:
-            print(f"   {t:8.1f}  x{n // 5:<3} {k_}", flush=True)
-    with open(os.path.join(OUT, "launch_cost.json"), "w") as f:
-        json.dump(res, f, indent=1)
+    return {e.key[:80]: e.self_device_time_total / calls for e in prof.key_averages() if e.self_device_time_total > 0}
+
+
+def cprofile(fn, path: str, calls: int = 30) -> None:
+    for _ in range(3):
+        fn()
+    prof = cProfile.Profile()
+    torch.cuda.synchronize()
+    torch.cuda._sleep(int(3000 * calls * h.SPIN_PER_US))
+    prof.enable()
+    for _ in range(calls):
+        fn()
+    prof.disable()
+    torch.cuda.synchronize()
+    buf = io.StringIO()
+    for order in ("tottime", "cumulative"):
+        pstats.Stats(prof, stream=buf).sort_stats(order).print_stats(40)
+    with open(path, "w") as f:
+        f.write(buf.getvalue())
+
+
+def table(meta, rows) -> str:
+    names = list(next(iter(rows.values()))["host_us"])
+    lines = [h.header(meta), "", "CPU us to queue one call, the GPU kept busy", ""]
+    lines += ["| piece | " + " | ".join(rows) + " |", "|---|" + "---|" * len(rows)]
+    lines += [f"| {n} | " + " | ".join(h.fmt(r["host_us"].get(n), ".0f") for r in rows.values()) + " |" for n in names]
+    for shape, r in rows.items():
+        for impl in ("bridge", "sdpa"):
+            ker = r[f"{impl} kernels us"]
+            lines += ["", f"{shape}: {impl} public fwd+bwd, device us by kernel (total {sum(ker.values()):.0f})", ""]
+            lines += [f"    {us:8.1f}  {k}" for k, us in sorted(ker.items(), key=lambda kv: -kv[1])[:12]]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = h.parser(__doc__)
+    p.add_argument("--shapes", default="2x2048,8x1024,1x8192", help="comma-separated parts of shape names")
+    p.add_argument("--loops", type=int, default=7)
+    p.add_argument("--cprofile", action="store_true")
+    a = p.parse_args(argv)
+    meta = h.setup()
+    rows = {}
+    for shape in h.pick_shapes(a.shapes):
+        call = h.inputs(shape)
+        runs = pieces(call)
+        rows[shape.name] = {"host_us": h.busy_host_us(runs, loops=a.loops)}
+        for impl in ("bridge", "sdpa"):
+            rows[shape.name][f"{impl} kernels us"] = kernels_us(runs[f"{impl} public fwd+bwd"])
+        if a.cprofile:
+            os.makedirs(a.out, exist_ok=True)
+            path = os.path.join(a.out, f"cprofile-{shape.name.split()[0]}.txt")
+            cprofile(runs["bridge public fwd+bwd, backward on the calling thread"], path)
+        print(shape.name, rows[shape.name], flush=True)
+    h.write(a.out, "launch_cost", {"meta": meta, "rows": rows}, table(meta, rows))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -2,10 +2,10 @@
 
 Triton compiles for a named target without a device; ptxas (shipped inside Triton's wheel) then reports the
 resources. This answers "does this config spill / how many programs fit on an SM" at no device time. Use the
-Triton version the GPU machine runs, installed aside, e.g.
+Triton version the GPU machine runs, installed aside (the Gluon kernels exist only under it), e.g.
   pip download --no-deps --only-binary=:all: -d /tmp/t triton==3.6.0
   pip install --no-deps --target /tmp/t36 /tmp/t/*.whl
-  PYTHONPATH=/tmp/t36:bridge/src python3 bridge/bench/regs_sm90.py dkdv,128,32,64,4,3 fwd,128,128,64,8,2,max_regs=128
+  PYTHONPATH=/tmp/t36:bridge/src python3 bridge/bench/bench.py regs dkdv,128,32,64,4,3 fwd,128,128,64,8,2,max_regs=128
 Each spec: kernel (fwd|dkdv|dq|gluon-dkdv|gluon-dq|gluon-fwd-ws), head dim, BLOCK_M, BLOCK_N, warps, stages (the Gluon
 kernels ignore stages; gluon-fwd-ws takes STAGES=, EXP_FTZ=, INTERIOR=), then optional k=v (TMA=0, INTERIOR=2,
 max_regs=128, ...). Shapes: one sequence of 8192 tokens, 32/8 heads, bf16, causal.
@@ -95,6 +95,7 @@ def compile_report(kind: str, d: int, block_m: int, block_n: int, warps: int, st
         PAIRS=True,
         DEFER=False,
         PRECISE=False,
+        EXP_FTZ=False,
     )
     max_regs = extra.pop("max_regs", 0)
     consts.update(extra)
@@ -124,6 +125,8 @@ def compile_report(kind: str, d: int, block_m: int, block_n: int, warps: int, st
             [ptxas, "-v", "--gpu-name", "sm_90a", "k.ptx", "-o", "k.cubin"], cwd=tmp, capture_output=True, text=True
         )
     log = out.stdout + out.stderr
+    if out.returncode:  # e.g. a Triton newer than this ptxas: its PTX version is one ptxas does not know
+        raise RuntimeError(f"ptxas: {log.strip()[-300:]}")
     regs = re.search(r"Used (\d+) registers", log)
     spills = re.search(r"(\d+) bytes spill stores", log)
     # device-built TMA descriptors: each site has its own scratch slot (the Gluon forward relies on two sets)
