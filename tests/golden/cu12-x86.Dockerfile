@@ -122,7 +122,7 @@ RUN --mount=type=secret,id=pip-ca \
     --mount=type=bind,from=src-miles,source=requirements.txt,target=/tmp/requirements.in --mount=type=bind,source=tools,target=/tmp/tools \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     python3 /tmp/tools/requirements.py /tmp/requirements.in >/tmp/requirements.txt && \
-    pip install --no-cache-dir --no-index --dry-run -r /tmp/requirements.txt && \
+    pip install --no-cache-dir --no-index --no-deps --dry-run -r /tmp/requirements.txt && \
     rm /tmp/requirements.txt
 # ---- miles itself, editable from its own tree, wired to the bridge by its patch right after the copy.
 COPY --from=src-miles / /root/miles
@@ -235,6 +235,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16-cu129" \
       io.miles.variant="cu12-x86" \
-      io.miles.spec-digest="8796f27ad2060572b3612d3997cf265d3ea8a8bed95a644e34a4c16c67419899"
+      io.miles.spec-digest="d44edf556cbb0d00e6d4ccfac819d990238e9dfb74949dd022dd280eefac0659"
 WORKDIR /root/
 CMD ["/bin/bash"]

@@ -131,7 +131,7 @@ RUN --mount=type=secret,id=pip-ca \
     --mount=type=bind,from=src-miles,source=requirements.txt,target=/tmp/requirements.in --mount=type=bind,source=tools,target=/tmp/tools \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     python3 /tmp/tools/requirements.py /tmp/requirements.in >/tmp/requirements.txt && \
-    pip install --no-cache-dir --no-index --dry-run -r /tmp/requirements.txt && \
+    pip install --no-cache-dir --no-index --no-deps --dry-run -r /tmp/requirements.txt && \
     rm /tmp/requirements.txt
 # ---- miles itself, editable from its own tree, wired to the bridge by its patch right after the copy.
 COPY --from=src-miles / /root/miles
@@ -250,6 +250,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16" \
       io.miles.variant="cu13-aarch64" \
-      io.miles.spec-digest="0aa3ac5409fbfe07382b357e07ad6cd57d55e3e81f1be77747de2ec6024f0d01"
+      io.miles.spec-digest="acadc0591b6949a4419c5e557b6e2d7bb170f8e720eab8d544dfde081c52dabd"
 WORKDIR /root/
 CMD ["/bin/bash"]

@@ -131,7 +131,7 @@ RUN --mount=type=secret,id=pip-ca \
     --mount=type=bind,from=src-miles,source=requirements.txt,target=/tmp/requirements.in --mount=type=bind,source=tools,target=/tmp/tools \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     python3 /tmp/tools/requirements.py /tmp/requirements.in >/tmp/requirements.txt && \
-    pip install --no-cache-dir --no-index --dry-run -r /tmp/requirements.txt && \
+    pip install --no-cache-dir --no-index --no-deps --dry-run -r /tmp/requirements.txt && \
     rm /tmp/requirements.txt
 # ---- miles itself, editable from its own tree, wired to the bridge by its patch right after the copy.
 COPY --from=src-miles / /root/miles
@@ -250,6 +250,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16" \
       io.miles.variant="cu13-x86" \
-      io.miles.spec-digest="e50aadcd34011ea3098e6e7fedfc4756c6f7e60874882687d05e62118cfddd1b"
+      io.miles.spec-digest="47e5a616bd6f71164341d4e5a9f9e4d400048187e06dc27730dabdb1bf8ffd72"
 WORKDIR /root/
 CMD ["/bin/bash"]

@@ -133,7 +133,7 @@ RUN --mount=type=secret,id=pip-ca \
     --mount=type=bind,from=src-miles,source=requirements.txt,target=/tmp/requirements.in --mount=type=bind,source=tools,target=/tmp/tools \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     python3 /tmp/tools/requirements.py /tmp/requirements.in >/tmp/requirements.txt && \
-    pip install --no-cache-dir --no-index --dry-run -r /tmp/requirements.txt && \
+    pip install --no-cache-dir --no-index --no-deps --dry-run -r /tmp/requirements.txt && \
     rm /tmp/requirements.txt
 # ---- miles itself, editable from its own tree, wired to the bridge by its patch right after the copy.
 COPY --from=src-miles / /root/miles
@@ -253,6 +253,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16" \
       io.miles.variant="cu13" \
-      io.miles.spec-digest="31dd60efe19205b3450c11482ef868ddb1a40db4a04f3450c615eb12aa86fa16"
+      io.miles.spec-digest="647b543d26ce06a699395c3c458414cec590f2eb5b06d96bc24c7b2e2ae3e518"
 WORKDIR /root/
 CMD ["/bin/bash"]

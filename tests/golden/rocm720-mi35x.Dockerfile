@@ -133,7 +133,7 @@ RUN --mount=type=secret,id=pip-ca \
     --mount=type=bind,from=src-miles,source=requirements.txt,target=/tmp/requirements.in --mount=type=bind,source=tools,target=/tmp/tools \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca GIT_SSL_CAINFO=/run/secrets/pip-ca; fi; \
     python3 /tmp/tools/requirements.py /tmp/requirements.in --exclude nvidia-resiliency-ext >/tmp/requirements.txt && \
-    pip install --no-cache-dir --no-index --dry-run -r /tmp/requirements.txt && \
+    pip install --no-cache-dir --no-index --no-deps --dry-run -r /tmp/requirements.txt && \
     rm /tmp/requirements.txt
 # ---- miles itself, editable from its own tree, wired to the bridge by its patch right after the copy.
 COPY --from=src-miles / /root/miles

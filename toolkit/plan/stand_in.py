@@ -6,7 +6,8 @@ of the variant, the `--source` names and the `--compile` names:
 
 - A step is **skipped** when it compiles native code (a `compile` record, a `make` or `cargo` step) and `--compile`
   does not name it, when it reads a git component no `--source` gives (a stand-in build fetches nothing but the
-  package index's files), or when a pin it installs has no locked file (its index was unreachable when locking).
+  package index's files), or when it installs from its own index a pin with no locked file (that index was
+  unreachable when locking).
 - A skipped component step whose distribution the closure already installs (the base's own, from the index) is
   a **difference**: the image keeps the index's release in its place. Every other difference comes from the base
   file and the stand-in's own facts.
@@ -112,11 +113,11 @@ def skip_reason(step: dict, v, given: set, compile_names: set) -> str | None:
         return f"git checkout {value} not fetched here; --source {value}=DIR gives it"
     if compiles(step) and not compile_names & names_of(step, v.args):
         return f"compiles native code; --compile '{step_name(step, v.args)}' builds it here"
-    if step["kind"] == "pip":
+    if step["kind"] == "pip" and step.get("extra_index"):  # a pin `--set` moves on the default index still builds
         pins = [f"{expand(n, v.args)}=={v.pip[n]}" for n in value if n in (v.pip or {})]
         missing = [p for p in pins if p not in (v.pip_files or {})]
         if missing:
-            return f"no locked file for {', '.join(missing)} (its index was unreachable when locking)"
+            return f"no locked file for {', '.join(missing)} (its own index was unreachable when locking)"
     return None
 
 

@@ -20,7 +20,7 @@ class Requirements(Kind):
     so pip could not replace them: they are removed first).
     Leaves: the requirements' distributions. Only the requirements file is mounted, so a change elsewhere in the
     tree keeps this layer. Over a variant whose lock holds its closure, the closure step has installed them: this
-    step only checks, offline (`--no-index --dry-run`), that the tree asks for nothing the closure lacks.
+    step only checks, offline (`--no-index --no-deps --dry-run`), that the tree asks for nothing the closure lacks.
     May not: install the component itself (a `source` step does).
     """
 
@@ -65,7 +65,9 @@ class Requirements(Kind):
                     f"{out.word(out.python)} /tmp/tools/requirements.py /tmp/requirements.in{excludes}"
                     " >/tmp/requirements.txt &&",
                     # Over a closure: only a check that it holds the tree's requirements (nothing is fetched).
-                    f"pip install {out.pip_opts()} --no-index --dry-run -r /tmp/requirements.txt &&"
+                    # --no-deps: what the installed distributions require is pip check's, with its allow rules (the
+                    # cuDNN the closure holds over torch's own pin would otherwise fail here, offline).
+                    f"pip install {out.pip_opts()} --no-index --no-deps --dry-run -r /tmp/requirements.txt &&"
                     if step.get("locked")
                     else f"pip install {out.pip_opts()}{flag_words(step)} -r /tmp/requirements.txt &&",
                     "rm /tmp/requirements.txt",
