@@ -166,6 +166,7 @@ def prepare(request: BuildRequest, scope, log=print) -> Prepared:
 def stand_in_variants(request: BuildRequest, variants: list) -> tuple:
     """`--stand-in-base`: each GPU variant as a stand-in build renders it, and what it skips (refused with a push,
     a registry, another tag or a variant whose base is made here: a stand-in image never leaves this engine)."""
+    from toolkit.engine.stand_in_base import held
     from toolkit.plan.stand_in import SUFFIX, plan_stand_in, stand_in_variant
 
     if not request.stand_in:
@@ -179,7 +180,7 @@ def stand_in_variants(request: BuildRequest, variants: list) -> tuple:
     for v in variants:
         if v.base_build or v.wheelhouse:
             raise UsageError(f"--stand-in-base: {v.name} makes its own base here; build it without the flag")
-        found[v.name] = plan_stand_in(v, given, request.compile)
+        found[v.name] = plan_stand_in(v, given, request.compile, held(v))
         out.append(stand_in_variant(v, found[v.name]))
     return out, found
 

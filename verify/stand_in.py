@@ -10,8 +10,9 @@ config's ``stand_in`` section, derived from the plan, never by hand:
                   "distributions": ["sglang"]}]}
 
 A failed check is excused only when its own failure names what a rule covers: an import that found no module (or
-only a namespace portion) of a listed module, a name missing from one, or a ``pip check`` line about a listed
-distribution. Its status is then ``EXCUSED`` with ``not built here: STEP (why)`` or ``differs from base: WHY``;
+only a namespace portion) of a listed module, a name missing from one, a file missing inside one (the innermost
+frame of a FileNotFoundError or ImportError lies in it), a provenance gate of one, or a ``pip check`` line about a
+listed distribution. Its status is then ``EXCUSED`` with ``not built here: STEP (why)`` or ``differs from base: WHY``;
 every other failure stays a failure. A config without the section excuses nothing: a real build has none.
 """
 
@@ -31,6 +32,9 @@ _DIST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
 # What an import's failure names: a module it did not find, or the module a missing name was imported from.
 _MISSING = re.compile(r"No module named '([A-Za-z0-9_.]+)'")
 _FROM = re.compile(r"cannot import name '[A-Za-z0-9_]+' from '([A-Za-z0-9_.]+)'")
+# An import that failed inside a package for want of a file (a library a skipped step builds: TransformerEngine's
+# torch extension): the innermost frame's file names the package.
+_MISSING_FILE = re.compile(r"^(FileNotFoundError|ImportError|ModuleNotFoundError): .* at (/\S+):\d+$")
 IMPORT_KINDS = ("import", "stub-import", "compile")
 
 
@@ -75,11 +79,17 @@ def _covers(modules: List[str], name: str) -> bool:
 def named_modules(res: CheckResult) -> List[str]:
     """The modules a failed import check's failure is about: those it found missing, the module a missing name was
     imported from, and the check's own module where the import found only a namespace portion."""
+    if res.kind == "provenance":  # where a module resolves: the module is what a difference names
+        return [res.target]
     if res.kind not in IMPORT_KINDS:
         return []
     found = _MISSING.findall(res.detail) + _FROM.findall(res.detail)
     if "namespace package" in res.detail:
         found.append(res.target)
+    inside = _MISSING_FILE.match(res.detail)
+    if inside:
+        parts = inside.group(2).split("/")
+        found += [parts[i + 1] for i, part in enumerate(parts[:-2]) if part in ("site-packages", "dist-packages")]
     return found
 
 

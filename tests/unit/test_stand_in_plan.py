@@ -50,6 +50,10 @@ def test_a_component_build_the_closure_holds_from_the_index_is_a_difference(cu13
     assert parse(rules, "gates.json") == rules  # the runner's own schema takes it
     assert all(r["modules"] or r["distributions"] for section in rules.values() for r in section)
     assert not any(r.get("step") == "make nccl_tests" for r in rules["not_built"])  # it installs no module
+    # sglang-miles' tree over the base's sglang: on the stand-in, the index's sglang the base set holds stays
+    with_base = plan_stand_in(cu13, SOURCES, (), {"sglang", "torch"}).gate_rules()
+    assert any(r["modules"] == ["sglang"] and "source sglang_miles" in r["why"] for r in with_base["differs"])
+    assert any(r["modules"] == ["sglang"] for r in rules["not_built"])  # without it, nothing holds sglang
 
 
 def test_the_variant_built_drops_exactly_the_skipped_steps_and_ends_its_tag_in_standin(cu13):

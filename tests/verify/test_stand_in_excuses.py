@@ -100,3 +100,18 @@ def test_a_report_that_excuses_checks_is_refused_for_a_config_without_the_sectio
     assert "only a stand-in build" in report_problem(report, nonce, plain)
     report["checks"][1]["excused"] = "not built here: something else"  # an edited excuse breaks the proof
     assert "proof" in report_problem(report, nonce, gates)
+
+
+def test_a_missing_file_inside_a_skipped_package_and_a_provenance_gate_are_named_by_their_module():
+    rules = {
+        "not_built": [{"step": "pip te", "why": "compiles", "modules": ["transformer_engine"], "distributions": []}],
+        "differs": [{"why": "the index's sglang", "modules": ["sglang"], "distributions": ["sglang"]}],
+    }
+    te = "FileNotFoundError: Could not find shared object file at /usr/lib/python3/site-packages/transformer_engine/common/__init__.py:128"
+    assert stand_in.excuse(CheckResult("import", "megatron.core", False, te), rules).excused.startswith("not built here: pip te")
+    own = "OSError: libcuda.so.1 at /usr/lib/python3/site-packages/transformer_engine/common/__init__.py:128"
+    assert stand_in.excuse(CheckResult("import", "megatron.core", False, own), rules).excused is None  # not a missing file
+    elsewhere = "FileNotFoundError: x at /usr/lib/python3/site-packages/megatron/core/__init__.py:1"
+    assert stand_in.excuse(CheckResult("import", "megatron.core", False, elsewhere), rules).excused is None
+    prov = CheckResult("provenance", "sglang", False, "resolves to /x/sglang, not under /sgl-workspace/sglang/python")
+    assert stand_in.excuse(prov, rules).excused.startswith("differs from base: the index's sglang")

@@ -123,21 +123,36 @@ def differences(base, suite: str, glibc: str, python: str, cuda_major: str, reco
     )
 
 
+def closure_record(variant) -> dict:
+    """The variant's closure record in its family's lock, for this host's platform."""
+    from toolkit.lock import file as lock_file
+    from toolkit.spec.bases import load_base
+
+    platform = base_image.host_platform()
+    python = load_base(variant.base).python_version
+    spec = Path(variant.spec_file)
+    lock = lock_file.load(lock_file.lock_path(spec), spec.name, variant.family) or {}
+    record = ((lock.get("closure") or {}).get(variant.name) or {}).get(f"py{python} {platform}")
+    if not record or not record.get("packages"):
+        raise UsageError(f"{variant.name}: its lock holds no closure for {platform} (run `build.py lock`)")
+    return record
+
+
+def held(variant) -> set:
+    """The distributions the stand-in base holds for `variant` (what the real base holds of its closure)."""
+    return {line.split("==", 1)[0] for line in base_lines(closure_record(variant))}
+
+
 def ensure(client, variant, log=print, scope=None, pip_ca=None) -> StandInBase:
     """The stand-in base of `variant` for this host's platform, made when missing; its reference and differences."""
     import docker.errors
     import jinja2
 
-    from toolkit.lock import file as lock_file
     from toolkit.spec.bases import load_base
 
     base = load_base(variant.base)
     platform = base_image.host_platform()
-    spec = Path(variant.spec_file)
-    lock = lock_file.load(lock_file.lock_path(spec), spec.name, variant.family) or {}
-    record = ((lock.get("closure") or {}).get(variant.name) or {}).get(f"py{base.python_version} {platform}")
-    if not record or not record.get("packages"):
-        raise UsageError(f"{variant.name}: its lock holds no closure for {platform} (run `build.py lock`)")
+    record = closure_record(variant)
     suite, glibc = suite_for(base.glibc)
     prefix, python = host_python(base.python_version)
     cuda_major = str(variant.args.get("CUDA_MAJOR") or (base.torch_cuda or "13").split(".")[0])

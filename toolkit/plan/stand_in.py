@@ -66,7 +66,7 @@ class StandIn:
 
 
 def replaced_line(skip: Skip) -> str:
-    return f"{skip.replaced} from the index (the closure) in place of {skip.step}, which {skip.why}"
+    return f"{skip.replaced}: the index's release in place of {skip.step} ({skip.why})"
 
 
 def step_name(step: dict, args: dict) -> str:
@@ -131,16 +131,17 @@ def closure_names(v) -> set:
     }
 
 
-def plan_stand_in(v, given=(), compile_names=()) -> StandIn:
+def plan_stand_in(v, given=(), compile_names=(), base_held=()) -> StandIn:
     """The skips of `v` on a stand-in base; `given`: the components `--source` gives; `compile_names`: the
-    compiling steps to build anyway (each must name one)."""
+    compiling steps to build anyway (each must name one); `base_held`: the distributions the stand-in base holds
+    (toolkit/engine/stand_in_base.py: held)."""
     asked, given = set(compile_names), set(given)
     steps = [(i, step) for i, step in enumerate(v.steps) if applies(step, v.args)]
     named = set().union(*(names_of(step, v.args) for _, step in steps if compiles(step)))
     for name in sorted(asked - named):
         choices = ", ".join(sorted(step_name(s, v.args) for _, s in steps if compiles(s)))
         raise UsageError(f"--compile {short(name)}: no compiling step of {v.name} is named so ({choices})")
-    installed = closure_names(v)
+    installed = closure_names(v) | {canonical(n) for n in base_held}
     skipped = []
     for i, step in steps:
         why = skip_reason(step, v, given, asked)
