@@ -5,14 +5,14 @@ A GPU image built on a stand-in base (``build.py build --stand-in-base``) skips 
 config's ``stand_in`` section, derived from the plan, never by hand:
 
     {"not_built": [{"step": "flash-attn", "why": "compiles CUDA code", "modules": ["flash_attn"],
-                    "distributions": ["flash-attn"]}],
+                    "distributions": ["flash-attn"], "paths": []}],
      "differs": [{"why": "sglang 0.5.16 from the index in place of ...", "modules": ["sglang"],
-                  "distributions": ["sglang"]}]}
+                  "distributions": ["sglang"], "paths": []}]}
 
 A failed check is excused only when its own failure names what a rule covers: an import that found no module (or
 only a namespace portion) of a listed module, a name missing from one, a file missing inside one (the innermost
-frame of a FileNotFoundError or ImportError lies in it), a provenance gate of one, or a ``pip check`` line about a
-listed distribution. Its status is then ``EXCUSED`` with ``not built here: STEP (why)`` or ``differs from base: WHY``;
+frame of a FileNotFoundError or ImportError lies in it), a provenance gate of one, a ``pip check`` line or a missing distribution's metadata about a listed
+distribution, or a listed file (a binary the step installs) that is not there. Its status is then ``EXCUSED`` with ``not built here: STEP (why)`` or ``differs from base: WHY``;
 every other failure stays a failure. A config without the section excuses nothing: a real build has none.
 """
 
@@ -31,6 +31,8 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _DIST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
 # What an import's failure names: a module it did not find, or the module a missing name was imported from.
 _MISSING = re.compile(r"No module named '([A-Za-z0-9_.]+)'")
+_NO_METADATA = re.compile(r"No package metadata was found for ([A-Za-z0-9._-]+)")
+_NO_FILE = re.compile(r"(/[^\s:'\"]+): No such file or directory|No such file or directory: '(/[^']+)'")
 _FROM = re.compile(r"cannot import name '[A-Za-z0-9_]+' from '([A-Za-z0-9_.]+)'")
 # An import that failed inside a package for want of a file (a library a skipped step builds: TransformerEngine's
 # torch extension): the innermost frame's file names the package.
@@ -50,7 +52,7 @@ def parse(value: Any, where: str) -> Dict[str, List[Dict[str, Any]]]:
             raise config_error(where, key, "must be a list of rules")
         for i, rule in enumerate(rules):
             at = "%s[%d]" % (key, i)
-            needed = {"why", "modules", "distributions"} | ({"step"} if section == "not_built" else set())
+            needed = {"why", "modules", "distributions", "paths"} | ({"step"} if section == "not_built" else set())
             if not isinstance(rule, dict) or set(rule) != needed:
                 raise config_error(where, at, "must have exactly the keys %s" % ", ".join(sorted(needed)))
             for text_key in needed & {"why", "step"}:
@@ -61,8 +63,11 @@ def parse(value: Any, where: str) -> Dict[str, List[Dict[str, Any]]]:
                 raise config_error(where, at + ".modules", "must be a list of module names")
             if not isinstance(dists, list) or not all(isinstance(d, str) and _DIST.match(d) for d in dists):
                 raise config_error(where, at + ".distributions", "must be a list of distribution names")
-            if not mods and not dists:
-                raise config_error(where, at, "names no module and no distribution: it could excuse nothing")
+            paths = rule["paths"]
+            if not isinstance(paths, list) or not all(isinstance(p, str) and p.startswith("/") for p in paths):
+                raise config_error(where, at + ".paths", "must be a list of absolute paths")
+            if not mods and not dists and not paths:
+                raise config_error(where, at, "names no module, distribution or path: it could excuse nothing")
         out[section] = [dict(r) for r in rules]
     return out
 
@@ -99,12 +104,14 @@ def excuse(res: CheckResult, rules: Optional[Dict[str, List[Dict[str, Any]]]]) -
         return res
     modules = named_modules(res)
     line = PipLine.parse(res.detail) if res.kind == "pip-check" else None
+    unmet = {canonical(n) for n in _NO_METADATA.findall(res.detail)}
+    if line is not None and line.shape in ("missing", "version"):
+        unmet |= {line.requirement or "", line.dist}
+    files = {a or b for a, b in _NO_FILE.findall(res.detail)}
     for section in SECTIONS:
         for rule in rules.get(section, []):
             dists = {canonical(d) for d in rule["distributions"]}
-            if any(_covers(rule["modules"], m) for m in modules) or (
-                line is not None and line.shape in ("missing", "version") and (line.requirement in dists or line.dist in dists)
-            ):
+            if any(_covers(rule["modules"], m) for m in modules) or unmet & dists or files & set(rule["paths"]):
                 res.excused = reason(rule, section)
                 return res
     return res

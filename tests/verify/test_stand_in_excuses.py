@@ -11,10 +11,10 @@ from verify.result import CheckResult
 
 RULES = {
     "not_built": [
-        {"step": "pip flash-attn", "why": "compiles native code", "modules": ["flash_attn"], "distributions": ["flash-attn"]},
-        {"step": "source apex", "why": "git checkout apex not fetched here", "modules": ["apex", "amp_C"], "distributions": ["apex"]},
+        {"step": "pip flash-attn", "why": "compiles native code", "modules": ["flash_attn"], "distributions": ["flash-attn"], "paths": []},
+        {"step": "source apex", "why": "git checkout apex not fetched here", "modules": ["apex", "amp_C"], "distributions": ["apex"], "paths": ["/usr/local/bin/apex-tool"]},
     ],
-    "differs": [{"why": "sglang from the index in place of source sglang_miles", "modules": ["sglang"], "distributions": ["sglang"]}],
+    "differs": [{"why": "sglang from the index in place of source sglang_miles", "modules": ["sglang"], "distributions": ["sglang"], "paths": []}],
 }
 
 
@@ -31,6 +31,8 @@ def failed(kind, target, detail):
         ("import", "miles.x", "ImportError: cannot import name 'f' from 'sglang.srt.utils' (/s.py)", "differs from base: sglang"),
         ("pip-check", "megatron-core", "megatron-core 0.1 requires apex, which is not installed.", "not built here: source apex"),
         ("pip-check", "sglang", "sglang 0.5.16 has requirement torch==2.9, but you have torch 2.11.0.", "differs from base: sglang"),
+        ("command", "te", "exit 1: PackageNotFoundError: No package metadata was found for Flash_Attn", "not built here: pip flash-attn"),
+        ("command", "tool", "exit 1: /usr/local/bin/apex-tool: No such file or directory", "not built here: source apex"),
     ],
 )
 def test_a_failure_naming_what_a_rule_covers_is_excused(kind, target, detail, excused):
@@ -45,6 +47,7 @@ def test_a_failure_naming_what_a_rule_covers_is_excused(kind, target, detail, ex
         ("import", "flash_attn_x", "ModuleNotFoundError: No module named 'flash_attnx'"),  # a prefix, not the module
         ("import", "mbridge", "ModuleNotFoundError: No module named 'mbridge'"),  # no rule names it
         ("command", "probes/x.py", "No module named 'flash_attn'"),  # a command's output is not an import's failure
+        ("command", "tool", "exit 1: /usr/local/bin/other: No such file or directory"),  # a file no rule lists
         ("pip-check", "torch", "torch 2.11.0 requires triton==3.6.0, which is not installed."),
     ],
 )
@@ -57,10 +60,11 @@ def test_every_other_failure_still_fails(kind, target, detail):
     "section, problem",
     [
         ({"other": []}, "must be a mapping"),
-        ({"not_built": [{"why": "w", "modules": ["m"], "distributions": []}]}, "exactly the keys"),
-        ({"differs": [{"why": "", "modules": ["m"], "distributions": []}]}, "one line"),
-        ({"differs": [{"why": "w", "modules": [], "distributions": []}]}, "could excuse nothing"),
-        ({"differs": [{"why": "w", "modules": ["a b"], "distributions": []}]}, "module names"),
+        ({"not_built": [{"why": "w", "modules": ["m"], "distributions": [], "paths": []}]}, "exactly the keys"),
+        ({"differs": [{"why": "", "modules": ["m"], "distributions": [], "paths": []}]}, "one line"),
+        ({"differs": [{"why": "w", "modules": [], "distributions": [], "paths": []}]}, "could excuse nothing"),
+        ({"differs": [{"why": "w", "modules": ["a b"], "distributions": [], "paths": []}]}, "module names"),
+        ({"differs": [{"why": "w", "modules": [], "distributions": [], "paths": ["bin/x"]}]}, "absolute paths"),
     ],
 )
 def test_a_bad_section_is_refused_naming_its_key(section, problem):
@@ -104,8 +108,8 @@ def test_a_report_that_excuses_checks_is_refused_for_a_config_without_the_sectio
 
 def test_a_missing_file_inside_a_skipped_package_and_a_provenance_gate_are_named_by_their_module():
     rules = {
-        "not_built": [{"step": "pip te", "why": "compiles", "modules": ["transformer_engine"], "distributions": []}],
-        "differs": [{"why": "the index's sglang", "modules": ["sglang"], "distributions": ["sglang"]}],
+        "not_built": [{"step": "pip te", "why": "compiles", "modules": ["transformer_engine"], "distributions": [], "paths": []}],
+        "differs": [{"why": "the index's sglang", "modules": ["sglang"], "distributions": ["sglang"], "paths": []}],
     }
     te = "FileNotFoundError: Could not find shared object file at /usr/lib/python3/site-packages/transformer_engine/common/__init__.py:128"
     assert stand_in.excuse(CheckResult("import", "megatron.core", False, te), rules).excused.startswith("not built here: pip te")

@@ -38,6 +38,7 @@ class Skip:
     why: str
     modules: tuple
     distributions: tuple
+    paths: tuple = ()  # files it installs that a gate runs (a cargo step's binaries)
     replaced: str = ""  # the distributions the closure installs in the step's place ("" when none)
 
 
@@ -48,8 +49,8 @@ class StandIn:
 
     def gate_rules(self) -> dict:
         """The gate config's `stand_in` section (verify/stand_in.py's shape)."""
-        rule = lambda s: {"modules": list(s.modules), "distributions": list(s.distributions)}  # noqa: E731
-        named = [s for s in self.skipped if s.modules or s.distributions]  # a step that installs no module excuses none
+        rule = lambda s: {"modules": list(s.modules), "distributions": list(s.distributions), "paths": list(s.paths)}  # noqa: E731
+        named = [s for s in self.skipped if s.modules or s.distributions or s.paths]  # one that names none excuses none
         return {
             "not_built": [dict(rule(s), step=s.step, why=s.why) for s in named if not s.replaced],
             "differs": [dict(rule(s), why=replaced_line(s)) for s in named if s.replaced],
@@ -147,10 +148,11 @@ def plan_stand_in(v, given=(), compile_names=(), base_held=()) -> StandIn:
         why = skip_reason(step, v, given, asked)
         if why is not None:
             mods, dists = provides(step, v.args)
+            paths = tuple(f"{step['to'].rstrip('/')}/{b}" for b in step.get("bins", ())) if "to" in step else ()
             # A pip step installs the closure's own pins; a component's build the closure holds from the index
             # (sglang from sglang-miles' tree) leaves the index's release in its place.
             kept = [d for d in dists if d in installed] if step["kind"] != "pip" else []
-            skipped.append(Skip(i, step_name(step, v.args), why, mods, dists, ", ".join(kept)))
+            skipped.append(Skip(i, step_name(step, v.args), why, mods, dists, paths, ", ".join(kept)))
     return StandIn(tuple(skipped))
 
 
