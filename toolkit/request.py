@@ -112,9 +112,9 @@ def prepare(request: BuildRequest, scope, log=print) -> Prepared:
     else:  # each target takes the items naming its components
         sources, refs = overrides_for(variants, request.sources), refs_for(variants, request.refs)
     secrets, pip_ca = [parse_secret(s) for s in request.secrets], host_pip_ca()
-    stand_ins = {}
+    stand_ins: dict = {}
     if request.stand_in or request.compile:
-        variants, stand_ins = stand_in_variants(request, variants)
+        check_stand_in(request, variants)
     planned = []
     for variant in variants:
         plan = make_plan(
@@ -128,6 +128,8 @@ def prepare(request: BuildRequest, scope, log=print) -> Prepared:
             refs=refs[variant.name],
             sources=sources[variant.name],
         )
+        if request.stand_in:
+            plan, stand_ins[variant.name] = on_stand_in_plan(request, plan)
         refuse_zero_context(plan)
         check_build_gates(plan.variant)  # MILES_GATES_REQUIRE_GPU true: GPU gates cannot pass in a build
         local_images.check_platforms(plan.variant)
@@ -163,11 +165,10 @@ def prepare(request: BuildRequest, scope, log=print) -> Prepared:
     return Prepared(tuple(targets), builder, client)
 
 
-def stand_in_variants(request: BuildRequest, variants: list) -> tuple:
-    """`--stand-in-base`: each GPU variant as a stand-in build renders it, and what it skips (refused with a push,
-    a registry, another tag or a variant whose base is made here: a stand-in image never leaves this engine)."""
-    from toolkit.engine.stand_in_base import held
-    from toolkit.plan.stand_in import SUFFIX, plan_stand_in, stand_in_variant
+def check_stand_in(request: BuildRequest, variants: list) -> None:
+    """`--stand-in-base` is refused with a push, a registry, another tag or a variant whose base is made here: a
+    stand-in image never leaves this engine."""
+    from toolkit.plan.stand_in import SUFFIX
 
     if not request.stand_in:
         raise UsageError("--compile needs --stand-in-base (a real build compiles every step)")
@@ -175,14 +176,23 @@ def stand_in_variants(request: BuildRequest, variants: list) -> tuple:
         raise UsageError("--stand-in-base builds into this engine only: no --push, --registry or --image-tag")
     if request.tag is not None and not request.tag.endswith(SUFFIX):
         raise UsageError(f"--tag {short(request.tag)}: a stand-in build's tag ends in {SUFFIX}")
-    given = {item.partition("=")[0] for item in request.sources}
-    out, found = [], {}
     for v in variants:
         if v.base_build or v.wheelhouse:
             raise UsageError(f"--stand-in-base: {v.name} makes its own base here; build it without the flag")
-        found[v.name] = plan_stand_in(v, given, request.compile, held(v))
-        out.append(stand_in_variant(v, found[v.name]))
-    return out, found
+
+
+def on_stand_in_plan(request: BuildRequest, plan) -> tuple:
+    """The plan (its `--set`s applied) as a stand-in build renders it, and what it skips."""
+    from dataclasses import replace
+
+    from toolkit.engine.stand_in_base import held
+    from toolkit.plan.stand_in import plan_stand_in, stand_in_variant
+
+    given = {item.partition("=")[0] for item in request.sources}
+    found = plan_stand_in(plan.variant, given, request.compile, held(plan.variant))
+    variant = stand_in_variant(plan.variant, found)
+    image = request.tag or f"{variant.repository}:{variant.tag_suffix}"
+    return replace(plan, variant=variant, image=image), found
 
 
 def on_stand_in(plan, invocation, stand_in, client, pip_ca, log, scope):
