@@ -25,7 +25,10 @@ def test_cu13_x86_builds_on_its_stand_in_and_only_skipped_steps_and_differences_
     proc = run_build_py("build", "--target", "cu13-x86", "--stand-in-base", *SOURCES, timeout=5400)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-6000:]
-    for line in ("stand-in: not built here: pip flash-attn (compiles native code", "stand-in: differs from base: OS: Debian"):
+    for line in (
+        "stand-in: not built here: pip flash-attn (compiles native code",
+        "stand-in: differs from base: OS: Debian",
+    ):
         assert line in out
     client = docker.from_env()
     image = client.images.get("miles:cu13-x86-standin")
@@ -53,7 +56,9 @@ def test_a_broken_environment_fails_the_stand_in_build_naming_what_broke(tmp_pat
         tar.extractall(tmp_path / "mlm", filter="data")
     (root,) = [p for p in (tmp_path / "mlm").iterdir() if p.is_dir()] or [tmp_path / "mlm"]
     core = root / "megatron" / "core" / "__init__.py"
-    core.write_text("raise OSError('libcuda.so.1: cannot open shared object file (a planted breakage)')\n" + core.read_text())
+    core.write_text(
+        "raise OSError('libcuda.so.1: cannot open shared object file (a planted breakage)')\n" + core.read_text()
+    )
     client = docker.from_env()
     before = client.images.get("miles:cu13-x86-standin").id if client.images.list("miles:cu13-x86-standin") else None
     proc = run_build_py(

@@ -176,9 +176,16 @@ def check_stand_in(request: BuildRequest, variants: list) -> None:
         raise UsageError("--stand-in-base builds into this engine only: no --push, --registry or --image-tag")
     if request.tag is not None and not request.tag.endswith(SUFFIX):
         raise UsageError(f"--tag {short(request.tag)}: a stand-in build's tag ends in {SUFFIX}")
+    from toolkit.spec.bases import load_base
+
     for v in variants:
         if v.base_build or v.wheelhouse:
             raise UsageError(f"--stand-in-base: {v.name} makes its own base here; build it without the flag")
+        if load_base(v.base).is_rocm:
+            raise UsageError(
+                f"--stand-in-base: {v.name} is a ROCm variant, whose torch is its base's own ROCm build, on no index "
+                "this host reaches: a stand-in would have no torch (its closure is resolved by `build.py lock`)"
+            )
 
 
 def on_stand_in_plan(request: BuildRequest, plan) -> tuple:
@@ -206,7 +213,11 @@ def on_stand_in(plan, invocation, stand_in, client, pip_ca, log, scope):
     found = replace(stand_in, differences=made.differences)
     for line in found.lines():
         log(f"stand-in: {line}")
-    labels = (*invocation.labels, ("io.miles.stand-in", made.ref), (stand_in_base.DIFFERENCES_LABEL, " | ".join(found.lines())))
+    labels = (
+        *invocation.labels,
+        ("io.miles.stand-in", made.ref),
+        (stand_in_base.DIFFERENCES_LABEL, " | ".join(found.lines())),
+    )
     contexts = (*invocation.contexts, (plan.variant.base, f"docker-image://{made.ref}"))
     return replace(invocation, labels=labels, contexts=contexts)
 

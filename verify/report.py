@@ -130,7 +130,6 @@ def to_json(results: List[CheckResult], nonce: Optional[str] = None) -> dict:
         "checks": [check_dict(r) for r in results],
         "passed": sum(1 for r in results if r.passed),
         "failed": sum(1 for r in results if r.failed),
-
         "total": len(results),
         "seconds": round(sum(r.seconds for r in results), 4),
         "python": sys.executable,

@@ -11,9 +11,10 @@ config's ``stand_in`` section, derived from the plan, never by hand:
 
 A failed check is excused only when its own failure names what a rule covers: an import that found no module (or
 only a namespace portion) of a listed module, a name missing from one, a file missing inside one (the innermost
-frame of a FileNotFoundError or ImportError lies in it), a provenance gate of one, a ``pip check`` line or a missing distribution's metadata about a listed
-distribution, or a listed file (a binary the step installs) that is not there. Its status is then ``EXCUSED`` with ``not built here: STEP (why)`` or ``differs from base: WHY``;
-every other failure stays a failure. A config without the section excuses nothing: a real build has none.
+frame of a FileNotFoundError or ImportError lies in it), a provenance gate of one, a ``pip check`` line or a
+missing distribution's metadata about a listed distribution, or a listed file (a binary the step installs) that is
+not there. Its status is then ``EXCUSED`` with ``not built here: STEP (why)`` or ``differs from base: WHY``; every
+other failure stays a failure. A config without the section excuses nothing: a real build has none.
 """
 
 from __future__ import annotations
@@ -74,7 +75,9 @@ def parse(value: Any, where: str) -> Dict[str, List[Dict[str, Any]]]:
 
 def reason(rule: Dict[str, Any], section: str) -> str:
     head = SECTIONS[section]
-    return "%s: %s (%s)" % (head, rule["step"], rule["why"]) if section == "not_built" else "%s: %s" % (head, rule["why"])
+    return (
+        "%s: %s (%s)" % (head, rule["step"], rule["why"]) if section == "not_built" else "%s: %s" % (head, rule["why"])
+    )
 
 
 def _covers(modules: List[str], name: str) -> bool:

@@ -84,7 +84,11 @@ def test_the_cli_refuses_a_stand_in_build_that_could_leave_this_engine_or_names_
     one_line(run_build_py("build", "--target", "cu13-x86", *args, env=no_engine(tmp_path)), 2, needle)
 
 
-def test_a_family_that_makes_its_base_here_is_refused(tmp_path):
+@pytest.mark.parametrize(
+    "target, needle",
+    [("smoke", "makes its own base"), ("rocm720-mi35x", "a ROCm variant, whose torch is its base's own")],
+)
+def test_a_variant_with_no_stand_in_is_refused(tmp_path, target, needle):
     from tests.support import no_engine, one_line, run_build_py
 
-    one_line(run_build_py("build", "--target", "smoke", "--stand-in-base", env=no_engine(tmp_path)), 2, "makes its own base")
+    one_line(run_build_py("build", "--target", target, "--stand-in-base", env=no_engine(tmp_path)), 2, needle)

@@ -11,10 +11,29 @@ from verify.result import CheckResult
 
 RULES = {
     "not_built": [
-        {"step": "pip flash-attn", "why": "compiles native code", "modules": ["flash_attn"], "distributions": ["flash-attn"], "paths": []},
-        {"step": "source apex", "why": "git checkout apex not fetched here", "modules": ["apex", "amp_C"], "distributions": ["apex"], "paths": ["/usr/local/bin/apex-tool"]},
+        {
+            "step": "pip flash-attn",
+            "why": "compiles native code",
+            "modules": ["flash_attn"],
+            "distributions": ["flash-attn"],
+            "paths": [],
+        },
+        {
+            "step": "source apex",
+            "why": "git checkout apex not fetched here",
+            "modules": ["apex", "amp_C"],
+            "distributions": ["apex"],
+            "paths": ["/usr/local/bin/apex-tool"],
+        },
     ],
-    "differs": [{"why": "sglang from the index in place of source sglang_miles", "modules": ["sglang"], "distributions": ["sglang"], "paths": []}],
+    "differs": [
+        {
+            "why": "sglang from the index in place of source sglang_miles",
+            "modules": ["sglang"],
+            "distributions": ["sglang"],
+            "paths": [],
+        }
+    ],
 }
 
 
@@ -26,13 +45,48 @@ def failed(kind, target, detail):
     "kind, target, detail, excused",
     [
         ("import", "flash_attn", "ModuleNotFoundError: No module named 'flash_attn'", "not built here: pip flash-attn"),
-        ("stub-import", "megatron.core", "ModuleNotFoundError: No module named 'amp_C' at x.py:3", "not built here: source apex"),
-        ("import", "flash_attn", "a namespace package (no __init__.py), not the package: portions found: /x", "not built here: pip flash-attn"),
-        ("import", "miles.x", "ImportError: cannot import name 'f' from 'sglang.srt.utils' (/s.py)", "differs from base: sglang"),
-        ("pip-check", "megatron-core", "megatron-core 0.1 requires apex, which is not installed.", "not built here: source apex"),
-        ("pip-check", "sglang", "sglang 0.5.16 has requirement torch==2.9, but you have torch 2.11.0.", "differs from base: sglang"),
-        ("command", "te", "exit 1: PackageNotFoundError: No package metadata was found for Flash_Attn", "not built here: pip flash-attn"),
-        ("command", "tool", "exit 1: /usr/local/bin/apex-tool: No such file or directory", "not built here: source apex"),
+        (
+            "stub-import",
+            "megatron.core",
+            "ModuleNotFoundError: No module named 'amp_C' at x.py:3",
+            "not built here: source apex",
+        ),
+        (
+            "import",
+            "flash_attn",
+            "a namespace package (no __init__.py), not the package: portions found: /x",
+            "not built here: pip flash-attn",
+        ),
+        (
+            "import",
+            "miles.x",
+            "ImportError: cannot import name 'f' from 'sglang.srt.utils' (/s.py)",
+            "differs from base: sglang",
+        ),
+        (
+            "pip-check",
+            "megatron-core",
+            "megatron-core 0.1 requires apex, which is not installed.",
+            "not built here: source apex",
+        ),
+        (
+            "pip-check",
+            "sglang",
+            "sglang 0.5.16 has requirement torch==2.9, but you have torch 2.11.0.",
+            "differs from base: sglang",
+        ),
+        (
+            "command",
+            "te",
+            "exit 1: PackageNotFoundError: No package metadata was found for Flash_Attn",
+            "not built here: pip flash-attn",
+        ),
+        (
+            "command",
+            "tool",
+            "exit 1: /usr/local/bin/apex-tool: No such file or directory",
+            "not built here: source apex",
+        ),
     ],
 )
 def test_a_failure_naming_what_a_rule_covers_is_excused(kind, target, detail, excused):
@@ -108,13 +162,20 @@ def test_a_report_that_excuses_checks_is_refused_for_a_config_without_the_sectio
 
 def test_a_missing_file_inside_a_skipped_package_and_a_provenance_gate_are_named_by_their_module():
     rules = {
-        "not_built": [{"step": "pip te", "why": "compiles", "modules": ["transformer_engine"], "distributions": [], "paths": []}],
+        "not_built": [
+            {"step": "pip te", "why": "compiles", "modules": ["transformer_engine"], "distributions": [], "paths": []}
+        ],
         "differs": [{"why": "the index's sglang", "modules": ["sglang"], "distributions": ["sglang"], "paths": []}],
     }
-    te = "FileNotFoundError: Could not find shared object file at /usr/lib/python3/site-packages/transformer_engine/common/__init__.py:128"
-    assert stand_in.excuse(CheckResult("import", "megatron.core", False, te), rules).excused.startswith("not built here: pip te")
+    site = "/usr/lib/python3/site-packages"
+    te = f"FileNotFoundError: Could not find shared object file at {site}/transformer_engine/common/__init__.py:128"
+    assert stand_in.excuse(CheckResult("import", "megatron.core", False, te), rules).excused.startswith(
+        "not built here: pip te"
+    )
     own = "OSError: libcuda.so.1 at /usr/lib/python3/site-packages/transformer_engine/common/__init__.py:128"
-    assert stand_in.excuse(CheckResult("import", "megatron.core", False, own), rules).excused is None  # not a missing file
+    assert (
+        stand_in.excuse(CheckResult("import", "megatron.core", False, own), rules).excused is None
+    )  # not a missing file
     elsewhere = "FileNotFoundError: x at /usr/lib/python3/site-packages/megatron/core/__init__.py:1"
     assert stand_in.excuse(CheckResult("import", "megatron.core", False, elsewhere), rules).excused is None
     prov = CheckResult("provenance", "sglang", False, "resolves to /x/sglang, not under /sgl-workspace/sglang/python")

@@ -68,7 +68,9 @@ def suite_for(glibc: str | None) -> tuple:
 def host_python(version: str) -> tuple:
     """(prefix, full version) of this host's CPython `version` (X.Y): `pythonX.Y` on PATH, else pyenv's."""
     candidates = [shutil.which(f"python{version}")]
-    candidates += [str(p / "bin" / f"python{version}") for p in sorted(Path.home().glob(f".pyenv/versions/{version}.*"))]
+    candidates += [
+        str(p / "bin" / f"python{version}") for p in sorted(Path.home().glob(f".pyenv/versions/{version}.*"))
+    ]
     for exe in filter(None, candidates):
         try:
             out = subprocess.run(
@@ -184,7 +186,8 @@ def ensure(client, variant, log=print, scope=None, pip_ca=None) -> StandInBase:
     for name, text in files.items():
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text(text)
-    log(f"stand-in base {ref}: {base.image}'s {len(base_lines(record))} distributions on Debian {suite}, CPython {python}")
+    held_count = len(base_lines(record))
+    log(f"stand-in base {ref}: {base.image}'s {held_count} distributions on Debian {suite}, CPython {python}")
     invocation = Invocation(
         context=folder,
         dockerfile=folder / "Dockerfile",
@@ -195,7 +198,9 @@ def ensure(client, variant, log=print, scope=None, pip_ca=None) -> StandInBase:
         secrets=(("pip-ca", str(pip_ca)),) if pip_ca else (),
         tags=(ref,),
     )
-    shown = types.SimpleNamespace(name=f"stand-in base of {variant.name}", progress="auto", variant=types.SimpleNamespace(artifacts={}))
+    shown = types.SimpleNamespace(
+        name=f"stand-in base of {variant.name}", progress="auto", variant=types.SimpleNamespace(artifacts={})
+    )
     image_id = engine.build(shown, invocation, out=log)
     engine.tag(client, image_id, ref)
     shutil.rmtree(folder, ignore_errors=True)

@@ -96,8 +96,7 @@ def bare(requirement: str) -> str:
 def provides(step: dict, args: dict) -> tuple[tuple, tuple]:
     """(modules, distributions) a step installs: a pip step's names (and their usual import names); a component's
     step, what its `provides` says (a component's name is not its distribution's)."""
-    value = step.get("value")
-    names = [bare(expand(n, args)) for n in value] if step["kind"] == "pip" else []
+    names = [bare(expand(n, args)) for n in step["value"]] if step["kind"] == "pip" else []
     mods = [n.replace("-", "_").lower() for n in names] + list(step.get("provides", ()))
     dists = [canonical(n) for n in names] + [canonical(m.split(".")[0]) for m in step.get("provides", ())]
     return tuple(dict.fromkeys(mods)), tuple(dict.fromkeys(dists))
@@ -115,7 +114,7 @@ def skip_reason(step: dict, v, given: set, compile_names: set) -> str | None:
     if compiles(step) and not compile_names & names_of(step, v.args):
         return f"compiles native code; --compile '{step_name(step, v.args)}' builds it here"
     if step["kind"] == "pip" and step.get("extra_index"):  # a pin `--set` moves on the default index still builds
-        pins = [f"{expand(n, v.args)}=={v.pip[n]}" for n in value if n in (v.pip or {})]
+        pins = [f"{expand(n, v.args)}=={v.pip[n]}" for n in step["value"] if n in (v.pip or {})]
         missing = [p for p in pins if p not in (v.pip_files or {})]
         if missing:
             return f"no locked file for {', '.join(missing)} (its own index was unreachable when locking)"
@@ -161,4 +160,6 @@ def stand_in_variant(v, stand_in: StandIn):
     gate config with the `stand_in` section."""
     skipped = {s.index for s in stand_in.skipped}
     steps = tuple(s for i, s in enumerate(v.steps) if i not in skipped)
-    return replace(v, steps=steps, tag_suffix=v.tag_suffix + SUFFIX, gates=dict(v.gates, stand_in=stand_in.gate_rules()))
+    return replace(
+        v, steps=steps, tag_suffix=v.tag_suffix + SUFFIX, gates=dict(v.gates, stand_in=stand_in.gate_rules())
+    )
