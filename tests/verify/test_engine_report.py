@@ -96,3 +96,17 @@ def test_a_failed_gate_names_each_failed_check_in_one_line():
 def test_a_step_without_a_report_is_not_a_gate_step():
     out, parser = _feed({"runner": "something else", "checks": []})
     assert find_report(parser.steps["9"].log) is None and len(out) == 1
+
+
+def test_a_failed_stand_in_gate_names_each_real_failure_and_never_an_excused_check():
+    """Excused checks between the failures (a stand-in build) are neither listed as failures nor shift the lines."""
+    excused = dict(_check("EXCUSED", "import", "apex", "No module named 'apex'"), excused="not built here: source apex")
+    report = _report(
+        _check("FAIL", "import", "megatron.core", "OSError: planted", log="T1"),
+        excused,
+        _check("FAIL", "pip-check", "typer", "typer 0.25.1 has requirement click>=8.2.1, but you have click 7.1.2."),
+    )
+    lines = failure_lines(report)
+    assert [ln.split()[2] for ln in lines if not ln.startswith("    ")] == ["megatron.core", "typer"]
+    assert "apex" not in " ".join(lines)
+    assert failures(report).startswith("2 of 3 gate checks failed: import megatron.core")

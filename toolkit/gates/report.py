@@ -15,10 +15,14 @@ def failed_checks(report: dict) -> list[dict]:
 def check_lines(report: dict, passed: bool | None = None, allowed: bool | None = None) -> list[str]:
     """`STATUS  kind  target  detail` for the report's checks, filtered by passed / allowed."""
     return [
-        f"{c['status']}  {c['kind']:<10}  {c['target']}  {detail(c)}  ({c['seconds']:.2f}s)"
+        check_line(c)
         for c in report["checks"]
         if (passed is None or (c["status"] == "PASS") == passed) and (allowed is None or bool(c["allowed"]) == allowed)
     ]
+
+
+def check_line(check: dict) -> str:
+    return f"{check['status']}  {check['kind']:<10}  {check['target']}  {detail(check)}  ({check['seconds']:.2f}s)"
 
 
 def detail(check: dict) -> str:
@@ -52,8 +56,8 @@ def step_lines(report: dict, verbose: bool = False) -> list[str]:
 def failure_lines(report: dict) -> list[str]:
     """A failed gate step: every failed check, each followed by the last LOG_LINES lines of its own log, indented."""
     lines = []
-    for check, line in zip(failed_checks(report), check_lines(report, passed=False)):
-        lines.append(line)
+    for check in failed_checks(report):
+        lines.append(check_line(check))
         lines += [f"    {log_line}" for log_line in str(check["log"]).rstrip().splitlines()[-LOG_LINES:]]
     return lines
 

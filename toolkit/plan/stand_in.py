@@ -41,6 +41,10 @@ class Skip:
     paths: tuple = ()  # files it installs that a gate runs (a cargo step's binaries)
     replaced: str = ""  # the distributions the closure installs in the step's place ("" when none)
 
+    def rule(self) -> dict:
+        """What the gate runner may excuse for it (verify/stand_in.py's rule, less its `why`)."""
+        return {"modules": list(self.modules), "distributions": list(self.distributions), "paths": list(self.paths)}
+
 
 @dataclass(frozen=True)
 class StandIn:
@@ -49,11 +53,10 @@ class StandIn:
 
     def gate_rules(self) -> dict:
         """The gate config's `stand_in` section (verify/stand_in.py's shape)."""
-        rule = lambda s: {"modules": list(s.modules), "distributions": list(s.distributions), "paths": list(s.paths)}  # noqa: E731
         named = [s for s in self.skipped if s.modules or s.distributions or s.paths]  # one that names none excuses none
         return {
-            "not_built": [dict(rule(s), step=s.step, why=s.why) for s in named if not s.replaced],
-            "differs": [dict(rule(s), why=replaced_line(s)) for s in named if s.replaced],
+            "not_built": [dict(s.rule(), step=s.step, why=s.why) for s in named if not s.replaced],
+            "differs": [dict(s.rule(), why=replaced_line(s)) for s in named if s.replaced],
         }
 
     def lines(self) -> list[str]:
