@@ -94,6 +94,7 @@ def compile_report(kind: str, d: int, block_m: int, block_n: int, warps: int, st
         FAST=False,
         PAIRS=True,
         DEFER=False,
+        HEADS=1,
         PRECISE=False,
         EXP_FTZ=False,
     )
