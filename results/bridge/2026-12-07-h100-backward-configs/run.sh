@@ -6,7 +6,7 @@ set -o pipefail
 cd "$(dirname "$0")/../../.."
 export PYTHONPATH=$PWD/bridge/src PYTHONUNBUFFERED=1 SGLANG_WHEEL=$(ls $PWD/.whl/sglang-*.whl | tail -1)
 R=${OUT:-out}; mkdir -p $R
-{ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv; python3 -c "import torch,triton,transformers,sys;print(sys.version.split()[0],torch.__version__,torch.version.cuda,triton.__version__,transformers.__version__)"; git log -1 --format=%H 2>/dev/null; } > $R/gpu.txt 2>&1
+{ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv; python3 -c "import torch,triton,transformers,sys;print(sys.version.split()[0],torch.__version__,torch.version.cuda,triton.__version__,transformers.__version__)"; cat COMMIT 2>/dev/null; } > $R/gpu.txt 2>&1
 cat $R/gpu.txt
 (cd bridge && TRITON_INTERPRET=0 timeout 300 python3 -m pytest tests/gpu -m gpu -n 8 -p no:cacheprovider -q -rfEs 2>&1) | tee $R/gpu-tests.log | tail -15
 D128V=(--variant "dq 2 heads:gluon_dq_heads=2" --variant "dq 2 heads no pairs:gluon_dq_heads=2,gluon_dq_pairs=False")
