@@ -3,7 +3,7 @@ gradient compared bit for bit across the runs (determinism) and with the committ
 change only the schedule must give the same bits).
 
     PYTHONPATH=bridge/src python3 bridge/bench/bwd_bits.py --shapes "1x8192,D64,packed" \
-        --variant "dq 2 heads:gluon_dq_heads=2" [--variant ...]
+        --variant "D64 pairs:gluon_pairs=True" [--variant ...]
 
 Prints one line per (shape, candidate) and exits 1 if any candidate is not repeatable, or differs from the
 committed bits where it should not (every candidate here should not). The timing is speed's (bench.py speed).

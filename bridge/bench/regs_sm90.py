@@ -94,7 +94,6 @@ def compile_report(kind: str, d: int, block_m: int, block_n: int, warps: int, st
         FAST=False,
         PAIRS=True,
         DEFER=False,
-        HEADS=1,
         PRECISE=False,
         EXP_FTZ=False,
     )

@@ -60,17 +60,6 @@ def test_hopper_at_d64_keeps_the_triton_forward_and_needs_gqa_for_gluon_dkdv(gpu
 
 
 @needs_gluon_module
-def test_two_dq_heads_a_program_only_within_a_gqa_group(gpu_tables):
-    config.set_config(128, gluon_dq_heads=2)
-    gqa = plan(*_qkv(32, 8, 128), target=HOPPER)
-    assert gqa.dq == Launch("gluon", 64, 64, 8, 2, 0, True) and gqa.dq_heads == 2  # a warpgroup per stacked head
-    assert "heads=2" in gqa.describe()
-    mha = plan(*_qkv(16, 16, 128), target=HOPPER)  # a group of one: the two heads would need different K/V
-    assert mha.dq == Launch("gluon", 64, 64, 4, 2, 0, True) and mha.dq_heads == 1
-    assert plan(*_qkv(32, 8, 128), target=AMPERE).dq_heads == 1  # the Triton dQ kernel has no such mode
-
-
-@needs_gluon_module
 @pytest.mark.parametrize(
     "case, reason",
     [

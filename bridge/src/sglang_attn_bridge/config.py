@@ -88,10 +88,6 @@ class BwdConfig:
     gluon_dq_pairs: bool = True  # Gluon dQ: program j takes query block j, then the last-j one (as gluon_pairs)
     # Gluon dQ: a step's dQ product runs under the next step's S and dP products instead of alone
     gluon_dq_defer: bool = True
-    # Gluon dQ: this many query heads of one GQA group per program (1 or 2), their row tiles stacked, one
-    # warpgroup-set of `gluon_dq`'s warps each, so a K/V tile loaded once serves both; where the group is not a
-    # multiple of it, 1. Same products, same bits
-    gluon_dq_heads: int = 1
     # the dQ kernel on a second CUDA stream, launched right after the dK/dV kernel: its programs fill the SMs that
     # the dK/dV kernel's last wave leaves idle (the two write different tensors, so the bits do not change)
     overlap: bool = True

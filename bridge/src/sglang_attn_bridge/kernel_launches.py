@@ -438,9 +438,7 @@ def _backward_recipe(do, q, k, v, o, lse, dq, dk, dv, lay, scoring: Scoring, par
             blocks = _cdiv(lay.max_q, lp.rows)
             dq = _step(
                 True,
-                (_cdiv(blocks, 2), Hq // plan.dq_heads, lay.n)
-                if plan.dq_pairs
-                else (Hq // plan.dq_heads, lay.n, blocks),
+                (_cdiv(blocks, 2), Hq, lay.n) if plan.dq_pairs else (Hq, lay.n, blocks),
                 ints,
                 dict(
                     HEAD_DIM=D,
@@ -449,7 +447,6 @@ def _backward_recipe(do, q, k, v, o, lse, dq, dk, dv, lay, scoring: Scoring, par
                     IS_CAUSAL=bool(causal),
                     PAIRS=plan.dq_pairs,
                     DEFER=plan.dq_defer,
-                    HEADS=plan.dq_heads,
                     num_warps=lp.warps,
                 ),
                 "dq",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.util
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
 import triton
@@ -167,7 +167,6 @@ class KernelPlan:
     pairs: bool  # the Gluon dK/dV kernel runs and a program takes key block j, then the last-j one
     dq_pairs: bool  # the Gluon dQ kernel runs and a program takes query block j, then the last-j one
     dq_defer: bool  # the Gluon dQ kernel runs and each step's dQ product runs under the next step's products
-    dq_heads: int  # query heads of one GQA group per Gluon dQ program (their row tiles stacked), 1 elsewhere
     streams: int  # 2: dQ on a second stream beside dK/dV; 1: dK/dV then dQ
     why: tuple  # one line per choice: forward, dK/dV, dQ, streams
 
@@ -177,7 +176,6 @@ class KernelPlan:
             f"{' precise' if self.precise else ''}"
             f"{' fast' if self.fast else ''} | dK/dV {self.dkdv}{' pairs' if self.pairs else ''} | dQ {self.dq}"
             f"{' pairs' if self.dq_pairs else ''}{' defer' if self.dq_defer else ''}"
-            f"{f' heads={self.dq_heads}' if self.dq_heads > 1 else ''}"
             f" | {self.streams} stream(s)"
         )
 
@@ -373,10 +371,6 @@ def _plan(
     fwd, why_fwd = _plan_forward(fcfg, target, q, window, softcap, compute_o, tma_ok)
     dkdv, why_dkdv = _plan_dkdv(bcfg, target, q, k, window, softcap, do_heads, tma_ok and do_aligned, whole_rows)
     dq, why_dq = _plan_dq(bcfg, target, q, window, softcap, tma_ok and do_aligned)
-    dq_heads = 1
-    if dq.kernel == "gluon" and bcfg.gluon_dq_heads > 1 and (q.shape[2] // k.shape[2]) % bcfg.gluon_dq_heads == 0:
-        dq_heads = bcfg.gluon_dq_heads
-        dq = replace(dq, warps=dq.warps * dq_heads)  # one set of warps per stacked head
     streams = 2 if bcfg.overlap and target.streams and long_call else 1
     if streams == 2:
         why_streams = "streams: dQ on a second stream beside dK/dV"
@@ -402,7 +396,6 @@ def _plan(
         pairs=bcfg.gluon_pairs and dkdv.kernel == "gluon",
         dq_pairs=bcfg.gluon_dq_pairs and dq.kernel == "gluon",
         dq_defer=bcfg.gluon_dq_defer and dq.kernel == "gluon",
-        dq_heads=dq_heads,
         streams=streams,
         why=(why_fwd, why_dkdv, why_dq, why_streams),
     )

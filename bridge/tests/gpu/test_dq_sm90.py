@@ -29,10 +29,6 @@ VARIANTS = {
     "no pairs": dict(gluon_dq_pairs=False),
     "dQ product not deferred": dict(gluon_dq_defer=False),
     "not deferred, no pairs": dict(gluon_dq_defer=False, gluon_dq_pairs=False),
-    # two query heads of a GQA group per program, row tiles stacked (a group of 1 falls back to one head)
-    "two heads a program": dict(gluon_dq_heads=2),
-    "two heads, no pairs": dict(gluon_dq_heads=2, gluon_dq_pairs=False),
-    "two heads, not deferred": dict(gluon_dq_heads=2, gluon_dq_defer=False),
 }
 
 
@@ -94,5 +90,3 @@ def test_gluon_dq_reads_transformers_head_major_layout(gpu_tables):
     theirs = _grads(q, k, v, do, lay, True, d, replace(committed, gluon_dq=()))[0]
     mine = _grads(q, k, v, do, lay, True, d, committed)[0]
     _equal(mine, theirs, "head-major dq")
-    two = _grads(q, k, v, do, lay, True, d, replace(committed, gluon_dq_heads=2))[0]
-    _equal(two, theirs, "head-major dq, two heads a program")

@@ -98,20 +98,15 @@ def dq_sm90_kernel(
     IS_CAUSAL: gl.constexpr,
     PAIRS: gl.constexpr,
     DEFER: gl.constexpr,
-    HEADS: gl.constexpr = 1,
 ):
-    # HEADS (1 or 2) query heads of one GQA group per program: their BLOCK_M-row tiles are stacked into one
-    # HEADS * BLOCK_M-row tile (head `head` on top, head + 1 below), so each K/V tile brought into shared memory
-    # serves both, with one warpgroup per head. Every row's products and sums are the same as with HEADS = 1.
     if PAIRS:
-        # grid (pair j, query head / HEADS, sequence): the program takes query block j, then block blocks-1-j, so
-        # under a causal mask every program has the same work and the programs of one (head, sequence) launch side
-        # by side
+        # grid (pair j, query head, sequence): the program takes query block j, then block blocks-1-j, so under a
+        # causal mask every program has the same work and the programs of one (head, sequence) launch side by side
         j = gl.program_id(0)
-        head = gl.program_id(1) * HEADS
+        head = gl.program_id(1)
         seq = gl.program_id(2)
     else:
-        head = gl.program_id(0) * HEADS
+        head = gl.program_id(0)
         seq = gl.program_id(1)
         j = gl.program_id(2)
     len_q = gl.load(LenQ + seq)
@@ -131,7 +126,6 @@ def dq_sm90_kernel(
     k_start = gl.load(KStart + seq).to(gl.int64)
     prefix = len_k - len_q
     kv_head = head // group
-    ROWS: gl.constexpr = HEADS * BLOCK_M
     qk_scale2 = sm_scale * 1.4426950408889634
     dtype: gl.constexpr = Q.dtype.element_ty
     num_warps: gl.constexpr = gl.num_warps()
@@ -164,21 +158,6 @@ def dq_sm90_kernel(
         block_shape=[BLOCK_M, HEAD_DIM],
         layout=q_smem_layout,
     )
-    if HEADS == 2:  # the second head's rows, bounded by the sequence as the first's
-        q_desc1 = tma.make_tensor_descriptor(
-            Q + row * sqb + (head + 1) * sqh + q_start * sqs,
-            shape=[len_q, HEAD_DIM],
-            strides=[sqs, 1],
-            block_shape=[BLOCK_M, HEAD_DIM],
-            layout=q_smem_layout,
-        )
-        do_desc1 = tma.make_tensor_descriptor(
-            DO + row * sdob + (head + 1) * sdoh + q_start * sdos,
-            shape=[len_q, HEAD_DIM],
-            strides=[sdos, 1],
-            block_shape=[BLOCK_M, HEAD_DIM],
-            layout=q_smem_layout,
-        )
     k_desc = tma.make_tensor_descriptor(
         K + row * skb + kv_head * skh + k_start * sks,
         shape=[len_k, HEAD_DIM],
@@ -194,8 +173,8 @@ def dq_sm90_kernel(
         layout=kv_smem,
     )
 
-    q_smem = gl.allocate_shared_memory(dtype, [ROWS, HEAD_DIM], q_smem_layout)
-    do_smem = gl.allocate_shared_memory(dtype, [ROWS, HEAD_DIM], q_smem_layout)
+    q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], q_smem_layout)
+    do_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], q_smem_layout)
     k_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_N, HEAD_DIM], kv_smem)
     v_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_N, HEAD_DIM], kv_smem)
     bars = gl.allocate_shared_memory(gl.int64, [3, 1], mbarrier.MBarrierLayout())
@@ -211,35 +190,27 @@ def dq_sm90_kernel(
     steps_b, full_b = _keys_seen(m0_b, prefix, len_q, len_k, IS_CAUSAL, BLOCK_M, BLOCK_N)
     total = steps_a + (count - 1) * steps_b
 
-    q_bytes: gl.constexpr = 2 * ROWS * HEAD_DIM * dtype.primitive_bitwidth // 8
+    q_bytes: gl.constexpr = 2 * BLOCK_M * HEAD_DIM * dtype.primitive_bitwidth // 8
     mbarrier.expect(q_bar, q_bytes)
-    tma.async_copy_global_to_shared(q_desc, [m0_a, 0], q_bar, q_smem.slice(0, BLOCK_M))
-    tma.async_copy_global_to_shared(do_desc, [m0_a, 0], q_bar, do_smem.slice(0, BLOCK_M))
-    if HEADS == 2:
-        tma.async_copy_global_to_shared(q_desc1, [m0_a, 0], q_bar, q_smem.slice(BLOCK_M, BLOCK_M))
-        tma.async_copy_global_to_shared(do_desc1, [m0_a, 0], q_bar, do_smem.slice(BLOCK_M, BLOCK_M))
+    tma.async_copy_global_to_shared(q_desc, [m0_a, 0], q_bar, q_smem)
+    tma.async_copy_global_to_shared(do_desc, [m0_a, 0], q_bar, do_smem)
     # step it of the program: key block it of the first query block, then it - steps_a of the second
     _issue_kv(k_desc, v_desc, k_smem, v_smem, bars, 0, 0, total > 0, BLOCK_N, HEAD_DIM)
-    s_zero = gl.zeros([ROWS, BLOCK_N], gl.float32, s_layout)
+    s_zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
 
     for blk in range(count):
         m0 = m0_a + blk * (m0_b - m0_a)
         full = full_a + blk * (full_b - full_a)
         first = blk * steps_a
-        if HEADS == 1:
-            offs_m = m0 + gl.arange(0, BLOCK_M, layout=rows_layout)
-            stats = head * lse_sh + row * lse_sb + q_start + offs_m
-        else:  # stacked rows: row r is head + r // BLOCK_M's query m0 + r % BLOCK_M
-            offs_r = gl.arange(0, ROWS, layout=rows_layout)
-            offs_m = m0 + offs_r % BLOCK_M
-            stats = (head + offs_r // BLOCK_M) * lse_sh + row * lse_sb + q_start + offs_m
+        offs_m = m0 + gl.arange(0, BLOCK_M, layout=rows_layout)
         mask_m = offs_m < len_q
+        stats = head * lse_sh + row * lse_sb + q_start + offs_m
         lse2 = gl.load(LSE + stats, mask=mask_m, other=0.0) * 1.4426950408889634
         delta = gl.load(Delta + stats, mask=mask_m, other=0.0)
-        dq = gl.zeros([ROWS, HEAD_DIM], gl.float32, acc_layout)
+        dq = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, acc_layout)
         if DEFER:  # the loop carries the product in flight
             dq = warpgroup_mma_init(dq)
-        ds16 = gl.zeros([ROWS, BLOCK_N], dtype, op_layout)  # with DEFER, the last dQ product's operand
+        ds16 = gl.zeros([BLOCK_M, BLOCK_N], dtype, op_layout)  # with DEFER, the last dQ product's operand
         mbarrier.wait(q_bar, blk & 1)
         for it in range(first, first + steps_a + blk * (steps_b - steps_a)):
             slot = it % 2
@@ -278,21 +249,13 @@ def dq_sm90_kernel(
         gl.thread_barrier()
         if blk + 1 < count:
             mbarrier.expect(q_bar, q_bytes)
-            tma.async_copy_global_to_shared(q_desc, [m0_b, 0], q_bar, q_smem.slice(0, BLOCK_M))
-            tma.async_copy_global_to_shared(do_desc, [m0_b, 0], q_bar, do_smem.slice(0, BLOCK_M))
-            if HEADS == 2:
-                tma.async_copy_global_to_shared(q_desc1, [m0_b, 0], q_bar, q_smem.slice(BLOCK_M, BLOCK_M))
-                tma.async_copy_global_to_shared(do_desc1, [m0_b, 0], q_bar, do_smem.slice(BLOCK_M, BLOCK_M))
+            tma.async_copy_global_to_shared(q_desc, [m0_b, 0], q_bar, q_smem)
+            tma.async_copy_global_to_shared(do_desc, [m0_b, 0], q_bar, do_smem)
         dq = dq * sm_scale
+        offs_qm = m0 + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, acc_layout))
         offs_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, acc_layout))
-        if HEADS == 1:
-            offs_qm = m0 + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, acc_layout))
-            at = gl.expand_dims((q_start + offs_qm) * sdqs, 1)
-        else:
-            offs_qr = gl.arange(0, ROWS, layout=gl.SliceLayout(1, acc_layout))
-            offs_qm = m0 + offs_qr % BLOCK_M
-            at = gl.expand_dims((q_start + offs_qm) * sdqs + (offs_qr // BLOCK_M) * sdqh, 1)
         keep = gl.expand_dims(offs_qm < len_q, 1) & gl.expand_dims(offs_d < HEAD_DIM, 0)
-        gl.store(DQ + row * sdqb + head * sdqh + at + gl.expand_dims(offs_d, 0), dq.to(dtype), mask=keep)
+        at = gl.expand_dims(q_start + offs_qm, 1)
+        gl.store(DQ + row * sdqb + head * sdqh + at * sdqs + gl.expand_dims(offs_d, 0), dq.to(dtype), mask=keep)
     for i in gl.static_range(3):
         mbarrier.invalidate(bars.index(i))
