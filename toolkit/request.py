@@ -169,6 +169,7 @@ def check_stand_in(request: BuildRequest, variants: list) -> None:
     """`--stand-in-base` is refused with a push, a registry, another tag or a variant whose base is made here: a
     stand-in image never leaves this engine."""
     from toolkit.plan.stand_in import SUFFIX
+    from toolkit.spec.bases import load_base
 
     if not request.stand_in:
         raise UsageError("--compile needs --stand-in-base (a real build compiles every step)")
@@ -176,8 +177,6 @@ def check_stand_in(request: BuildRequest, variants: list) -> None:
         raise UsageError("--stand-in-base builds into this engine only: no --push, --registry or --image-tag")
     if request.tag is not None and not request.tag.endswith(SUFFIX):
         raise UsageError(f"--tag {short(request.tag)}: a stand-in build's tag ends in {SUFFIX}")
-    from toolkit.spec.bases import load_base
-
     for v in variants:
         if v.base_build or v.wheelhouse:
             raise UsageError(f"--stand-in-base: {v.name} makes its own base here; build it without the flag")
@@ -215,7 +214,7 @@ def on_stand_in(plan, invocation, stand_in, client, pip_ca, log, scope):
         log(f"stand-in: {line}")
     labels = (
         *invocation.labels,
-        ("io.miles.stand-in", made.ref),
+        (stand_in_base.REF_LABEL, made.ref),
         (stand_in_base.DIFFERENCES_LABEL, " | ".join(found.lines())),
     )
     contexts = (*invocation.contexts, (plan.variant.base, f"docker-image://{made.ref}"))

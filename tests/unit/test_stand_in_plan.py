@@ -92,3 +92,14 @@ def test_a_variant_with_no_stand_in_is_refused(tmp_path, target, needle):
     from tests.support import no_engine, one_line, run_build_py
 
     one_line(run_build_py("build", "--target", target, "--stand-in-base", env=no_engine(tmp_path)), 2, needle)
+
+
+def test_provides_is_not_part_of_the_closure_key(cu13):
+    """`provides` only names modules for a stand-in's gates: adding one leaves the locked closure current."""
+    from dataclasses import replace
+
+    from toolkit.lock.pip_closure import spec_key
+
+    steps = tuple(dict(s, provides=["x"]) if s["kind"] == "pip" else s for s in cu13.steps)
+    assert spec_key(replace(cu13, steps=steps)) == spec_key(cu13)
+    assert spec_key(replace(cu13, steps=steps[:-1])) != spec_key(cu13)

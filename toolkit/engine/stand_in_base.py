@@ -47,7 +47,8 @@ COMMON = (
     "libbz2-1.0", "liblzma5", "zlib1g", "libexpat1", "libuuid1", "libnsl2", "libibverbs1", "ibverbs-providers",
     "libnuma1",
 )  # fmt: skip
-DIFFERENCES_LABEL = "io.miles.stand-in.differences"
+REF_LABEL = "io.miles.stand-in"  # on a stand-in build's image: the stand-in base it was built on
+DIFFERENCES_LABEL = "io.miles.stand-in.differences"  # there and on the stand-in: how it differs from the real base
 
 
 @dataclass(frozen=True)

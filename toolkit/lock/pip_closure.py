@@ -625,7 +625,8 @@ def spec_key(variant) -> str:
 
     parts = {
         "pip": variant.pip,
-        "steps": variant.steps,
+        # A step's `provides` only names what it makes importable (for a stand-in build's gates): no resolve reads it.
+        "steps": [{k: v for k, v in step.items() if k != "provides"} for step in variant.steps],
         "args": variant.args,
         "allow": (variant.gates.get("pip_check") or {}) if isinstance(variant.gates, dict) else {},
         "platforms": list(variant.platforms),
