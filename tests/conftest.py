@@ -86,6 +86,18 @@ def images_dir(tmp_path, monkeypatch):
     return Path("images")
 
 
+@pytest.fixture
+def index(monkeypatch):
+    """A local package index (tests/local_servers.py) as pip's and uv's default index (PIP_INDEX_URL); a module that
+    needs it set up otherwise defines its own `index`."""
+    from local_servers import LocalIndex
+
+    idx = LocalIndex()
+    monkeypatch.setenv("PIP_INDEX_URL", idx.url)
+    yield idx
+    idx.server.stop()
+
+
 @pytest.fixture(scope="session")
 def docker_client():
     import docker

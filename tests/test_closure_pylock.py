@@ -16,7 +16,7 @@ import tomllib
 import zipfile
 
 import pytest
-from local_servers import LocalIndex, wheel_file
+from local_servers import wheel_file
 
 from ci import export_pylock
 from toolkit.errors import UsageError
@@ -28,14 +28,6 @@ from toolkit.spec.catalog import IMAGES_DIR, load_catalog
 pytestmark = pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed (requirements-dev.txt)")
 CATALOG = load_catalog()
 AMD = "linux/amd64"
-
-
-@pytest.fixture
-def index(monkeypatch):
-    idx = LocalIndex()
-    monkeypatch.setenv("PIP_INDEX_URL", idx.url)
-    yield idx
-    idx.server.stop()
 
 
 def publish(index, name, version, tag="py3-none-any") -> tuple[str, str]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from local_servers import LocalIndex, wheel_file
+from local_servers import wheel_file
 
 from toolkit.errors import SpecError
 from toolkit.lock import file as lock_file
@@ -15,14 +15,6 @@ from toolkit.lock import pip_lock
 from toolkit.spec.catalog import load_catalog
 
 CATALOG = load_catalog()
-
-
-@pytest.fixture
-def index(monkeypatch):
-    idx = LocalIndex()
-    monkeypatch.setenv("PIP_INDEX_URL", idx.url)
-    yield idx
-    idx.server.stop()
 
 
 def _variant(name="cu13"):

@@ -23,13 +23,13 @@ import re
 from typing import Any, Dict, List, Optional
 
 from .kinds.base import config_error
+from .kinds.imports import MODULE_RE
+from .kinds.pip_check import _NAME_RE as DIST_RE
 from .kinds.pip_check import PipLine, canonical
 from .result import CheckResult
 
 KEY = "stand_in"
 SECTIONS = {"not_built": "not built here", "differs": "differs from base"}
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
-_DIST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
 # What an import's failure names: a module it did not find, or the module a missing name was imported from.
 _MISSING = re.compile(r"No module named '([A-Za-z0-9_.]+)'")
 _NO_METADATA = re.compile(r"No package metadata was found for ([A-Za-z0-9._-]+)")
@@ -60,9 +60,9 @@ def parse(value: Any, where: str) -> Dict[str, List[Dict[str, Any]]]:
                 if not isinstance(rule[text_key], str) or not rule[text_key].strip() or "\n" in rule[text_key]:
                     raise config_error(where, "%s.%s" % (at, text_key), "must be one line of text")
             mods, dists = rule["modules"], rule["distributions"]
-            if not isinstance(mods, list) or not all(isinstance(m, str) and _NAME.match(m) for m in mods):
+            if not isinstance(mods, list) or not all(isinstance(m, str) and MODULE_RE.match(m) for m in mods):
                 raise config_error(where, at + ".modules", "must be a list of module names")
-            if not isinstance(dists, list) or not all(isinstance(d, str) and _DIST.match(d) for d in dists):
+            if not isinstance(dists, list) or not all(isinstance(d, str) and DIST_RE.match(d) for d in dists):
                 raise config_error(where, at + ".distributions", "must be a list of distribution names")
             paths = rule["paths"]
             if not isinstance(paths, list) or not all(isinstance(p, str) and p.startswith("/") for p in paths):

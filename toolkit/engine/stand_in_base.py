@@ -111,14 +111,13 @@ def removed_apt(variant) -> list[str]:
     )
 
 
-def differences(base, suite: str, glibc: str, python: str, cuda_major: str, record: dict) -> tuple:
+def differences(base, suite: str, glibc: str, python: str, cuda_major: str, held: int) -> tuple:
     """How the stand-in differs from the real base, one line each (the base file's facts beside the stand-in's)."""
-    held = base_lines(record)
     return (
         f"OS: Debian {suite} (glibc {glibc}) in place of the base's OS (glibc {base.glibc or 'unrecorded'} or newer)",
         f"Python: this host's CPython {python} in /usr/local in place of the base's Python "
         f"{base.python_full_version or base.python_version} (site-packages, not dist-packages)",
-        f"the base's {len(held)} distributions from the index by the lock's sha256 (sglang {base.sglang_version} as "
+        f"the base's {held} distributions from the index by the lock's sha256 (sglang {base.sglang_version} as "
         f"the index's wheel: no {base.sglang_tree or 'sglang'} checkout)",
         f"CUDA toolkit: /usr/local/cuda from the closure's CUDA {cuda_major} wheels (nvcc, runtime, headers), no "
         "system toolkit; lib64/stubs/libcuda.so generated from its cuda.h (every entry point answers 'stub')",
@@ -155,7 +154,7 @@ def ensure(client, variant, log=print, scope=None, pip_ca=None) -> StandInBase:
 
     base = load_base(variant.base)
     platform = base_image.host_platform()
-    record = closure_record(variant)
+    lines = base_lines(closure_record(variant))
     suite, glibc = suite_for(base.glibc)
     prefix, python = host_python(base.python_version)
     cuda_major = str(variant.args.get("CUDA_MAJOR") or (base.torch_cuda or "13").split(".")[0])
@@ -163,13 +162,13 @@ def ensure(client, variant, log=print, scope=None, pip_ca=None) -> StandInBase:
         "Dockerfile": jinja2.Template(TEMPLATE.read_text(), keep_trailing_newline=True).render(
             os_image=f"miles-standin-os:{suite}", python_version=base.python_version, cuda_major=cuda_major
         ),
-        "base.txt": "\n".join(base_lines(record)) + "\n",
+        "base.txt": "\n".join(lines) + "\n",
         "apt-placeholders.txt": "\n".join(removed_apt(variant)) + "\n",
         **{f"tools/{t}": (ROOT / "image_tools" / t).read_text() for t in TOOLS},
     }
     digest = hashlib.sha256(json.dumps([files, python, str(prefix)], sort_keys=True).encode()).hexdigest()[:12]
     ref = f"miles-standin:{variant.name}-{digest}"
-    found = differences(base, suite, glibc, python, cuda_major, record)
+    found = differences(base, suite, glibc, python, cuda_major, len(lines))
     try:
         client.images.get(ref)
         return StandInBase(ref, found)
@@ -187,8 +186,7 @@ def ensure(client, variant, log=print, scope=None, pip_ca=None) -> StandInBase:
     for name, text in files.items():
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text(text)
-    held_count = len(base_lines(record))
-    log(f"stand-in base {ref}: {base.image}'s {held_count} distributions on Debian {suite}, CPython {python}")
+    log(f"stand-in base {ref}: {base.image}'s {len(lines)} distributions on Debian {suite}, CPython {python}")
     invocation = Invocation(
         context=folder,
         dockerfile=folder / "Dockerfile",
