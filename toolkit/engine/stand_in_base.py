@@ -8,7 +8,8 @@ The stand-in is made from the base file (images/bases/) and the variant's closur
 2. `miles-standin:VARIANT-HASH`, from templates/stand_in_base.Dockerfile.j2 on it: this host's CPython of the
    base's minor version (Debian has none of 3.12; the index has no interpreter), the base's own distributions from
    the closure by sha256, CUDA_HOME assembled from the closure's CUDA wheels with a driver stub generated from its
-   `cuda.h`, and empty apt packages under the names the variant's steps remove.
+   `cuda.h`, cuDNN's and NCCL's headers from the closure's wheels in /usr/include (where the base's apt dev
+   packages put theirs), and empty apt packages under the names the variant's steps remove.
 
 Every way it differs from the real base is a line of `differences`, printed by each build and kept in the image's
 labels. The tag carries the hash of everything that went into it, so a changed closure makes a new stand-in.
@@ -33,7 +34,7 @@ from toolkit.steps import applies, expand
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "templates" / "stand_in_base.Dockerfile.j2"
-TOOLS = ("driver_stub.py", "apt_placeholders.py")  # image_tools/ scripts the stand-in's steps run
+TOOLS = ("driver_stub.py", "apt_placeholders.py", "wheel_headers.py")  # image_tools/ scripts the stand-in's steps run
 # Debian suites and their C library: the stand-in takes the oldest at least as new as the base's.
 SUITES = (("bookworm", "2.36"), ("trixie", "2.41"))
 # What a CUDA development base carries beyond minbase that the steps and the closure's wheels use: compilers and
@@ -47,6 +48,8 @@ COMMON = (
     "libbz2-1.0", "liblzma5", "zlib1g", "libexpat1", "libuuid1", "libnsl2", "libibverbs1", "ibverbs-providers",
     "libnuma1",
 )  # fmt: skip
+# The closure's wheels whose headers stand in for the base's apt dev packages (libcudnn9-dev, libnccl-dev).
+HEADER_WHEELS = ("nvidia-cudnn-cu{major}", "nvidia-nccl-cu{major}")
 REF_LABEL = "io.miles.stand-in"  # on a stand-in build's image: the stand-in base it was built on
 DIFFERENCES_LABEL = "io.miles.stand-in.differences"  # there and on the stand-in: how it differs from the real base
 
@@ -104,6 +107,19 @@ def base_lines(record: dict) -> list[str]:
     ]
 
 
+def header_lines(record: dict, cuda_major: str) -> list[str]:
+    """`NAME==VERSION --hash=...` of the closure's wheels whose headers the stand-in puts in /usr/include."""
+    names = [n.format(major=cuda_major) for n in HEADER_WHEELS]
+    missing = [n for n in names if n not in record["packages"]]
+    if missing:
+        raise UsageError(f"the closure holds no {', '.join(missing)}: no headers for the stand-in's /usr/include")
+    return [
+        f"{n}=={record['packages'][n]['version']} "
+        + " ".join(f"--hash=sha256:{sha}" for sha in sorted(record["packages"][n]["files"].values()))
+        for n in names
+    ]
+
+
 def removed_apt(variant) -> list[str]:
     """The apt names the variant's steps remove from the real base (`replaces_apt`), expanded."""
     return sorted(
@@ -121,6 +137,8 @@ def differences(base, suite: str, glibc: str, python: str, cuda_major: str, held
         f"the index's wheel: no {base.sglang_tree or 'sglang'} checkout)",
         f"CUDA toolkit: /usr/local/cuda from the closure's CUDA {cuda_major} wheels (nvcc, runtime, headers), no "
         "system toolkit; lib64/stubs/libcuda.so generated from its cuda.h (every entry point answers 'stub')",
+        f"dev headers: cuDNN's and NCCL's from the closure's cu{cuda_major} wheels in /usr/include, where the base's "
+        "apt dev packages put theirs (they stay when a step removes the apt cuDNN)",
         "apt: the packages the steps remove from the base are empty placeholders of the same names",
     )
 
@@ -154,7 +172,8 @@ def ensure(client, variant, log=print, scope=None, pip_ca=None) -> StandInBase:
 
     base = load_base(variant.base)
     platform = base_image.host_platform()
-    lines = base_lines(closure_record(variant))
+    record = closure_record(variant)
+    lines = base_lines(record)
     suite, glibc = suite_for(base.glibc)
     prefix, python = host_python(base.python_version)
     cuda_major = str(variant.args.get("CUDA_MAJOR") or (base.torch_cuda or "13").split(".")[0])
@@ -163,6 +182,7 @@ def ensure(client, variant, log=print, scope=None, pip_ca=None) -> StandInBase:
             os_image=f"miles-standin-os:{suite}", python_version=base.python_version, cuda_major=cuda_major
         ),
         "base.txt": "\n".join(lines) + "\n",
+        "headers.txt": "\n".join(header_lines(record, cuda_major)) + "\n",
         "apt-placeholders.txt": "\n".join(removed_apt(variant)) + "\n",
         **{f"tools/{t}": (ROOT / "image_tools" / t).read_text() for t in TOOLS},
     }
