@@ -3,6 +3,7 @@ per-platform wheelhouse recipes, and upstream's tag names (the fleet tier, tests
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 
 import pytest
@@ -55,9 +56,23 @@ def test_buildx_arguments_of_a_fleet_build():
         "--build-context", f"miles-base:t={contexts[0][1]}",
         "--cache-from", "type=registry,ref=127.0.0.1:5000/cache:smoke",
         "--cache-to", "type=registry,ref=127.0.0.1:5000/cache:smoke,mode=max",
+        "--provenance=false",
     ]  # fmt: skip
     imports_only = builders.site(CLASSIC, plan, (), None, "127.0.0.1:5000/cache").args()
     assert imports_only == ["--cache-from", "type=registry,ref=127.0.0.1:5000/cache:smoke"]
+
+
+def test_an_image_the_containerd_store_keeps_comes_back_as_an_archive_with_rewritten_times():
+    """Only there: the classic store ignores rewrite-timestamp, and a push goes from the builder with provenance."""
+    plan = make_plan(load_catalog().resolve("smoke"))
+    kept = builders.site(CONTAINERD, plan, (), None, None)
+    assert kept.output("/b/x") == ("--output", "type=oci,dest=/b/x/image.oci.tar,rewrite-timestamp=true")
+    assert kept.args()[-1] == "--provenance=false"  # an attestation's build times would change every digest
+    pushed = dataclasses.replace(kept, push=("127.0.0.1:5000/miles:smoke",))
+    assert pushed.output("/b/x") == () and "--provenance=mode=max" in pushed.args()
+    classic = builders.site(CLASSIC, plan, (), None, None)
+    assert classic.output("/b/x") == () and classic.args() == []
+    assert builders.site(REMOTE, plan, (), None, None).output("/b/x") == ()
     arm = make_plan(load_catalog().resolve("smoke-arm64"))  # a variant also reads its family default's cache
     assert builders.site(CLASSIC, arm, (), None, "r/c").cache_from == (
         "type=registry,ref=r/c:smoke-arm64",

@@ -2,10 +2,20 @@
 differences are named before differences of time alone, and a layer only one image has counts in full."""
 
 import dataclasses
+import gzip
+import hashlib
 import io
 import tarfile
 
-from toolkit.gates.reproduce import Image, compare, differing_layers, layer_entries, report_lines, step_name
+from toolkit.gates.reproduce import (
+    Image,
+    compare,
+    differing_layers,
+    layer_blob,
+    layer_entries,
+    report_lines,
+    step_name,
+)
 
 
 def _layer(files: dict, mtime=1000) -> dict:
@@ -78,3 +88,26 @@ def test_the_step_is_shown_as_its_command():
     made = "RUN |2 SOURCE_DATE_EPOCH=1787049764 N=ab /bin/bash -o pipefail -c python3 -m venv /opt/venv"
     assert step_name(made) == "RUN python3 -m venv /opt/venv"
     assert len(step_name("RUN " + "x" * 200)) == 90
+
+
+def test_a_compressed_layer_blob_is_known_by_its_diff_id_and_only_a_wanted_one_is_kept():
+    """The containerd store's `docker save` names a layer by its gzip blob's digest: the diff ID (the sha256 of
+    the uncompressed tar) is what the image's config lists, so it is computed while the layer is read."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        info = tarfile.TarInfo("opt/x.py")
+        info.size, info.mode, info.mtime = 9, 0o644, 7
+        tar.addfile(info, io.BytesIO(b"print(1)\n"))
+    plain = buf.getvalue()
+    diff_id = "sha256:" + hashlib.sha256(plain).hexdigest()
+    packed = gzip.compress(plain, mtime=0)
+    blob = "sha256:" + hashlib.sha256(packed).hexdigest()
+
+    def read(data: bytes, wanted: set, named: str):
+        return layer_blob(io.BufferedReader(io.BytesIO(data)), wanted, named)
+
+    found, entries = read(packed, {diff_id}, blob)
+    assert found == diff_id and entries["opt/x.py"].sha256 == hashlib.sha256(b"print(1)\n").hexdigest()
+    assert read(packed, set(), blob) == (diff_id, None)
+    assert read(plain, {diff_id}, diff_id)[1]["opt/x.py"].mtime == 7  # the classic store: plain, named by diff ID
+    assert read(plain, set(), diff_id) == (diff_id, None)

@@ -6,7 +6,8 @@ decides the build's shape, before anything runs:
 
 - `docker` driver, classic image store (the default engine here): one platform per build, the image lands in that
   engine (tags move there), registry cache can be imported but not exported.
-- `docker` driver, containerd image store: also several platforms at once and cache export.
+- `docker` driver, containerd image store: also several platforms at once and cache export; an image it keeps
+  comes back as an OCI archive with its file times rewritten to SOURCE_DATE_EPOCH, so its digest reproduces.
 - any other driver: several platforms and cache export; the image exists only where it is pushed.
 
 Asking a builder for what it cannot do is bad usage (exit 2), said in one line naming the builder and the reason.
@@ -67,6 +68,12 @@ class Builder:
     def attestations(self) -> bool:
         """It can attach BuildKit attestations (provenance) to what it pushes: not the classic image store."""
         return self.driver != "docker" or self.containerd_store
+
+    @property
+    def rewrites_timestamps(self) -> bool:
+        """Its image can come back with file times rewritten to SOURCE_DATE_EPOCH, as an OCI archive the engine
+        loads: the docker driver on the containerd image store (the classic store ignores rewrite-timestamp)."""
+        return self.driver == "docker" and self.containerd_store
 
     def docker_args(self) -> list:
         """Global docker options: buildx runs a docker context's builder only as the current context."""
@@ -201,4 +208,5 @@ def site(builder: Builder | None, plan, contexts: tuple, cache: str | None, cach
         cache_from=tuple(pulls),
         cache_to=tuple(pushes) if cache else (),
         attest=builder.attestations if builder else False,
+        oci=builder.rewrites_timestamps if builder else False,
     )

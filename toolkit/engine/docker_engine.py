@@ -36,6 +36,10 @@ BRIDGE_STEP = "target=/tmp/sglang-attn-bridge"  # the bridge install step's moun
 PUSH_STEP_RE = re.compile(r"^(pushing \S+ with docker|exporting to image)$")
 
 
+OCI_ARCHIVE = "image.oci.tar"  # a build's image when it comes back as an archive (BuildSite.oci), in its own folder
+LOADED_RE = re.compile(r"^Loaded image ID: (sha256:[0-9a-f]{64})$", re.M)  # `docker load` of an archive without names
+
+
 class PushFailed(BuildFailed):
     """Every step passed, gates included, and the builder's own push of the image failed: the build may be run
     again (its steps come from the builder's cache) when the registry's answer says it may pass (toolkit/retry.py)."""
@@ -212,7 +216,9 @@ class BuildSite:
     image the Dockerfile names to a registry copy by digest (toolkit/engine/local_images.py). cache_from/cache_to:
     registry cache. push: the refs the image is pushed to straight from the builder (then it lands in no engine and
     nothing is returned but its digest), with BuildKit's full provenance attestation where the builder can attach
-    one (`attest`)."""
+    one (`attest`). oci: the image comes back as an OCI archive whose file times BuildKit rewrote to the build's
+    SOURCE_DATE_EPOCH, and is loaded into the engine from it (a docker-driver builder on the containerd image
+    store, where that is the one way to a digest that reproduces: docs/architecture.md, "Build clock")."""
 
     docker: tuple = ()  # global options of the docker client (`--context NAME`: a docker-driver builder)
     builder: tuple = ()
@@ -221,6 +227,7 @@ class BuildSite:
     cache_to: tuple = ()
     push: tuple = ()
     attest: bool = False
+    oci: bool = False
 
     def args(self) -> list:
         cmd = list(self.builder)
@@ -235,7 +242,15 @@ class BuildSite:
             cmd += ["--output", 'type=image,push=true,"name=' + ",".join(self.push) + '"']
             # SLSA provenance, mode=max: the build's full record (its args, sources and steps; a secret by id only).
             cmd += ["--provenance=mode=max" if self.attest else "--provenance=false"]
+        elif self.oci:  # no attestation: its build times would make every archive another image
+            cmd += ["--provenance=false"]
         return cmd
+
+    def output(self, folder: str) -> tuple:
+        """The `--output` of an image that comes back as an OCI archive in `folder` (none otherwise)."""
+        if self.push or not self.oci:
+            return ()
+        return ("--output", f"type=oci,dest={os.path.join(folder, OCI_ARCHIVE)},rewrite-timestamp=true")
 
 
 def build(plan, invocation, out=print, gate_steps: list | None = None, verbose: bool = False) -> str:
@@ -250,7 +265,8 @@ def build(plan, invocation, out=print, gate_steps: list | None = None, verbose: 
             raise BuildFailed(f"secret {sid}: no such file {src}")
     with tempfile.TemporaryDirectory() as tmp:
         iidfile, metadata = os.path.join(tmp, "iid"), os.path.join(tmp, "metadata.json")
-        cmd = invocation.argv(buildx, files=("--iidfile", iidfile, "--metadata-file", metadata))
+        site = invocation.site
+        cmd = invocation.argv(buildx, files=("--iidfile", iidfile, "--metadata-file", metadata, *site.output(tmp)))
         # Every line goes through the heartbeat, which names the running step when nothing was printed for a while.
         steps = BuildKitSteps()
         beat = Heartbeat(out, steps.describe)
@@ -317,11 +333,23 @@ def build(plan, invocation, out=print, gate_steps: list | None = None, verbose: 
             image_id = f.read().strip()
         if gate_steps is not None:
             gate_steps += parser.gate_steps()
-        if invocation.site.push:
+        if site.push:
             with open(metadata) as f:
                 image_id = json.load(f).get("containerimage.digest") or image_id
+        elif site.output(tmp):
+            image_id = load_archive(site.docker, os.path.join(tmp, OCI_ARCHIVE), plan.name)
     out(f"built {plan.name} in {time.monotonic() - started:.1f}s: {image_id[:19]}")
     return image_id
+
+
+def load_archive(docker_options: tuple, path: str, name: str) -> str:
+    """Load a build's OCI archive into its engine (`docker load`, the builder's own `--context`); its image ID."""
+    run = _bounded([docker_cmd(), *docker_options, "load", "-i", path], "docker", ("load",), IMPORT_TIMEOUT)
+    said = (run.stdout + run.stderr).strip()
+    found = LOADED_RE.search(said)
+    if run.returncode != 0 or found is None:
+        raise BuildFailed(f"build of {name}: `docker load` of its image failed: {short(said, 300, quote=False)}")
+    return found.group(1)
 
 
 def artifact_of(step: Step, records: dict) -> tuple | None:

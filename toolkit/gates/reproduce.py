@@ -12,6 +12,7 @@ differs is a time difference (what an image store that cannot rewrite timestamps
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import io
 import json
@@ -198,29 +199,70 @@ class _ChunkReader(io.RawIOBase):
         return n
 
 
+class _Hashing(io.RawIOBase):
+    """A reader that hashes what passes through it: a layer's diff ID is the sha256 of its uncompressed tar."""
+
+    def __init__(self, raw):
+        self.raw, self.sha = raw, hashlib.sha256()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf) -> int:
+        data = self.raw.read(len(buf))
+        self.sha.update(data)
+        buf[: len(data)] = data
+        return len(data)
+
+
+def layer_blob(f, wanted: set, named: str) -> tuple:
+    """(diff ID, {path: Entry} or None) of a layer blob, plain or gzip (`named`: the blob's own digest, which is
+    its diff ID when it is plain). Only a wanted layer is read file by file; a compressed one is hashed first."""
+    if f.peek(2)[:2] != b"\x1f\x8b":  # plain: named by its diff ID (the classic image store's `docker save`)
+        if named not in wanted:
+            return named, None
+        with tarfile.open(fileobj=f, mode="r|") as layer:
+            return named, layer_entries(layer)
+    hashing = _Hashing(gzip.GzipFile(fileobj=f, mode="rb"))
+    stream = io.BufferedReader(hashing, buffer_size=1 << 20)
+    with tarfile.open(fileobj=stream, mode="r|") as layer:
+        entries = layer_entries(layer)  # which layer it is shows only at its end
+    while stream.read(1 << 20):
+        pass
+    diff_id = "sha256:" + hashing.sha.hexdigest()
+    return diff_id, (entries if diff_id in wanted else None)
+
+
 def read_image(client, ref: str, wanted: set) -> Image:
     """The image `ref` from the engine: its ID, layers and steps from its config, and the files of the layers
-    whose diff IDs are in `wanted`, streamed out of `docker save` (the OCI layout's blobs: an uncompressed layer
-    is stored under its diff ID)."""
+    whose diff IDs are in `wanted`, streamed out of `docker save` (its OCI layout: the classic image store keeps a
+    layer uncompressed under its diff ID, the containerd store gzip-compressed under the blob's digest)."""
     attrs = client.api.inspect_image(ref)
     image_id, layers = attrs["Id"], tuple(attrs.get("RootFS", {}).get("Layers") or ())
     if not wanted:  # nothing to compare: no `docker save`
         return Image(image_id, layers, ("",) * len(layers))
     files: dict = {}
-    config = None
+    documents: dict = {}  # digest -> a JSON blob (config, manifest, index)
+    manifest: list = []
     stream = io.BufferedReader(_ChunkReader(client.api.get_image(image_id)), buffer_size=1 << 20)
     with tarfile.open(fileobj=stream, mode="r|") as outer:
         for member in outer:
-            digest = "sha256:" + member.name.rsplit("/", 1)[-1] if member.name.startswith("blobs/sha256/") else ""
-            if digest == image_id and member.isreg():
-                f = outer.extractfile(member)
-                config = json.loads(f.read()) if f is not None else None
-            elif digest in wanted and digest not in files and member.isreg():
-                f = outer.extractfile(member)
-                if f is not None:
-                    with tarfile.open(fileobj=f, mode="r|") as layer:
-                        files[digest] = layer_entries(layer)
-    steps = tuple(h.get("created_by", "") for h in (config or {}).get("history", []) if not h.get("empty_layer"))
+            f = outer.extractfile(member) if member.isreg() else None
+            if f is None:
+                continue
+            if member.name == "manifest.json":
+                manifest = json.loads(f.read())
+            elif member.name.startswith("blobs/sha256/"):
+                digest = "sha256:" + member.name.rsplit("/", 1)[-1]
+                if f.peek(1)[:1] == b"{":
+                    documents[digest] = json.loads(f.read())
+                else:
+                    diff_id, entries = layer_blob(f, wanted, digest)
+                    if entries is not None:
+                        files.setdefault(diff_id, entries)
+    config_path = (manifest[0].get("Config") or "") if manifest else ""
+    config = documents.get("sha256:" + config_path.rsplit("/", 1)[-1]) or documents.get(image_id) or {}
+    steps = tuple(h.get("created_by", "") for h in config.get("history", []) if not h.get("empty_layer"))
     if len(steps) != len(layers):
         steps = ("",) * len(layers)
     return Image(image_id, layers, steps, files)
