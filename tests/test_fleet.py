@@ -6,6 +6,8 @@ In order, each test using what the one before left in the registry:
 1. a cold two-platform smoke build on engine B pushes one manifest list and exports its cache (mode=max); its
    provenance (mode=max) and each platform's SBOM are read back from the registry;
 2. engine A builds the same target from that cache: every RUN step CACHED;
+   engine B builds it again with --no-cache, kept in its store, and a third engine C, nothing cached, builds the same
+   image ID (reproducible: the OCI archive with rewritten file times); a hand change to it is named;
 3. `build.py verify` checks each platform of the list by digest (arm64 under qemu);
 4. `build.py bake` of two targets (smoke, smoke-arm64) runs on engine B, both from the shared cache;
 5. engine B killed mid-build: exit 1 or 3, no tag moved, the registry still serves what it held, and engine A
@@ -157,6 +159,50 @@ def test_engine_a_builds_from_the_registry_cache(fleet):
     FIGURES.update(engine_a_from_cache_s=round(seconds), engine_a_cached_runs=f"{len(runs)}/{len(runs)}")
     FIGURES["cold_over_cached"] = round(cold / seconds, 1)
     uncached_run_on_engine_a(reg)
+
+
+def test_an_image_engine_b_keeps_is_the_same_image_when_another_engine_builds_it(fleet):
+    """A build the containerd store keeps comes back as an OCI archive with its file times rewritten to the build's
+    SOURCE_DATE_EPOCH: smoke built with --no-cache on engine B and again on engine C (a third engine, started here,
+    nothing cached) is one image ID. A hand change to it is then found by `verify --reproduce`'s comparison, reading
+    the containerd store's compressed layers by their diff IDs."""
+    import docker
+
+    from toolkit.gates import reproduce
+
+    reg, engine_b = fleet
+    ref = f"{reg.host}/miles:smoke"
+    proc, on_b = build(engine_b, "--builder", CONTEXT, "--registry", reg.host, "--no-cache")
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    client_b = docker.DockerClient(base_url=engine_b.host)
+    first = client_b.images.get(ref).id
+    engine_c = SecondEngine(letter="c")
+    try:
+        engine_c.start()
+        proc, on_c = build(engine_c, "--builder", CONTEXT, "--registry", reg.host)
+        assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+        again = docker.DockerClient(base_url=engine_c.host).images.get(ref).id
+    finally:
+        engine_c.remove()
+    assert again == first, f"engine C built {again}, engine B {first}"
+    FIGURES.update(reproduced_digest=first, no_cache_engine_b_s=round(on_b), cold_engine_c_s=round(on_c))
+    container = client_b.containers.run(
+        first, ["sh", "-c", "echo '# by hand' >> /opt/venv/pyvenv.cfg"], detach=True, network_disabled=True
+    )
+    try:
+        assert container.wait()["StatusCode"] == 0
+        handmade = container.commit(repository="miles-reproduce-test", tag="handmade").id
+    finally:
+        container.remove(force=True)
+    layers = [tuple(client_b.api.inspect_image(i)["RootFS"]["Layers"]) for i in (first, handmade)]
+    wanted = reproduce.differing_layers(*layers)
+    built, changed = (reproduce.read_image(client_b, i, wanted) for i in (first, handmade))
+    lines = reproduce.report_lines(reproduce.compare(changed, built), changed)  # the image, then its rebuild
+    edited = "opt/venv/pyvenv.cfg"
+    top = len(layers[0]) + 1  # the layer the commit added
+    assert lines[0] == f"not reproduced: layer {top} differs first in content: {edited} (in a layer only the image has)"
+    assert f"    {edited}: in a layer only the image has" in lines, lines
+    client_b.images.remove(handmade, force=True)
 
 
 def test_verify_checks_each_platform_by_digest(fleet):
