@@ -60,6 +60,7 @@ PROBES = {
     "causal-conv1d": ["kernel_causal_conv1d.py", "kernel_selective_scan.py"],
     "apex": ["kernel_apex.py"],
     "miles/int4_qat": ["kernel_int4_quant.py"],
+    "transformer-engine-torch": ["kernel_te_linear.py"],
 }
 # The bridge step's proof is its own GPU suite (the bits tests among it), run against the copy the step installed.
 BRIDGE = "bridge"

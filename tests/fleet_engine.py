@@ -35,7 +35,7 @@ def _unused_subnet() -> str:
 class SecondEngine:
     def __init__(self, root: Path | None = None, letter: str = "b"):
         """`letter` names its bridge (`f<letter><pid>`): a third engine beside B needs one of its own."""
-        self.root = Path(root or tempfile.mkdtemp(prefix=f"fleet{letter}-", dir="/tmp"))  # short: a socket path is <108
+        self.root = Path(root or tempfile.mkdtemp(prefix="fleetb-", dir="/tmp"))  # short: a socket is <108
         self.sock = self.root / "docker.sock"
         self.config_dir = self.root / "docker-config"  # DOCKER_CONFIG of the fleet: contexts and buildx state
         self.bridge = f"f{letter}{os.getpid() % 100000}"

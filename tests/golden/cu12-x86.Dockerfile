@@ -235,6 +235,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16-cu129" \
       io.miles.variant="cu12-x86" \
-      io.miles.spec-digest="d44edf556cbb0d00e6d4ccfac819d990238e9dfb74949dd022dd280eefac0659"
+      io.miles.spec-digest="176113160e9d0747a962e8dfd1938bfc345137dd7c3a040ed4754b110ec9227f"
 WORKDIR /root/
 CMD ["/bin/bash"]

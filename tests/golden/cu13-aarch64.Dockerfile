@@ -250,6 +250,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16" \
       io.miles.variant="cu13-aarch64" \
-      io.miles.spec-digest="acadc0591b6949a4419c5e557b6e2d7bb170f8e720eab8d544dfde081c52dabd"
+      io.miles.spec-digest="0e082fa577fa0de04bb32d5cb0e8899d22d8c4ecebd6d770c98800e6a3e42359"
 WORKDIR /root/
 CMD ["/bin/bash"]

@@ -250,6 +250,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16" \
       io.miles.variant="cu13-x86" \
-      io.miles.spec-digest="47e5a616bd6f71164341d4e5a9f9e4d400048187e06dc27730dabdb1bf8ffd72"
+      io.miles.spec-digest="eb6482a95fb6399eb653391dea355b613dba32efd5eb1e68c5d8d86228d918f1"
 WORKDIR /root/
 CMD ["/bin/bash"]

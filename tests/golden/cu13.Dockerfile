@@ -253,6 +253,6 @@ RUN --mount=type=bind,source=gates,target=/tmp/gates \
 LABEL org.opencontainers.image.title="miles" \
       org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.16" \
       io.miles.variant="cu13" \
-      io.miles.spec-digest="647b543d26ce06a699395c3c458414cec590f2eb5b06d96bc24c7b2e2ae3e518"
+      io.miles.spec-digest="b5c1c7692a2ffb8c910f5dfea96880ac35ef7be1fa6e69656e30fbb41a0d3acb"
 WORKDIR /root/
 CMD ["/bin/bash"]

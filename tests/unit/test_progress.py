@@ -287,9 +287,7 @@ def test_a_build_whose_step_is_quiet_prints_heartbeats_and_stops_them(monkeypatc
     monkeypatch.setattr(progress, "EVERY", 0.3)
     monkeypatch.setattr(progress, "TICK", 0.02)
     monkeypatch.setattr(engine, "buildx_cmd", lambda: [sys.executable, "-c", BUILDX])
-    invocation = SimpleNamespace(
-        secrets=(), site=SimpleNamespace(push=()), argv=lambda buildx, files: [*buildx, *files]
-    )
+    invocation = SimpleNamespace(secrets=(), site=engine.BuildSite(), argv=lambda buildx, files: [*buildx, *files])
     plan = SimpleNamespace(name="t", progress="auto", variant=SimpleNamespace(artifacts={}))
     out = []
     assert engine.build(plan, invocation, out=out.append) == "sha256:" + "a" * 64
