@@ -217,7 +217,8 @@ class _Hashing(io.RawIOBase):
 
 def layer_blob(f, wanted: set, named: str) -> tuple:
     """(diff ID, {path: Entry} or None) of a layer blob, plain or gzip (`named`: the blob's own digest, which is
-    its diff ID when it is plain). Only a wanted layer is read file by file; a compressed one is hashed first."""
+    its diff ID when it is plain). A plain layer is read file by file only when wanted; a compressed one is read
+    whole, since which layer it is shows only at its end, and kept only when wanted."""
     if f.peek(2)[:2] != b"\x1f\x8b":  # plain: named by its diff ID (the classic image store's `docker save`)
         if named not in wanted:
             return named, None
