@@ -20,6 +20,7 @@ import re
 import tarfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import cast
 
 SHOWN = 10  # files named per layer
 _KINDS = {tarfile.REGTYPE: "file", tarfile.AREGTYPE: "file", tarfile.DIRTYPE: "dir", tarfile.SYMTYPE: "link"}
@@ -248,9 +249,10 @@ def read_image(client, ref: str, wanted: set) -> Image:
     stream = io.BufferedReader(_ChunkReader(client.api.get_image(image_id)), buffer_size=1 << 20)
     with tarfile.open(fileobj=stream, mode="r|") as outer:
         for member in outer:
-            f = outer.extractfile(member) if member.isreg() else None
-            if f is None:
+            extracted = outer.extractfile(member) if member.isreg() else None
+            if extracted is None:
                 continue
+            f = cast(io.BufferedReader, extracted)  # tarfile's member reader is buffered: it peeks
             if member.name == "manifest.json":
                 manifest = json.loads(f.read())
             elif member.name.startswith("blobs/sha256/"):
