@@ -202,7 +202,8 @@ ENV HIP_FORCE_DEV_KERNARG="1" \
 # ---- refuses a build whose report is missing, lacks this build's nonce (the build arg, derived from the input
 # ---- hash: only this step reads it, and a cached gate layer keeps a report of the same input) or a declared gate.
 # ---- The runner runs only on a CPython 3; a `python` that runs no runner writes no report and fails the step here.
-# ---- It writes nothing else: no .pyc of what it imports, and a report without times, so the layer reproduces.
+# ---- The runner itself writes no .pyc of what it imports and a report without times; what an imported package
+# ---- writes at import (a temp folder, a cache) still lands in this layer.
 ARG MILES_GATE_NONCE
 RUN --mount=type=bind,source=gates,target=/tmp/gates \
     mkdir -p /usr/share/miles-gates && cd /tmp/gates \
