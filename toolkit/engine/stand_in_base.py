@@ -100,11 +100,12 @@ def base_lines(record: dict) -> list[str]:
     from toolkit.lock.pip_closure import installs
 
     image = set(installs(record))
-    return [
-        f"{name}=={pkg['version']} " + " ".join(f"--hash=sha256:{sha}" for sha in sorted(pkg["files"].values()))
-        for name, pkg in sorted(record["packages"].items())
-        if name not in image
-    ]
+    return [requirement(name, pkg) for name, pkg in sorted(record["packages"].items()) if name not in image]
+
+
+def requirement(name: str, pkg: dict) -> str:
+    """A closure package as a hash-checked requirement line: `NAME==VERSION --hash=sha256:...`."""
+    return f"{name}=={pkg['version']} " + " ".join(f"--hash=sha256:{sha}" for sha in sorted(pkg["files"].values()))
 
 
 def header_lines(record: dict, cuda_major: str) -> list[str]:
@@ -113,11 +114,7 @@ def header_lines(record: dict, cuda_major: str) -> list[str]:
     missing = [n for n in names if n not in record["packages"]]
     if missing:
         raise UsageError(f"the closure holds no {', '.join(missing)}: no headers for the stand-in's /usr/include")
-    return [
-        f"{n}=={record['packages'][n]['version']} "
-        + " ".join(f"--hash=sha256:{sha}" for sha in sorted(record["packages"][n]["files"].values()))
-        for n in names
-    ]
+    return [requirement(n, record["packages"][n]) for n in names]
 
 
 def removed_apt(variant) -> list[str]:
